@@ -1,0 +1,18 @@
+//! Capture file formats: pcap and pcapng, written and read.
+//!
+//! The writers are plain functions that fill caller-provided byte buffers, so the
+//! capture path can encode records straight into its output batches without
+//! allocating. The reader accepts every variant other tools write (both byte
+//! orders, micro- and nanosecond pcap, multi-section pcapng) and reports the byte
+//! offset of the first record it cannot make sense of.
+
+pub mod pcap;
+
+/// Timestamp resolution of a pcap file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TsResolution {
+    /// Microseconds (magic 0xa1b2c3d4), what most tools write by default.
+    Micro,
+    /// Nanoseconds (magic 0xa1b23c4d).
+    Nano,
+}

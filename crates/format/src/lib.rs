@@ -5,8 +5,27 @@
 //! allocating. The reader accepts every variant other tools write (both byte
 //! orders, micro- and nanosecond pcap, multi-section pcapng) and reports the byte
 //! offset of the first record it cannot make sense of.
+//!
+//! - [`pcap`]: classic pcap headers (writing).
+//! - [`pcapng`]: pcapng blocks (writing).
+//! - [`walk`]: record boundaries and timestamps in files ringcap wrote.
+//! - [`read`]: [`Reader`] for any pcap or pcapng file.
+//! - [`repair`](mod@repair): [`check`] and [`repair`](fn@repair) files cut short by a crash.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod pcap;
+pub mod pcapng;
+pub mod read;
+pub mod repair;
+pub mod walk;
+
+pub use read::{
+    ByteOrder, FileFormat, FormatError, FormatErrorKind, Interface, Packet, Reader, TsUnit,
+};
+pub use repair::{check, repair, RepairError, RepairReport};
+pub use walk::{record_at, RecordFormat};
 
 /// Timestamp resolution of a pcap file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

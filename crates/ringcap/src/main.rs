@@ -1,1 +1,30 @@
-fn main() {}
+//! ringcap: high-speed passive packet capture for Linux.
+
+use clap::Parser;
+use ringcap::cli::{Cli, Command};
+use ringcap::failure::exit;
+
+fn main() {
+    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::USAGE } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Capture(args) => ringcap::session::capture(&args, command_line),
+        Command::Repair(args) => ringcap::demo::repair(&args),
+        Command::Demo(args) => ringcap::demo::demo(&args),
+        Command::DemoSend { interface, count } => ringcap::demo::send(&interface, count),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(f) => {
+            eprintln!("ringcap: {}", f.message);
+            std::process::exit(f.code);
+        }
+    }
+}

@@ -1,1 +1,23 @@
-//! ringcap-source
+//! Where packets come from: the kernel's shared-memory capture rings.
+//!
+//! A live capture opens one AF_PACKET socket per interface and thread, each with
+//! a TPACKET_V3 receive ring mapped into user space. The kernel fills whole
+//! blocks of packets and hands each block over with one status word, so the
+//! capture thread reads packets with no system call per packet and calls
+//! `poll()` only when the ring is empty. Sockets of one interface join a
+//! PACKET_FANOUT group that spreads flows over threads by hash.
+//!
+//! `unsafe` lives in [`sys`] (system calls and socket options) and [`ring`]
+//! (the mapped memory); everything else is safe Rust over byte slices.
+
+pub mod inject;
+pub mod interface;
+pub mod packet;
+pub mod ring;
+pub mod socket;
+pub mod sys;
+
+pub use interface::{Interface, InterfaceCounters, OpenError};
+pub use packet::{RingPacket, VlanTag};
+pub use ring::{Block, RingGeometry, RxRing};
+pub use socket::{CaptureSocket, SocketOptions, SocketStats, TimestampSource};

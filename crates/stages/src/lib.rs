@@ -1,1 +1,18 @@
-//! ringcap-stages
+//! The stages between the source and the sink: filter, sample, truncate.
+//!
+//! Live captures run as much of this as possible inside the kernel: the filter,
+//! the snap length and the random and per-flow samplers are one classic BPF
+//! program attached to the capture socket, so packets that are not wanted never
+//! cost a copy to user space. What the kernel cannot do (exact header-length
+//! truncation, every-Nth sampling) runs in user space on the capture thread, and
+//! offline captures run everything in user space with the same semantics.
+
+pub mod bpf;
+pub mod filter;
+pub mod sample;
+pub mod truncate;
+
+pub use bpf::{Instruction, Program};
+pub use filter::{compile, FilterError};
+pub use sample::{SampleMode, Sampling, UserSampler};
+pub use truncate::Snap;

@@ -1,1 +1,152 @@
-//! ringcap-wire
+//! Zero-copy views over packet bytes, and the two per-packet functions the
+//! capture path needs: [`header_len`] and [`symmetric_flow_hash`].
+//!
+//! The layout follows smoltcp's `wire` module: one module per protocol, each
+//! with a small view struct wrapping a borrowed `&[u8]`, a checked
+//! constructor (`new_checked`) that verifies every byte an accessor may read
+//! is present, and documented accessors. Views never allocate, never panic on
+//! any input and contain no `unsafe` code. Since a view can only be built
+//! through its checked constructor, its accessors are infallible.
+//!
+//! # Why hand-written and not `etherparse`
+//!
+//! `etherparse` is an excellent general parser (and is used in this crate's
+//! tests as an independent oracle), but the capture path has needs it does
+//! not address directly:
+//!
+//! * it needs the exact *length* of the protocol headers of frames that may
+//!   be truncated by the snap length or malformed, with a defined fallback:
+//!   keep everything up to the end of the last header understood completely
+//!   (see [`header_len`]);
+//! * it must look through GRE, VXLAN, MPLS, ESP and SCTP, and into the
+//!   datagram quoted by ICMP errors;
+//! * it runs once per captured packet, so it must be allocation free and
+//!   branch light; walking headers is straight-line code over borrowed
+//!   views rather than building owned header structs (etherparse's
+//!   `PacketHeaders` copies every header, and its sliced API stops at the
+//!   first tunnel).
+//!
+//! # Modules
+//!
+//! Link layer: [`ethernet`], [`vlan`], [`mpls`], [`arp`]. Network layer:
+//! [`ip`] (protocol numbers), [`ipv4`], [`ipv6`], [`ipv6_ext`] (hop-by-hop,
+//! routing, fragment, destination options, authentication header), [`esp`].
+//! Transport: [`tcp`], [`udp`], [`icmp`], [`icmpv6`], [`sctp`]. Tunnels:
+//! [`gre`], [`vxlan`]. Packet-level functions: [`headers`], [`flow`].
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod arp;
+pub mod esp;
+pub mod ethernet;
+pub mod flow;
+pub mod gre;
+pub mod headers;
+pub mod icmp;
+pub mod icmpv6;
+pub mod ip;
+pub mod ipv4;
+pub mod ipv6;
+pub mod ipv6_ext;
+pub mod mpls;
+pub mod sctp;
+pub mod tcp;
+pub mod udp;
+pub mod vlan;
+pub mod vxlan;
+
+pub use flow::symmetric_flow_hash;
+pub use headers::header_len;
+
+use core::fmt;
+
+/// Why a view could not be constructed over a byte slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Error {
+    /// The buffer is shorter than the header (or the length the header
+    /// itself claims).
+    Truncated,
+    /// A field has a value that makes the header impossible to interpret,
+    /// e.g. a wrong IP version or an IPv4 IHL below 5.
+    Malformed,
+    /// The header is valid but uses a feature this crate does not decode,
+    /// e.g. GRE source routing.
+    Unsupported,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Error::Truncated => "truncated header",
+            Error::Malformed => "malformed header",
+            Error::Unsupported => "unsupported header",
+        })
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Result type of the checked view constructors.
+pub type Result<T> = core::result::Result<T, Error>;
+
+/// Reads a big-endian `u16` at `i`. Callers guarantee `i + 2 <= b.len()`
+/// (checked by the view constructors).
+#[inline(always)]
+pub(crate) fn be16(b: &[u8], i: usize) -> u16 {
+    u16::from_be_bytes([b[i], b[i + 1]])
+}
+
+/// Reads a big-endian `u32` at `i`. Callers guarantee `i + 4 <= b.len()`.
+#[inline(always)]
+pub(crate) fn be32(b: &[u8], i: usize) -> u32 {
+    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
+/// Copies `N` bytes starting at `i`. Callers guarantee `i + N <= b.len()`.
+#[inline(always)]
+pub(crate) fn array<const N: usize>(b: &[u8], i: usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(&b[i..i + N]);
+    out
+}
+
+/// Returns `Ok(())` if `b` holds at least `n` bytes, else [`Error::Truncated`].
+#[inline(always)]
+pub(crate) fn need(b: &[u8], n: usize) -> Result<()> {
+    if b.len() >= n {
+        Ok(())
+    } else {
+        Err(Error::Truncated)
+    }
+}
+
+/// The bytes of `b` from `start`, or an empty slice if `start` is past the end.
+#[inline(always)]
+pub(crate) fn tail(b: &[u8], start: usize) -> &[u8] {
+    b.get(start..).unwrap_or(&[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_display() {
+        assert_eq!(Error::Truncated.to_string(), "truncated header");
+        assert_eq!(Error::Malformed.to_string(), "malformed header");
+        assert_eq!(Error::Unsupported.to_string(), "unsupported header");
+    }
+
+    #[test]
+    fn helpers() {
+        let b = [1u8, 2, 3, 4, 5];
+        assert_eq!(be16(&b, 1), 0x0203);
+        assert_eq!(be32(&b, 1), 0x0203_0405);
+        assert_eq!(array::<2>(&b, 3), [4, 5]);
+        assert!(need(&b, 5).is_ok());
+        assert_eq!(need(&b, 6), Err(Error::Truncated));
+        assert_eq!(tail(&b, 4), &[5]);
+        assert_eq!(tail(&b, 9), &[] as &[u8]);
+    }
+}

@@ -1,0 +1,328 @@
+//! Recovering capture files cut short by a crash or a full disk.
+//!
+//! [`check`] reads a file with the same validation as [`Reader`] and reports how
+//! much of it is made of complete, valid records; [`repair`] then truncates the
+//! file after the last of them (in place, with `ftruncate`, then `fsync`), which
+//! leaves a file every reader accepts. Both stream through the file, so they work
+//! on files of any size.
+//!
+//! Besides the reader's checks, a pcap record header of all zeros counts as the
+//! end of the valid data: it is what a file system leaves in blocks a crash kept
+//! from being written.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::Path;
+
+use crate::read::{FileFormat, FormatError, FormatErrorKind, Reader};
+
+/// What [`check`] or [`repair`] found.
+#[derive(Debug)]
+pub struct RepairReport {
+    /// The kind of file.
+    pub format: FileFormat,
+    /// Complete packets in the valid part of the file.
+    pub packets: u64,
+    /// Length of the valid part: the file's length after repair.
+    pub valid_len: u64,
+    /// Length of the file before repair.
+    pub original_len: u64,
+    /// Why the valid part ends before the end of the file (`None` if the whole
+    /// file is valid).
+    pub problem: Option<FormatError>,
+}
+
+impl RepairReport {
+    /// Bytes cut (or, for [`check`], that a repair would cut).
+    pub fn cut_len(&self) -> u64 {
+        self.original_len - self.valid_len
+    }
+
+    /// True if the whole file is valid and nothing needs cutting.
+    pub fn is_intact(&self) -> bool {
+        self.valid_len == self.original_len
+    }
+}
+
+/// Why a file could not be checked or repaired. The file is left untouched in
+/// every case except a failure of the final truncate or sync (see
+/// [`RepairError::Io`]).
+#[derive(Debug)]
+pub enum RepairError {
+    /// Opening, reading, truncating or syncing the file failed.
+    Io(io::Error),
+    /// The file does not start with a pcap or pcapng header this crate
+    /// understands, so it is not touched.
+    NotCapture(FormatError),
+    /// The file is a capture file, but it ends (or is damaged) inside its headers:
+    /// the pcap file header, or for pcapng before the end of the first interface
+    /// description block. No valid file can be cut from it.
+    HeaderIncomplete(FormatError),
+}
+
+impl fmt::Display for RepairError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RepairError::Io(e) => write!(f, "{e}"),
+            RepairError::NotCapture(e) => write!(
+                f,
+                "not a capture file this tool understands, left untouched: {e}"
+            ),
+            RepairError::HeaderIncomplete(e) => write!(
+                f,
+                "the file's headers are incomplete or damaged, so no valid capture file can be cut from it; left untouched: {e}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RepairError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RepairError::Io(e) => Some(e),
+            RepairError::NotCapture(e) | RepairError::HeaderIncomplete(e) => Some(e),
+        }
+    }
+}
+
+impl From<io::Error> for RepairError {
+    fn from(e: io::Error) -> Self {
+        RepairError::Io(e)
+    }
+}
+
+/// Validates the file open as `file`, of length `original_len`.
+fn scan(file: &File, original_len: u64) -> Result<RepairReport, RepairError> {
+    let mut reader = match Reader::with_strictness(file, true) {
+        Ok(r) => r,
+        Err(e) => {
+            return Err(match e.kind {
+                FormatErrorKind::Io(io) => RepairError::Io(io),
+                FormatErrorKind::Empty | FormatErrorKind::NotCapture { .. } => {
+                    RepairError::NotCapture(e)
+                }
+                FormatErrorKind::UnsupportedVersion { .. } => RepairError::NotCapture(e),
+                _ => RepairError::HeaderIncomplete(e),
+            })
+        }
+    };
+    let mut packets = 0u64;
+    let problem = loop {
+        match reader.next_packet() {
+            Ok(Some(_)) => packets += 1,
+            Ok(None) => break None,
+            Err(e) => {
+                if let FormatErrorKind::Io(io) = e.kind {
+                    return Err(RepairError::Io(io));
+                }
+                break Some(e);
+            }
+        }
+    };
+    let format = reader.format();
+    if let Some(e) = problem {
+        if format == FileFormat::Pcapng && reader.interfaces().is_empty() {
+            return Err(RepairError::HeaderIncomplete(e));
+        }
+        return Ok(RepairReport {
+            format,
+            packets,
+            valid_len: reader.offset(),
+            original_len,
+            problem: Some(e),
+        });
+    }
+    Ok(RepairReport {
+        format,
+        packets,
+        valid_len: reader.offset(),
+        original_len: original_len.max(reader.offset()),
+        problem: None,
+    })
+}
+
+/// Checks a capture file without changing it: how many complete packets it
+/// holds and where its valid part ends.
+///
+/// Fails (see [`RepairError`]) if the file is not a capture file, or is one whose
+/// headers are incomplete.
+pub fn check(path: &Path) -> Result<RepairReport, RepairError> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len();
+    scan(&file, len)
+}
+
+/// Checks a capture file and truncates it after the last complete, valid record,
+/// then syncs it to disk. A file that is entirely valid is not written to.
+///
+/// Refuses, leaving the file untouched, a file that does not start with a pcap or
+/// pcapng header this crate understands, and a file whose headers are cut short
+/// (the pcap file header; for pcapng everything up to the end of the first
+/// interface description block), since no valid file can be made from it.
+pub fn repair(path: &Path) -> Result<RepairReport, RepairError> {
+    let file = OpenOptions::new().read(true).write(true).open(path)?;
+    let len = file.metadata()?.len();
+    let report = scan(&file, len)?;
+    if report.valid_len < len {
+        file.set_len(report.valid_len)?;
+        file.sync_all()?;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::tests::{pcap_file, pcapng_file, read_all};
+    use crate::TsResolution;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A file in the temp directory, removed when dropped.
+    struct TempFile(PathBuf);
+
+    impl TempFile {
+        fn new(contents: &[u8]) -> Self {
+            static N: AtomicU32 = AtomicU32::new(0);
+            let p = std::env::temp_dir().join(format!(
+                "ringcap-format-repair-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::write(&p, contents).unwrap();
+            TempFile(p)
+        }
+        fn contents(&self) -> Vec<u8> {
+            std::fs::read(&self.0).unwrap()
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// Repairs every prefix of `f` and checks the result.
+    /// Prefixes shorter than `header_end` are refused, except one of length
+    /// `also_ok` (a pcapng file holding just its section header).
+    fn repair_every_prefix(
+        f: &[u8],
+        header_end: usize,
+        also_ok: Option<usize>,
+        starts: &[usize],
+        packets_before: &[usize],
+    ) {
+        for cut in 0..=f.len() {
+            let t = TempFile::new(&f[..cut]);
+            let checked = check(&t.0);
+            let repaired = repair(&t.0);
+            let after = t.contents();
+            match repaired {
+                Err(e) => {
+                    assert!(cut < header_end, "cut {cut}: {e}");
+                    assert!(checked.is_err());
+                    assert_eq!(after, &f[..cut], "refused file must be untouched");
+                    if cut < 4 {
+                        assert!(matches!(e, RepairError::NotCapture(_)));
+                    } else {
+                        assert!(
+                            matches!(e, RepairError::HeaderIncomplete(_)),
+                            "cut {cut}: {e}"
+                        );
+                    }
+                }
+                Ok(rep) => {
+                    assert!(cut >= header_end || Some(cut) == also_ok, "cut {cut}");
+                    let c = checked.unwrap();
+                    assert_eq!(
+                        (c.valid_len, c.packets, c.original_len),
+                        (rep.valid_len, rep.packets, rep.original_len)
+                    );
+                    let boundary = starts
+                        .iter()
+                        .chain([&f.len()])
+                        .copied()
+                        .filter(|&s| s <= cut)
+                        .max()
+                        .unwrap();
+                    assert_eq!(rep.valid_len, boundary as u64, "cut {cut}");
+                    assert_eq!(rep.original_len, cut as u64);
+                    assert_eq!(rep.problem.is_none(), boundary == cut);
+                    assert_eq!(after, &f[..boundary]);
+                    let (got, end, _) = read_all(&after).unwrap();
+                    end.unwrap();
+                    let want = packets_before[starts
+                        .iter()
+                        .position(|&s| s == boundary)
+                        .unwrap_or(starts.len())];
+                    assert_eq!(got.len(), want, "cut {cut}");
+                    assert_eq!(rep.packets, want as u64);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn repair_pcap_cut_anywhere() {
+        for res in [TsResolution::Micro, TsResolution::Nano] {
+            let (f, starts, _) = pcap_file(res, 5);
+            // Packets before each record start (and before the end).
+            let before: Vec<usize> = (0..=starts.len()).collect();
+            repair_every_prefix(&f, 24, None, &starts, &before);
+        }
+    }
+
+    #[test]
+    fn repair_pcapng_cut_anywhere() {
+        let (f, starts, _) = pcapng_file(5);
+        // starts: IDB0, IDB1, 5 EPBs, ISB. Valid from the end of the first IDB.
+        let before = vec![0, 0, 0, 1, 2, 3, 4, 5, 5];
+        repair_every_prefix(&f, starts[1], Some(starts[0]), &starts, &before);
+    }
+
+    #[test]
+    fn zero_tail_is_cut() {
+        let (mut f, _, _) = pcap_file(TsResolution::Micro, 3);
+        let good = f.len();
+        f.extend_from_slice(&[0; 4096]);
+        let t = TempFile::new(&f);
+        let rep = repair(&t.0).unwrap();
+        assert_eq!(rep.valid_len, good as u64);
+        assert_eq!(rep.cut_len(), 4096);
+        assert_eq!(rep.packets, 3);
+        assert!(matches!(
+            rep.problem.as_ref().unwrap().kind,
+            FormatErrorKind::ZeroRecord
+        ));
+        assert_eq!(t.contents().len(), good);
+
+        let (mut f, _, _) = pcapng_file(3);
+        let good = f.len();
+        f.extend_from_slice(&[0; 4096]);
+        let t = TempFile::new(&f);
+        let rep = repair(&t.0).unwrap();
+        assert_eq!(rep.valid_len, good as u64);
+        assert_eq!(rep.packets, 3);
+        assert_eq!(t.contents().len(), good);
+        // An intact file is reported intact and not touched.
+        let rep = repair(&t.0).unwrap();
+        assert!(rep.is_intact());
+        assert!(rep.problem.is_none());
+    }
+
+    #[test]
+    fn refuses_other_files() {
+        let t = TempFile::new(b"\x7fELF and more bytes");
+        let e = check(&t.0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "not a capture file this tool understands, left untouched: byte 0: not a pcap or pcapng file (starts with 7f 45 4c 46)"
+        );
+        assert!(repair(&t.0).is_err());
+        assert_eq!(t.contents(), b"\x7fELF and more bytes");
+        let missing = std::env::temp_dir().join("ringcap-format-no-such-file");
+        assert!(matches!(check(&missing), Err(RepairError::Io(_))));
+    }
+}

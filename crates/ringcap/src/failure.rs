@@ -1,0 +1,63 @@
+//! Errors that end the program, with the exit status they map to.
+
+use std::fmt;
+
+/// Exit statuses (documented in `--help`).
+pub mod exit {
+    /// Failure while running (I/O error, disk full).
+    pub const RUNTIME: i32 = 1;
+    /// Bad usage: options, filter expression, input files.
+    pub const USAGE: i32 = 2;
+    /// The system refused: interface missing or down, missing capability.
+    pub const SYSTEM: i32 = 3;
+}
+
+/// An error that ends the program.
+#[derive(Debug)]
+pub struct Failure {
+    /// Exit status.
+    pub code: i32,
+    /// What went wrong and what to do about it.
+    pub message: String,
+}
+
+impl Failure {
+    /// A usage error (exit 2).
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            code: exit::USAGE,
+            message: message.into(),
+        }
+    }
+
+    /// A system refusal (exit 3).
+    pub fn system(message: impl Into<String>) -> Failure {
+        Failure {
+            code: exit::SYSTEM,
+            message: message.into(),
+        }
+    }
+
+    /// A runtime failure (exit 1).
+    pub fn runtime(message: impl Into<String>) -> Failure {
+        Failure {
+            code: exit::RUNTIME,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<ringcap_source::OpenError> for Failure {
+    fn from(e: ringcap_source::OpenError) -> Failure {
+        match e {
+            ringcap_source::OpenError::Os { .. } => Failure::runtime(e.to_string()),
+            _ => Failure::system(e.to_string()),
+        }
+    }
+}

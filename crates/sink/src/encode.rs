@@ -1,0 +1,241 @@
+//! The capture thread's side of the sink: encoding packets into batches.
+
+use crate::batch::Batch;
+use crossbeam_channel::{Receiver, Sender};
+use ringcap_format::walk::RecordFormat;
+use ringcap_format::{pcap, pcapng};
+use std::time::Instant;
+
+/// Encodes packets of one capture thread into batches and ships full ones.
+pub struct Encoder {
+    format: RecordFormat,
+    interface_id: u32,
+    current: Option<Batch>,
+    free: Receiver<Batch>,
+    full: Sender<Batch>,
+    /// Packets dropped because no free batch was available.
+    pub dropped: u64,
+    closed: bool,
+    blocking: bool,
+}
+
+impl Encoder {
+    /// An encoder for records of `format` with pcapng interface id `interface_id`,
+    /// taking empty batches from `free` and sending full ones to `full`.
+    pub fn new(
+        format: RecordFormat,
+        interface_id: u32,
+        free: Receiver<Batch>,
+        full: Sender<Batch>,
+    ) -> Encoder {
+        let current = free.try_recv().ok();
+        Encoder {
+            format,
+            interface_id,
+            current,
+            free,
+            full,
+            dropped: 0,
+            closed: false,
+            blocking: false,
+        }
+    }
+
+    /// Makes the encoder wait for a free batch instead of dropping (offline
+    /// use, where the source can wait and nothing may be lost).
+    pub fn set_blocking(&mut self, blocking: bool) {
+        self.blocking = blocking;
+        if blocking && self.current.is_none() {
+            self.current = self.free.recv().ok();
+        }
+    }
+
+    /// Bytes a record with `caplen` bytes of data takes.
+    #[inline]
+    pub fn record_len(&self, caplen: usize) -> usize {
+        match self.format {
+            RecordFormat::Pcap(_) => pcap::RECORD_HEADER_LEN + caplen,
+            RecordFormat::Pcapng => pcapng::epb_len(caplen),
+        }
+    }
+
+    /// Encodes one packet: `caplen` bytes made of `data`, with `tag` (a VLAN
+    /// tag the kernel stripped) put back after the two MAC addresses. Returns
+    /// false if the packet had to be dropped (no free batch).
+    #[inline]
+    pub fn push(
+        &mut self,
+        ts_ns: u64,
+        wire_len: u32,
+        data: &[u8],
+        tag: Option<[u8; 4]>,
+        caplen: usize,
+    ) -> bool {
+        let need = self.record_len(caplen);
+        let fits = matches!(&self.current, Some(b) if b.remaining() >= need);
+        if !fits && !self.next_batch(need) {
+            self.dropped += 1;
+            return false;
+        }
+        let Some(batch) = self.current.as_mut() else {
+            self.dropped += 1;
+            return false;
+        };
+        if batch.started.is_none() {
+            batch.started = Some(Instant::now());
+        }
+        let rec = batch.reserve(need);
+        let body = match self.format {
+            RecordFormat::Pcap(res) => {
+                pcap::write_record_header(rec, ts_ns, caplen as u32, wire_len, res);
+                &mut rec[pcap::RECORD_HEADER_LEN..]
+            }
+            RecordFormat::Pcapng => {
+                pcapng::write_epb_header(rec, self.interface_id, ts_ns, caplen as u32, wire_len);
+                &mut rec[pcapng::EPB_DATA_OFFSET..]
+            }
+        };
+        copy_with_tag(body, data, tag, caplen);
+        if let RecordFormat::Pcapng = self.format {
+            pcapng::write_epb_trailer(rec, caplen as u32);
+        }
+        batch.commit(need);
+        batch.last_ts = ts_ns;
+        true
+    }
+
+    /// Sends the current batch (if not empty) to the writer now.
+    pub fn flush(&mut self) {
+        if matches!(&self.current, Some(b) if !b.is_empty()) {
+            if let Some(b) = self.current.take() {
+                self.ship(b);
+            }
+        }
+        if self.current.is_none() {
+            self.current = self.free.try_recv().ok();
+        }
+    }
+
+    /// When the current batch got its first record, if it has any.
+    pub fn oldest(&self) -> Option<Instant> {
+        self.current.as_ref().and_then(|b| b.started)
+    }
+
+    /// Ships what is left; the encoder drops further packets.
+    pub fn close(&mut self) {
+        self.flush();
+        self.current = None;
+        self.closed = true;
+    }
+
+    fn ship(&mut self, b: Batch) {
+        // The writer holds the receiving end until every encoder is closed; if
+        // it has died the batch is lost with it and the error is reported there.
+        let _ = self.full.send(b);
+    }
+
+    fn next_batch(&mut self, need: usize) -> bool {
+        if self.closed {
+            return false;
+        }
+        if let Some(b) = self.current.take() {
+            if b.is_empty() {
+                // An empty batch too small for this record: the record is larger
+                // than any batch; it cannot be kept.
+                self.current = Some(b);
+                return false;
+            }
+            self.ship(b);
+        }
+        self.current = if self.blocking {
+            self.free.recv().ok()
+        } else {
+            self.free.try_recv().ok()
+        };
+        matches!(&self.current, Some(b) if b.remaining() >= need)
+    }
+}
+
+/// Copies `caplen` bytes of the packet into `dst`, re-inserting `tag` after the
+/// 12 bytes of MAC addresses.
+#[inline]
+fn copy_with_tag(dst: &mut [u8], data: &[u8], tag: Option<[u8; 4]>, caplen: usize) {
+    match tag {
+        Some(tag) if data.len() >= 12 && caplen >= 12 => {
+            dst[..12].copy_from_slice(&data[..12]);
+            let tag_len = (caplen - 12).min(4);
+            dst[12..12 + tag_len].copy_from_slice(&tag[..tag_len]);
+            let rest = caplen - 12 - tag_len;
+            dst[12 + tag_len..12 + tag_len + rest].copy_from_slice(&data[12..12 + rest]);
+        }
+        _ => dst[..caplen].copy_from_slice(&data[..caplen]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringcap_format::TsResolution;
+
+    fn pool(n: usize, size: usize) -> (Sender<Batch>, Receiver<Batch>) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for _ in 0..n {
+            tx.send(Batch::new(size, 0, 0)).unwrap();
+        }
+        (tx, rx)
+    }
+
+    #[test]
+    fn vlan_tag_goes_back_after_macs() {
+        let mut dst = [0u8; 20];
+        let data: Vec<u8> = (0..16).collect();
+        copy_with_tag(&mut dst, &data, Some([0x81, 0, 0, 5]), 20);
+        assert_eq!(&dst[..12], &data[..12]);
+        assert_eq!(&dst[12..16], &[0x81, 0, 0, 5]);
+        assert_eq!(&dst[16..20], &data[12..16]);
+        let mut short = [0u8; 14];
+        copy_with_tag(&mut short, &data, Some([0x81, 0, 0, 5]), 14);
+        assert_eq!(&short[12..14], &[0x81, 0]);
+    }
+
+    #[test]
+    fn full_batches_ship_and_empty_pool_drops() {
+        let (_free_tx, free_rx) = pool(2, 4096);
+        let (full_tx, full_rx) = crossbeam_channel::unbounded();
+        let mut e = Encoder::new(RecordFormat::Pcap(TsResolution::Nano), 0, free_rx, full_tx);
+        let data = [7u8; 1000];
+        let mut kept = 0;
+        for i in 0..10 {
+            if e.push(i, 1000, &data, None, 1000) {
+                kept += 1;
+            }
+        }
+        // 4 records of 1016 bytes fit in a 4096-byte batch; two batches.
+        assert_eq!(kept, 8);
+        assert_eq!(e.dropped, 2);
+        e.close();
+        let batches: Vec<Batch> = full_rx.try_iter().collect();
+        assert_eq!(batches.len(), 2);
+        assert_eq!(batches.iter().map(|b| b.packets).sum::<u64>(), 8);
+        assert_eq!(&batches[0].bytes()[16..20], &[7, 7, 7, 7]);
+    }
+
+    #[test]
+    fn pcapng_records_are_walkable() {
+        let (_t, free_rx) = pool(1, 8192);
+        let (full_tx, full_rx) = crossbeam_channel::unbounded();
+        let mut e = Encoder::new(RecordFormat::Pcapng, 3, free_rx, full_tx);
+        assert!(e.push(1_000_000_007, 61, &[1u8; 61], None, 61));
+        assert!(e.push(2_000_000_009, 64, &[2u8; 60], Some([0x81, 0, 0, 1]), 64));
+        e.close();
+        let b = full_rx.try_recv().unwrap();
+        let (len, ts) =
+            ringcap_format::walk::record_at(RecordFormat::Pcapng, b.bytes(), 0).unwrap();
+        assert_eq!(len, pcapng::epb_len(61));
+        assert_eq!(ts, Some(1_000_000_007));
+        let (len2, ts2) =
+            ringcap_format::walk::record_at(RecordFormat::Pcapng, b.bytes(), len).unwrap();
+        assert_eq!(len + len2, b.len());
+        assert_eq!(ts2, Some(2_000_000_009));
+    }
+}

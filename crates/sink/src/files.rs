@@ -1,0 +1,436 @@
+//! Output files: names, rotation triggers, retention, and crash-safe publishing.
+//!
+//! A file is written under a hidden name (`.NAME.ringcap-partial`) in its final
+//! directory and renamed to NAME only when complete (flushed and fsync'd), so a
+//! program watching the directory never sees a partial file. Hidden partial
+//! files left by a crash are recovered on the next start in that directory.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// Suffix of files being written.
+pub const PARTIAL_SUFFIX: &str = ".ringcap-partial";
+
+/// Where the output goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputPlan {
+    /// Nothing is written (capture and count only).
+    Discard,
+    /// A pcap stream on standard output (`-w -`).
+    Stdout,
+    /// One file.
+    Single(PathBuf),
+    /// A series of files in `dir` named by `template` (strftime fields and `{seq}`).
+    Series {
+        /// Directory.
+        dir: PathBuf,
+        /// File name template.
+        template: String,
+    },
+}
+
+/// When to start a new file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rotation {
+    /// After this many packets (`--rotate-packets`).
+    pub packets: Option<u64>,
+    /// Before a file would exceed this many bytes (`-C`, in units of 1,000,000 bytes as tcpdump).
+    pub bytes: Option<u64>,
+    /// Every this many seconds (`-G`).
+    pub seconds: Option<u64>,
+    /// Align time rotation to multiples of `seconds` of wall-clock time.
+    pub align: bool,
+}
+
+impl Rotation {
+    /// True if any trigger is set.
+    pub fn any(&self) -> bool {
+        self.packets.is_some() || self.bytes.is_some() || self.seconds.is_some()
+    }
+}
+
+/// Which completed files to delete.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Retention {
+    /// Keep at most this many files (`-W`).
+    pub max_files: Option<usize>,
+    /// Keep at most this many bytes of files (`--max-total`).
+    pub max_total: Option<u64>,
+    /// Keep at least this percentage of the filesystem free (`--min-free`).
+    pub min_free_pct: Option<f64>,
+}
+
+impl Retention {
+    /// True if any limit is set.
+    pub fn any(&self) -> bool {
+        self.max_files.is_some() || self.max_total.is_some() || self.min_free_pct.is_some()
+    }
+}
+
+impl OutputPlan {
+    /// Decides the plan from `-w PATH` and whether rotation is asked for:
+    /// `-` is stdout; a path ending in `/` or naming a directory is a series
+    /// with the default template; a plain path with rotation becomes a series
+    /// named after it (`NAME-{seq}.EXT`); otherwise one file.
+    pub fn from_path(path: &str, rotating: bool, extension: &str) -> OutputPlan {
+        if path == "-" {
+            return OutputPlan::Stdout;
+        }
+        let p = PathBuf::from(path);
+        if path.ends_with('/') || p.is_dir() {
+            return OutputPlan::Series {
+                dir: p,
+                template: format!("ringcap-%Y%m%d-%H%M%S-{{seq}}.{extension}"),
+            };
+        }
+        let has_fields = path.contains('%') || path.contains("{seq}");
+        if !rotating && !has_fields {
+            return OutputPlan::Single(p);
+        }
+        let dir = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let template = if has_fields {
+            name
+        } else {
+            match name.rsplit_once('.') {
+                Some((stem, ext)) if !stem.is_empty() => format!("{stem}-{{seq}}.{ext}"),
+                _ => format!("{name}-{{seq}}"),
+            }
+        };
+        OutputPlan::Series { dir, template }
+    }
+
+    /// The directory files are written in.
+    pub fn dir(&self) -> Option<PathBuf> {
+        match self {
+            OutputPlan::Single(p) => Some(
+                p.parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| PathBuf::from(".")),
+            ),
+            OutputPlan::Series { dir, .. } => Some(dir.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Expands a template: strftime fields for `time` (local time) and `{seq}` as
+/// a six-digit sequence number.
+pub fn expand_template(template: &str, time: SystemTime, seq: u64) -> String {
+    let t: chrono::DateTime<chrono::Local> = time.into();
+    let mut out = String::new();
+    use std::fmt::Write;
+    // chrono panics on invalid format strings only through Display; write! with
+    // an error falls back to the template text.
+    if write!(out, "{}", t.format(template)).is_err() {
+        out = template.to_string();
+    }
+    out.replace("{seq}", &format!("{seq:06}"))
+}
+
+/// True if `name` could have been produced by `template`: literal parts match,
+/// strftime fields and `{seq}` match runs of digits and the separators strftime
+/// produces. Retention only ever deletes files that match.
+pub fn matches_template(template: &str, name: &str) -> bool {
+    // Turn the template into tokens: literal chars, or "variable" (a field).
+    let mut pattern: Vec<Option<char>> = Vec::new();
+    let mut chars = template.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            chars.next();
+            pattern.push(None);
+        } else if c == '{'
+            && template.contains("{seq}")
+            && chars.clone().take(4).collect::<String>() == "seq}"
+        {
+            for _ in 0..4 {
+                chars.next();
+            }
+            pattern.push(None);
+        } else {
+            pattern.push(Some(c));
+        }
+    }
+    fn go(p: &[Option<char>], s: &[char]) -> bool {
+        match p.first() {
+            None => s.is_empty(),
+            Some(Some(c)) => s.first() == Some(c) && go(&p[1..], &s[1..]),
+            Some(None) => {
+                // a field: one or more digits, letters (month names) or '+-:'
+                let mut i = 0;
+                while i < s.len() && (s[i].is_ascii_alphanumeric() || "+-:".contains(s[i])) {
+                    i += 1;
+                    if go(&p[1..], &s[i..]) {
+                        return true;
+                    }
+                }
+                false
+            }
+        }
+    }
+    let s: Vec<char> = name.chars().collect();
+    !name.starts_with('.') && go(&pattern, &s)
+}
+
+/// The hidden name a file is written under until it is complete.
+pub fn partial_path(final_path: &Path) -> PathBuf {
+    let name = final_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    final_path.with_file_name(format!(".{name}{PARTIAL_SUFFIX}"))
+}
+
+/// The final name of a hidden partial file, if `path` is one.
+pub fn final_path_of_partial(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let inner = name.strip_prefix('.')?.strip_suffix(PARTIAL_SUFFIX)?;
+    if inner.is_empty() {
+        return None;
+    }
+    Some(path.with_file_name(inner))
+}
+
+/// Creates a new file for writing without following symlinks and without
+/// replacing an existing file (unless `overwrite`), with permissions `mode`.
+pub fn create_exclusive(path: &Path, mode: u32, direct: bool) -> io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.write(true).create_new(true).mode(mode);
+    let mut flags = libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    if direct {
+        flags |= libc::O_DIRECT;
+    }
+    o.custom_flags(flags);
+    o.open(path)
+}
+
+/// Checks that the final name is free (or may be replaced) before writing.
+pub fn check_target(final_path: &Path, overwrite: bool) -> io::Result<()> {
+    match fs::symlink_metadata(final_path) {
+        Ok(m) if m.file_type().is_symlink() => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{} is a symbolic link; ringcap does not write through links",
+                final_path.display()
+            ),
+        )),
+        Ok(m) if !m.is_file() => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} exists and is not a regular file", final_path.display()),
+        )),
+        Ok(_) if !overwrite => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{} already exists (use --overwrite to replace it)",
+                final_path.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Completed files of a series, oldest first (by modification time, then name).
+pub fn completed_files(dir: &Path, template: &str) -> Vec<(PathBuf, u64)> {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(SystemTime, String, PathBuf, u64)> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            if !matches_template(template, &name) {
+                return None;
+            }
+            let m = e.metadata().ok()?;
+            if !m.is_file() {
+                return None;
+            }
+            Some((m.modified().ok()?, name, e.path(), m.len()))
+        })
+        .collect();
+    files.sort();
+    files.into_iter().map(|(_, _, p, l)| (p, l)).collect()
+}
+
+/// Free space of the filesystem holding `dir`, in percent.
+pub fn free_pct(dir: &Path) -> Option<f64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: valid C string and a buffer for one statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs succeeded and filled the struct.
+    let st = unsafe { st.assume_init() };
+    if st.f_blocks == 0 {
+        return None;
+    }
+    Some(100.0 * st.f_bavail as f64 / st.f_blocks as f64)
+}
+
+/// Deletes the oldest completed files of a series until the limits hold.
+/// `extra` is the size of the file being written (counted, never deleted).
+/// Returns the deleted paths; each deletion should be logged by the caller.
+pub fn enforce_retention(dir: &Path, template: &str, r: &Retention, extra: u64) -> Vec<PathBuf> {
+    let mut deleted = Vec::new();
+    if !r.any() {
+        return deleted;
+    }
+    let mut files = completed_files(dir, template);
+    loop {
+        let total: u64 = files.iter().map(|(_, l)| l).sum::<u64>() + extra;
+        let too_many = r.max_files.is_some_and(|m| files.len() > m);
+        let too_big = r.max_total.is_some_and(|m| total > m);
+        let too_full = r
+            .min_free_pct
+            .is_some_and(|m| free_pct(dir).is_some_and(|f| f < m));
+        if !(too_many || too_big || too_full) || files.is_empty() {
+            break;
+        }
+        let (oldest, _) = files.remove(0);
+        if fs::remove_file(&oldest).is_ok() {
+            deleted.push(oldest);
+        }
+    }
+    deleted
+}
+
+/// Hidden partial files in `dir`, left by a process that did not finish.
+pub fn leftover_partials(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| final_path_of_partial(p).is_some())
+        .collect();
+    v.sort();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans() {
+        assert_eq!(
+            OutputPlan::from_path("-", false, "pcap"),
+            OutputPlan::Stdout
+        );
+        assert_eq!(
+            OutputPlan::from_path("x.pcap", false, "pcap"),
+            OutputPlan::Single("x.pcap".into())
+        );
+        assert_eq!(
+            OutputPlan::from_path("d/x.pcap", true, "pcap"),
+            OutputPlan::Series {
+                dir: "d".into(),
+                template: "x-{seq}.pcap".into()
+            }
+        );
+        assert_eq!(
+            OutputPlan::from_path("out/", false, "pcapng"),
+            OutputPlan::Series {
+                dir: "out/".into(),
+                template: "ringcap-%Y%m%d-%H%M%S-{seq}.pcapng".into()
+            }
+        );
+    }
+
+    #[test]
+    fn templates_expand_and_match() {
+        let t = "ringcap-%Y%m%d-%H%M%S-{seq}.pcapng";
+        let name = expand_template(t, SystemTime::now(), 42);
+        assert!(name.ends_with("-000042.pcapng"), "{name}");
+        assert!(matches_template(t, &name));
+        assert!(!matches_template(t, "important.pcapng"));
+        assert!(!matches_template(t, &format!(".{name}{PARTIAL_SUFFIX}")));
+        assert!(matches_template("x-{seq}.pcap", "x-000001.pcap"));
+        assert!(!matches_template("x-{seq}.pcap", "y-000001.pcap"));
+        assert!(!matches_template("x-{seq}.pcap", "x-000001.pcap.bak"));
+    }
+
+    #[test]
+    fn partial_names_round_trip() {
+        let p = Path::new("/d/a.pcap");
+        let h = partial_path(p);
+        assert_eq!(h, Path::new("/d/.a.pcap.ringcap-partial"));
+        assert_eq!(final_path_of_partial(&h).unwrap(), p);
+        assert_eq!(final_path_of_partial(Path::new("/d/a.pcap")), None);
+    }
+
+    #[test]
+    fn exclusive_create_refuses_links_and_existing() {
+        let dir = std::env::temp_dir().join(format!("ringcap-files-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("t.pcap");
+        let _ = fs::remove_file(&target);
+        create_exclusive(&target, 0o640, false).unwrap();
+        assert!(create_exclusive(&target, 0o640, false).is_err());
+        assert!(check_target(&target, false).is_err());
+        assert!(check_target(&target, true).is_ok());
+        let link = dir.join("l.pcap");
+        let _ = fs::remove_file(&link);
+        std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+        assert!(check_target(&link, true).is_err());
+        assert!(create_exclusive(&link, 0o640, false).is_err());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn retention_deletes_oldest_matching_only() {
+        let dir = std::env::temp_dir().join(format!("ringcap-ret-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        for i in 0..5 {
+            fs::write(dir.join(format!("x-{i:06}.pcap")), vec![0u8; 100]).unwrap();
+            let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000 + i);
+            File::options()
+                .write(true)
+                .open(dir.join(format!("x-{i:06}.pcap")))
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        }
+        fs::write(dir.join("keep.pcap"), vec![0u8; 1000]).unwrap();
+        let deleted = enforce_retention(
+            &dir,
+            "x-{seq}.pcap",
+            &Retention {
+                max_files: Some(3),
+                ..Default::default()
+            },
+            0,
+        );
+        assert_eq!(deleted.len(), 2);
+        assert!(!dir.join("x-000000.pcap").exists());
+        assert!(dir.join("x-000002.pcap").exists());
+        let deleted = enforce_retention(
+            &dir,
+            "x-{seq}.pcap",
+            &Retention {
+                max_total: Some(150),
+                ..Default::default()
+            },
+            0,
+        );
+        assert_eq!(deleted.len(), 2);
+        assert!(dir.join("x-000004.pcap").exists());
+        assert!(dir.join("keep.pcap").exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,631 @@
+//! The writer thread: takes full batches, writes them to the output, rotates,
+//! publishes and retires files, and gives the batches back.
+
+use crate::batch::Batch;
+use crate::files::{self, OutputPlan, Retention, Rotation};
+use crate::strategy::{BufferedFile, DirectFile, Output, Stream, WriteMode};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use ringcap_format::walk::{record_at, RecordFormat};
+use ringcap_format::{pcap, pcapng};
+use ringcap_stats::Board;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// An interface as the output file describes it.
+#[derive(Debug, Clone)]
+pub struct SinkInterface {
+    /// Interface name.
+    pub name: String,
+    /// pcap LINKTYPE.
+    pub linktype: u32,
+    /// Snap length.
+    pub snaplen: u32,
+    /// Filter expression, if any.
+    pub filter: Option<String>,
+}
+
+/// Everything the writer needs to know.
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    /// Where the output goes.
+    pub plan: OutputPlan,
+    /// Record format.
+    pub format: RecordFormat,
+    /// The capture interfaces, in pcapng interface-id order.
+    pub interfaces: Vec<SinkInterface>,
+    /// Recorded in the pcapng section header (the command line).
+    pub comment: String,
+    /// When to start a new file.
+    pub rotation: Rotation,
+    /// Which old files to delete.
+    pub retention: Retention,
+    /// How bytes reach the disk.
+    pub mode: WriteMode,
+    /// How often written data is pushed towards the disk.
+    pub flush_interval: Duration,
+    /// How often pcapng interface statistics blocks are written.
+    pub isb_interval: Duration,
+    /// Shell command run on each completed file (`{}` or `$1` is the path).
+    pub post_rotate: Option<String>,
+    /// Replace an existing file of the same name.
+    pub overwrite: bool,
+    /// Permission bits of new files.
+    pub file_mode: u32,
+    /// Owner (uid, gid) given to files created before privileges are dropped.
+    pub owner: Option<(u32, u32)>,
+}
+
+/// State shared between the writer thread and the rest of the program.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// Set (e.g. by SIGHUP) to close the current file and start a new one.
+    pub rotate_now: AtomicBool,
+    /// Set when the writer has failed; the message says why.
+    pub failure: Mutex<Option<String>>,
+    /// Path of the file being written (final name), for the status line.
+    pub current: Mutex<Option<String>>,
+    /// Files completed and published, in order.
+    pub completed: Mutex<Vec<PathBuf>>,
+    /// Messages for the operator (deletions, recoveries), drained by the caller.
+    pub log: Mutex<Vec<String>>,
+}
+
+/// The running writer.
+pub struct WriterHandle {
+    thread: Option<JoinHandle<()>>,
+    /// Shared state.
+    pub shared: Arc<Shared>,
+}
+
+impl WriterHandle {
+    /// Waits for the writer to finish (all encoders must be closed first).
+    pub fn join(mut self) -> Arc<Shared> {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.shared.clone()
+    }
+
+    /// The failure message, if the writer has failed.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.failure.lock().ok().and_then(|f| f.clone())
+    }
+}
+
+struct OpenFile {
+    out: Box<dyn Output>,
+    final_path: Option<PathBuf>,
+    partial_path: Option<PathBuf>,
+    packets: u64,
+    boundary_ns: Option<u64>,
+    started_ns: u64,
+}
+
+/// The writer thread's state.
+pub struct Writer {
+    cfg: WriterConfig,
+    board: Arc<Board>,
+    pools: Vec<Sender<Batch>>,
+    shared: Arc<Shared>,
+    current: Option<OpenFile>,
+    seq: u64,
+    anchor_ns: u64,
+    last_tick: Instant,
+    last_isb: Instant,
+    failed: bool,
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+impl Writer {
+    /// Checks the output, opens the first file (so that errors show before the
+    /// capture starts and the first file is created with the current
+    /// privileges) and starts the writer thread. `full` receives batches from
+    /// every encoder; `pools[i]` takes batches back to capture thread `i`.
+    pub fn spawn(
+        cfg: WriterConfig,
+        board: Arc<Board>,
+        full: Receiver<Batch>,
+        pools: Vec<Sender<Batch>>,
+    ) -> io::Result<WriterHandle> {
+        let shared = Arc::new(Shared::default());
+        let mut w = Writer {
+            anchor_ns: if cfg.rotation.align { 0 } else { now_ns() },
+            cfg,
+            board,
+            pools,
+            shared: shared.clone(),
+            current: None,
+            seq: 0,
+            last_tick: Instant::now(),
+            last_isb: Instant::now(),
+            failed: false,
+        };
+        if let Some(dir) = w.cfg.plan.dir() {
+            if !dir.exists() {
+                std::fs::create_dir_all(&dir).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("creating output directory {}: {e}", dir.display()),
+                    )
+                })?;
+                if let Some((uid, gid)) = w.cfg.owner {
+                    std::os::unix::fs::chown(&dir, Some(uid), Some(gid))?;
+                }
+            }
+            w.recover_leftovers(&dir);
+        }
+        if w.cfg.plan != OutputPlan::Discard {
+            w.open(now_ns())?;
+        }
+        let thread = std::thread::Builder::new()
+            .name("ringcap-writer".into())
+            .spawn(move || w.run(full))?;
+        Ok(WriterHandle {
+            thread: Some(thread),
+            shared,
+        })
+    }
+
+    fn log(&self, msg: String) {
+        if let Ok(mut l) = self.shared.log.lock() {
+            l.push(msg);
+        }
+    }
+
+    fn recover_leftovers(&self, dir: &Path) {
+        for partial in files::leftover_partials(dir) {
+            let Some(final_path) = files::final_path_of_partial(&partial) else {
+                continue;
+            };
+            match ringcap_format::repair::repair(&partial) {
+                Ok(report) => {
+                    let target = if final_path.exists() {
+                        final_path.with_extension(format!(
+                            "recovered.{}",
+                            final_path
+                                .extension()
+                                .and_then(|e| e.to_str())
+                                .unwrap_or("pcap")
+                        ))
+                    } else {
+                        final_path.clone()
+                    };
+                    match std::fs::rename(&partial, &target) {
+                        Ok(()) => self.log(format!(
+                            "recovered {} from an interrupted capture: {} packets, {} bytes cut",
+                            target.display(),
+                            report.packets,
+                            report.original_len - report.valid_len
+                        )),
+                        Err(e) => self.log(format!(
+                            "could not publish recovered {}: {e}",
+                            partial.display()
+                        )),
+                    }
+                }
+                Err(e) => self.log(format!("left {} alone: {e}", partial.display())),
+            }
+        }
+    }
+
+    fn run(mut self, full: Receiver<Batch>) {
+        let tick = self
+            .cfg
+            .flush_interval
+            .min(Duration::from_millis(250))
+            .max(Duration::from_millis(10));
+        loop {
+            match full.recv_timeout(tick) {
+                Ok(batch) => self.handle(batch),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            self.housekeeping();
+        }
+        if let Err(e) = self.close() {
+            self.fail(format!("closing the output: {e}"));
+        }
+    }
+
+    fn housekeeping(&mut self) {
+        if self.shared.rotate_now.swap(false, Ordering::Relaxed)
+            && matches!(self.cfg.plan, OutputPlan::Series { .. })
+        {
+            if let Err(e) = self.close() {
+                self.fail(format!("rotating: {e}"));
+            }
+        }
+        let flush_due = self.last_tick.elapsed() >= self.cfg.flush_interval;
+        if let Some(f) = self.current.as_mut() {
+            if flush_due {
+                if let Err(e) = f.out.tick() {
+                    let msg = format!("flushing {}: {e}", display(&f.final_path));
+                    self.fail(msg);
+                }
+                self.last_tick = Instant::now();
+            }
+        }
+        if self.cfg.format == RecordFormat::Pcapng
+            && self.last_isb.elapsed() >= self.cfg.isb_interval
+            && self.current.is_some()
+        {
+            self.last_isb = Instant::now();
+            if let Err(e) = self.write_isbs() {
+                self.fail(format!("writing statistics: {e}"));
+            }
+        }
+        // Time rotation with sparse traffic: close the file once its period is
+        // over (plus one flush interval for packets still on their way).
+        let late = self.cfg.flush_interval.as_nanos() as u64;
+        if let Some(b) = self.current.as_ref().and_then(|f| f.boundary_ns) {
+            if now_ns() >= b + late {
+                if let Err(e) = self.close() {
+                    self.fail(format!("rotating: {e}"));
+                }
+            }
+        }
+    }
+
+    fn fail(&mut self, msg: String) {
+        self.failed = true;
+        if let Ok(mut f) = self.shared.failure.lock() {
+            if f.is_none() {
+                *f = Some(msg);
+            }
+        }
+    }
+
+    fn give_back(&self, mut batch: Batch) {
+        batch.clear();
+        if let Some(p) = self.pools.get(batch.pool) {
+            let _ = p.send(batch);
+        }
+    }
+
+    fn handle(&mut self, batch: Batch) {
+        if self.failed || self.cfg.plan == OutputPlan::Discard {
+            if self.failed {
+                self.board.add_write_failed(batch.interface, batch.packets);
+            } else {
+                self.board
+                    .add_written(batch.interface, batch.packets, batch.len() as u64);
+            }
+            return self.give_back(batch);
+        }
+        let bytes = batch.bytes();
+        let mut off = 0;
+        let mut left = batch.packets;
+        while off < bytes.len() {
+            if self.current.is_none() {
+                let ts = record_at(self.cfg.format, bytes, off)
+                    .and_then(|(_, ts)| ts)
+                    .unwrap_or_else(now_ns);
+                if let Err(e) = self.open(ts) {
+                    self.fail(format!("opening the next output file: {e}"));
+                    self.board.add_write_failed(batch.interface, left);
+                    break;
+                }
+            }
+            let (end, n) = self.segment(bytes, off, left, batch.last_ts);
+            if n == 0 {
+                if let Err(e) = self.close() {
+                    self.fail(format!("rotating: {e}"));
+                }
+                continue;
+            }
+            if let Err(e) = self.write_segment(&bytes[off..end]) {
+                self.fail(e);
+                self.board.add_write_failed(batch.interface, left);
+                break;
+            }
+            if let Some(f) = self.current.as_mut() {
+                f.packets += n;
+            }
+            self.board
+                .add_written(batch.interface, n, (end - off) as u64);
+            off = end;
+            left -= n;
+        }
+        self.give_back(batch);
+    }
+
+    /// How much of `bytes[off..]` goes into the current file: (end offset, records).
+    fn segment(&self, bytes: &[u8], off: usize, left: u64, last_ts: u64) -> (usize, u64) {
+        let Some(f) = self.current.as_ref() else {
+            return (off, 0);
+        };
+        let r = self.cfg.rotation;
+        let size = f.out.len();
+        let need_walk = r.packets.is_some_and(|m| f.packets + left > m)
+            || r.bytes
+                .is_some_and(|m| size + (bytes.len() - off) as u64 > m)
+            || f.boundary_ns.is_some_and(|b| last_ts >= b);
+        if !need_walk {
+            return (bytes.len(), left);
+        }
+        let mut p = off;
+        let mut n = 0u64;
+        while p < bytes.len() {
+            let Some((rl, ts)) = record_at(self.cfg.format, bytes, p) else {
+                break;
+            };
+            let first = f.packets + n == 0;
+            if r.packets.is_some_and(|m| f.packets + n >= m) && !first {
+                break;
+            }
+            if r.bytes.is_some_and(|m| size + (p - off + rl) as u64 > m) && !first {
+                break;
+            }
+            if let (Some(b), Some(ts)) = (f.boundary_ns, ts) {
+                if ts >= b && !first {
+                    break;
+                }
+            }
+            p += rl;
+            n += 1;
+        }
+        (p, n)
+    }
+
+    fn write_segment(&mut self, seg: &[u8]) -> Result<(), String> {
+        loop {
+            let Some(f) = self.current.as_mut() else {
+                return Err("no output file".into());
+            };
+            let before = f.out.len();
+            match f.out.write(seg) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    // Never leave half a record: cut back to the last whole one.
+                    let _ = f.out.truncate(before);
+                    let name = display(&f.final_path);
+                    let full = e.raw_os_error() == Some(libc::ENOSPC)
+                        || e.raw_os_error() == Some(libc::EDQUOT);
+                    if full && self.make_room() {
+                        continue;
+                    }
+                    let _ = self.close();
+                    return Err(if full {
+                        format!("writing {name}: the disk is full ({e}); the file was closed valid. Free space or set --max-total/--min-free so ringcap deletes old files")
+                    } else {
+                        format!("writing {name}: {e}; the file was closed valid")
+                    });
+                }
+            }
+        }
+    }
+
+    /// Deletes the oldest completed file of a series to make room; true if one went.
+    fn make_room(&mut self) -> bool {
+        let OutputPlan::Series { dir, template } = &self.cfg.plan else {
+            return false;
+        };
+        if !self.cfg.retention.any() {
+            return false;
+        }
+        let files = files::completed_files(dir, template);
+        let Some((oldest, _)) = files.first() else {
+            return false;
+        };
+        if std::fs::remove_file(oldest).is_ok() {
+            self.log(format!(
+                "deleted {} to make room (disk full)",
+                oldest.display()
+            ));
+            true
+        } else {
+            false
+        }
+    }
+
+    fn header_bytes(&self) -> Vec<u8> {
+        match self.cfg.format {
+            RecordFormat::Pcap(res) => {
+                let i = &self.cfg.interfaces[0];
+                let snap = self
+                    .cfg
+                    .interfaces
+                    .iter()
+                    .map(|i| i.snaplen)
+                    .max()
+                    .unwrap_or(i.snaplen);
+                pcap::file_header(i.linktype, snap, res).to_vec()
+            }
+            RecordFormat::Pcapng => {
+                let mut v = pcapng::section_header(
+                    &os_name(),
+                    &format!("ringcap {}", env!("CARGO_PKG_VERSION")),
+                    Some(&self.cfg.comment),
+                );
+                for i in &self.cfg.interfaces {
+                    v.extend_from_slice(&pcapng::interface_description(
+                        &pcapng::InterfaceDescription {
+                            linktype: i.linktype as u16,
+                            snaplen: i.snaplen,
+                            name: &i.name,
+                            filter: i.filter.as_deref(),
+                            description: None,
+                        },
+                    ));
+                }
+                v
+            }
+        }
+    }
+
+    fn open(&mut self, first_ts: u64) -> io::Result<()> {
+        let header = self.header_bytes();
+        let (out, final_path, partial_path): (Box<dyn Output>, _, _) = match &self.cfg.plan {
+            OutputPlan::Discard => return Ok(()),
+            OutputPlan::Stdout => (Box::new(Stream::stdout()?), None, None),
+            OutputPlan::Single(p) => {
+                let (out, partial) = self.create(p)?;
+                (out, Some(p.clone()), Some(partial))
+            }
+            OutputPlan::Series { dir, template } => {
+                self.seq += 1;
+                let time = UNIX_EPOCH + Duration::from_nanos(first_ts);
+                let p = dir.join(files::expand_template(template, time, self.seq));
+                let (out, partial) = self.create(&p)?;
+                (out, Some(p), Some(partial))
+            }
+        };
+        let boundary_ns = self.cfg.rotation.seconds.filter(|s| *s > 0).map(|s| {
+            let s = s * 1_000_000_000;
+            let ts = first_ts.max(self.anchor_ns);
+            self.anchor_ns + ((ts - self.anchor_ns) / s + 1) * s
+        });
+        let mut f = OpenFile {
+            out,
+            final_path,
+            partial_path,
+            packets: 0,
+            boundary_ns,
+            started_ns: first_ts,
+        };
+        f.out.write(&header)?;
+        self.board
+            .overhead_bytes
+            .fetch_add(header.len() as u64, Ordering::Relaxed);
+        if let Ok(mut c) = self.shared.current.lock() {
+            *c = f.final_path.as_ref().map(|p| p.display().to_string());
+        }
+        self.current = Some(f);
+        self.last_isb = Instant::now();
+        Ok(())
+    }
+
+    fn create(&self, final_path: &Path) -> io::Result<(Box<dyn Output>, PathBuf)> {
+        files::check_target(final_path, self.cfg.overwrite)?;
+        let partial = files::partial_path(final_path);
+        let direct = self.cfg.mode == WriteMode::Direct;
+        let file = match files::create_exclusive(&partial, self.cfg.file_mode, direct) {
+            Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                // The filesystem has no O_DIRECT (tmpfs): fall back, say so once.
+                self.log(format!(
+                    "{}: no O_DIRECT on this filesystem; writing buffered",
+                    partial.display()
+                ));
+                let f = files::create_exclusive(&partial, self.cfg.file_mode, false)?;
+                return Ok((Box::new(BufferedFile::new(f)), partial));
+            }
+            r => r.map_err(|e| {
+                io::Error::new(e.kind(), format!("creating {}: {e}", partial.display()))
+            })?,
+        };
+        if let Some((uid, gid)) = self.cfg.owner {
+            std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+        }
+        let out: Box<dyn Output> = if direct {
+            Box::new(DirectFile::new(file))
+        } else {
+            Box::new(BufferedFile::new(file))
+        };
+        Ok((out, partial))
+    }
+
+    fn write_isbs(&mut self) -> io::Result<()> {
+        let Some(f) = self.current.as_mut() else {
+            return Ok(());
+        };
+        let now = now_ns();
+        let mut bytes = Vec::new();
+        for i in 0..self.cfg.interfaces.len() {
+            let c = self.board.interface(i);
+            bytes.extend_from_slice(&pcapng::interface_statistics(
+                &pcapng::InterfaceStatistics {
+                    interface_id: i as u32,
+                    ts_ns: now,
+                    starttime_ns: Some(f.started_ns),
+                    endtime_ns: Some(now),
+                    ifrecv: Some(c.packets_seen_by_interface),
+                    ifdrop: Some(c.packets_dropped_by_interface),
+                    filteraccept: Some(c.packets_filter_accepted),
+                    osdrop: Some(c.packets_dropped_ring),
+                    usrdeliv: Some(c.packets_delivered),
+                    comment: Some(format!(
+                        "written {} dropped_writer {} sampled_out {}",
+                        c.packets_written, c.packets_dropped_writer, c.packets_sampled_out
+                    )),
+                },
+            ));
+        }
+        f.out.write(&bytes)?;
+        self.board
+            .overhead_bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Completes the current file: statistics, sync, rename, post-rotate, retention.
+    fn close(&mut self) -> io::Result<()> {
+        if self.cfg.format == RecordFormat::Pcapng && self.current.is_some() {
+            self.write_isbs()?;
+        }
+        let Some(mut f) = self.current.take() else {
+            return Ok(());
+        };
+        f.out.finish()?;
+        drop(f.out);
+        if let (Some(partial), Some(final_path)) = (f.partial_path, f.final_path) {
+            std::fs::rename(&partial, &final_path)?;
+            if let Some(dir) = final_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                if let Ok(d) = std::fs::File::open(dir) {
+                    let _ = d.sync_all();
+                }
+            } else if let Ok(d) = std::fs::File::open(".") {
+                let _ = d.sync_all();
+            }
+            if let Ok(mut c) = self.shared.completed.lock() {
+                c.push(final_path.clone());
+            }
+            if let Some(cmd) = &self.cfg.post_rotate {
+                run_post_rotate(cmd, &final_path);
+            }
+            if let OutputPlan::Series { dir, template } = &self.cfg.plan {
+                for gone in files::enforce_retention(dir, template, &self.cfg.retention, 0) {
+                    self.log(format!("retention: deleted {}", gone.display()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn display(p: &Option<PathBuf>) -> String {
+    p.as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "standard output".into())
+}
+
+fn os_name() -> String {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("Linux {}", release.trim())
+}
+
+/// Runs `cmd FILE` through the shell in the background; a thread reaps it so
+/// capture never waits for it.
+fn run_post_rotate(cmd: &str, file: &Path) {
+    let child = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("{cmd} \"$1\""))
+        .arg("ringcap-post-rotate")
+        .arg(file)
+        .stdin(std::process::Stdio::null())
+        .spawn();
+    if let Ok(mut child) = child {
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+    }
+}

@@ -1,0 +1,44 @@
+//! Sending frames on an interface (AF_PACKET, raw Ethernet frames).
+
+use crate::interface::{Interface, OpenError};
+use crate::sys;
+use std::os::fd::OwnedFd;
+
+/// A socket that sends whole link-layer frames on one interface.
+pub struct Injector {
+    fd: OwnedFd,
+}
+
+impl Injector {
+    /// Opens an injector on `iface`. The socket receives nothing (protocol 0
+    /// and a reject-all filter), it only sends.
+    pub fn open(iface: &Interface) -> Result<Injector, OpenError> {
+        let fd = sys::packet_socket()
+            .map_err(|e| OpenError::os("opening a packet socket", e, "CAP_NET_RAW"))?;
+        let reject_all = [libc::sock_filter {
+            code: 0x06,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        }];
+        sys::attach_filter(&fd, &reject_all).map_err(|e| OpenError::Os {
+            action: "attaching a filter".into(),
+            error: e,
+        })?;
+        sys::bind_packet(&fd, iface.index)
+            .map_err(|e| OpenError::os(format!("binding to {}", iface.name), e, "CAP_NET_RAW"))?;
+        Ok(Injector { fd })
+    }
+
+    /// Sends one frame.
+    pub fn send(&self, frame: &[u8]) -> std::io::Result<()> {
+        let n = sys::send(&self.fd, frame)?;
+        if n != frame.len() {
+            return Err(std::io::Error::other(format!(
+                "sent {n} of {} bytes",
+                frame.len()
+            )));
+        }
+        Ok(())
+    }
+}

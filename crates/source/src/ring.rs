@@ -1,0 +1,147 @@
+//! The TPACKET_V3 receive ring: blocks of packets shared with the kernel.
+//!
+//! Ownership of a block passes through its `block_status` word: the kernel sets
+//! TP_STATUS_USER when the block is full or its retire timer fires; user space
+//! reads it with Acquire ordering (so the packet bytes written before it are
+//! visible), walks the packets, and hands the block back with a Release store
+//! of TP_STATUS_KERNEL (so the kernel cannot reuse it before we are done).
+
+use crate::sys::Mapping;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Offsets in `struct tpacket_block_desc` (version, offset_to_priv, then the v1 header).
+const BLOCK_STATUS: usize = 8;
+const BLOCK_NUM_PKTS: usize = 12;
+const BLOCK_FIRST_PKT: usize = 16;
+
+/// Size and shape of a ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingGeometry {
+    /// Bytes per block (a multiple of the page size).
+    pub block_size: u32,
+    /// Number of blocks.
+    pub block_count: u32,
+    /// Milliseconds after which the kernel hands over a block that is not full.
+    pub retire_timeout_ms: u32,
+}
+
+impl RingGeometry {
+    /// A ring of about `total_mib` MiB in blocks of `block_size` bytes.
+    pub fn with_total(total_mib: u32, block_size: u32, retire_timeout_ms: u32) -> RingGeometry {
+        let total = u64::from(total_mib.max(1)) << 20;
+        let block_count = (total / u64::from(block_size)).max(2) as u32;
+        RingGeometry {
+            block_size,
+            block_count,
+            retire_timeout_ms,
+        }
+    }
+
+    /// Total bytes of the ring.
+    pub fn total_bytes(&self) -> usize {
+        self.block_size as usize * self.block_count as usize
+    }
+}
+
+/// A mapped TPACKET_V3 receive ring.
+pub struct RxRing {
+    map: Mapping,
+    geometry: RingGeometry,
+    current: usize,
+}
+
+impl RxRing {
+    /// Sets up the ring on a packet socket (PACKET_VERSION must already be
+    /// TPACKET_V3) and maps it.
+    pub fn new(fd: &impl AsRawFd, geometry: RingGeometry) -> io::Result<RxRing> {
+        let req = libc::tpacket_req3 {
+            tp_block_size: geometry.block_size,
+            tp_block_nr: geometry.block_count,
+            // Frames are only a sanity check in V3; packets are packed in blocks.
+            tp_frame_size: 2048,
+            tp_frame_nr: (geometry.total_bytes() / 2048) as u32,
+            tp_retire_blk_tov: geometry.retire_timeout_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        crate::sys::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
+        let map = Mapping::new(fd, geometry.total_bytes())?;
+        Ok(RxRing {
+            map,
+            geometry,
+            current: 0,
+        })
+    }
+
+    /// The ring's geometry.
+    pub fn geometry(&self) -> RingGeometry {
+        self.geometry
+    }
+
+    fn status_word(&self, block: usize) -> &AtomicU32 {
+        let offset = block * self.geometry.block_size as usize + BLOCK_STATUS;
+        debug_assert!(offset + 4 <= self.map.len());
+        // SAFETY: the offset is inside the mapping (block < block_count) and
+        // 4-byte aligned (blocks are page aligned). The kernel writes this word
+        // concurrently, which is why it is only ever accessed atomically.
+        unsafe { &*(self.map.as_ptr().add(offset) as *const AtomicU32) }
+    }
+
+    /// True when the kernel has handed over the current block.
+    pub fn ready(&self) -> bool {
+        self.status_word(self.current).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
+    }
+
+    /// The current block, if the kernel has handed it over. Dropping the
+    /// returned [`Block`] gives it back and moves on to the next one.
+    pub fn next_block(&mut self) -> Option<Block<'_>> {
+        if !self.ready() {
+            return None;
+        }
+        let size = self.geometry.block_size as usize;
+        let start = self.current * size;
+        // SAFETY: the kernel set TP_STATUS_USER (observed with Acquire above), so
+        // it will not write this block until we store TP_STATUS_KERNEL, which
+        // happens only in Block::drop after this slice's borrow has ended. The
+        // range is inside the mapping.
+        let bytes = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(start), size) };
+        Some(Block { ring: self, bytes })
+    }
+}
+
+/// A block of packets owned by user space until dropped.
+pub struct Block<'a> {
+    ring: &'a mut RxRing,
+    bytes: &'a [u8],
+}
+
+impl<'a> Block<'a> {
+    fn u32_at(&self, offset: usize) -> u32 {
+        u32::from_ne_bytes(self.bytes[offset..offset + 4].try_into().unwrap())
+    }
+
+    /// Number of packets in the block.
+    pub fn packet_count(&self) -> u32 {
+        self.u32_at(BLOCK_NUM_PKTS)
+    }
+
+    /// The packets of the block, in arrival order.
+    pub fn packets(&self) -> crate::packet::BlockPackets<'_> {
+        crate::packet::BlockPackets::new(
+            self.bytes,
+            self.u32_at(BLOCK_FIRST_PKT) as usize,
+            self.packet_count(),
+        )
+    }
+}
+
+impl Drop for Block<'_> {
+    fn drop(&mut self) {
+        let ring = &mut *self.ring;
+        ring.status_word(ring.current)
+            .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        ring.current = (ring.current + 1) % ring.geometry.block_count as usize;
+    }
+}

@@ -1,0 +1,148 @@
+//! How the counters are shown: a live status line, JSON interval records and
+//! the final report.
+
+use crate::Counters;
+use serde::Serialize;
+
+/// One JSON record (`--stats-json`): the totals at top level under the
+/// counter names, per-interface counters under `interfaces`.
+#[derive(Debug, Serialize)]
+pub struct JsonRecord<'a> {
+    /// Seconds since the Unix epoch (fractional).
+    pub time: f64,
+    /// Seconds since the capture started.
+    pub elapsed_s: f64,
+    /// True for the record written at exit.
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    /// Totals over all interfaces.
+    #[serde(flatten)]
+    pub total: Counters,
+    /// Per interface, by name.
+    pub interfaces: serde_json::Map<String, serde_json::Value>,
+    /// Current output file, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<&'a str>,
+}
+
+/// Renders one JSON line (no trailing newline).
+pub fn json_line(
+    time: f64,
+    elapsed_s: f64,
+    is_final: bool,
+    per: &[(String, Counters)],
+    total: &Counters,
+    file: Option<&str>,
+) -> String {
+    let mut interfaces = serde_json::Map::new();
+    for (name, c) in per {
+        interfaces.insert(name.clone(), serde_json::to_value(c).unwrap_or_default());
+    }
+    let rec = JsonRecord {
+        time,
+        elapsed_s,
+        is_final,
+        total: *total,
+        interfaces,
+        file,
+    };
+    serde_json::to_string(&rec).unwrap_or_default()
+}
+
+/// The live status line: rates since the previous line, totals of drops.
+pub fn status_line(now: &Counters, before: &Counters, seconds: f64, file: Option<&str>) -> String {
+    let secs = seconds.max(1e-3);
+    let pps =
+        (now.packets_delivered - before.packets_delivered.min(now.packets_delivered)) as f64 / secs;
+    let mbps = (now.bytes_on_wire.saturating_sub(before.bytes_on_wire)) as f64 * 8.0 / secs / 1e6;
+    let mut s = format!(
+        "{:>10.0} pps {:>9.1} Mbit/s  written {}  dropped ring {} writer {} iface {}",
+        pps,
+        mbps,
+        now.packets_written,
+        now.packets_dropped_ring,
+        now.packets_dropped_writer,
+        now.packets_dropped_by_interface
+    );
+    if let Some(f) = file {
+        s.push_str("  → ");
+        s.push_str(f);
+    }
+    s
+}
+
+/// The report printed at exit, in the terms of the classic capture studies.
+pub fn final_report(per: &[(String, Counters)], total: &Counters, seconds: f64) -> String {
+    let mut out = String::new();
+    let block = |out: &mut String, title: &str, c: &Counters| {
+        out.push_str(&format!("{title}\n"));
+        let line = |out: &mut String, label: &str, v: u64| {
+            out.push_str(&format!("  {label:<34}{v:>14}\n"))
+        };
+        line(
+            out,
+            "sent to the interface (seen)",
+            c.packets_seen_by_interface,
+        );
+        line(
+            out,
+            "dropped by the interface",
+            c.packets_dropped_by_interface,
+        );
+        line(out, "accepted by the filter", c.packets_filter_accepted);
+        line(out, "sampled out", c.packets_sampled_out);
+        line(out, "detected (delivered)", c.packets_delivered);
+        line(out, "not detected (dropped ring)", c.packets_dropped_ring);
+        line(out, "written", c.packets_written);
+        line(out, "dropped writer", c.packets_dropped_writer);
+        line(out, "merged by offload", c.packets_merged_by_offload);
+        line(out, "bytes on wire", c.bytes_on_wire);
+        line(out, "bytes written", c.bytes_written);
+        out.push_str(&format!("  {:<34}{:>13.4}%\n", "lost", c.lost_pct()));
+    };
+    for (name, c) in per {
+        block(&mut out, &format!("interface {name}:"), c);
+    }
+    if per.len() != 1 {
+        block(&mut out, "total:", total);
+    }
+    out.push_str(&format!(
+        "{} packets written in {:.2} s\n",
+        total.packets_written, seconds
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_has_counter_names_and_final() {
+        let c = Counters {
+            packets_written: 3,
+            ..Default::default()
+        };
+        let line = json_line(1.5, 0.5, true, &[("eth0".into(), c)], &c, None);
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["final"], true);
+        assert_eq!(v["packets_written"], 3);
+        assert_eq!(v["interfaces"]["eth0"]["packets_written"], 3);
+    }
+
+    #[test]
+    fn report_mentions_every_stage() {
+        let c = Counters::default();
+        let r = final_report(&[("eth0".into(), c)], &c, 1.0);
+        for w in [
+            "sent to the interface",
+            "detected",
+            "not detected",
+            "written",
+            "dropped writer",
+            "lost",
+        ] {
+            assert!(r.contains(w), "{w}");
+        }
+    }
+}

@@ -177,7 +177,7 @@ pub struct CaptureArgs {
     pub flush_interval: f64,
 
     /// How files are written: buffered or direct (O_DIRECT).
-    #[arg(long, value_name = "MODE", default_value = "buffered")]
+    #[arg(long, value_name = "MODE", default_value = "direct")]
     pub write_mode: String,
 
     /// Replace an existing output file.

@@ -7,8 +7,11 @@
 //!   bypassing the page cache; the partial last block is rewritten in place at
 //!   each flush so the file on disk is always a valid prefix.
 //!
-//! Measured on the testbed with the benchmark's storage-only mode; the default
-//! is the faster of the two there.
+//! Measured on the testbed (4 M packets of 64 bytes at ~0.5 Mpps, snaplen 64,
+//! CPU of the capture process after start-up): buffered 247 ns/packet, of which
+//! almost all is the kernel copying into fresh page-cache pages; direct 65
+//! ns/packet (tcpdump in the same run: 225). Direct is the default; on a
+//! filesystem without O_DIRECT (tmpfs) the writer falls back to buffered.
 
 use crate::batch::{Batch, ALIGN};
 use std::fs::File;

@@ -185,7 +185,7 @@ pub struct CaptureArgs {
     pub overwrite: bool,
 
     /// Output buffer per capture thread in MiB (packets are dropped, and counted, when it is full).
-    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
     pub writer_buffer: u32,
 
     /// Filter expression (tcpdump syntax).

@@ -101,6 +101,7 @@ pub fn run(
     for (i, (path, free)) in args.read.iter().zip(pools).enumerate() {
         let mut encoder = Encoder::new(plan.format, i as u32, free, full.clone());
         encoder.set_blocking(true);
+        encoder.set_placement(writer.placement.clone(), i);
         let mut sampler = UserSampler::offline(plan.sampling, 0x5eed ^ i as u64);
         let program = &programs[i];
         let mut counts = CaptureCounts::default();

@@ -384,10 +384,11 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     let stop = signals.stop.clone();
     let mut handles = Vec::new();
     let mut per_iface_thread = vec![0usize; interfaces.len()];
-    for ((i, socket), free) in sockets.into_iter().zip(pools) {
+    for (producer, ((i, socket), free)) in sockets.into_iter().zip(pools).enumerate() {
         let t = per_iface_thread[i];
         per_iface_thread[i] += 1;
-        let encoder = Encoder::new(plan.format, i as u32, free, full.clone());
+        let mut encoder = Encoder::new(plan.format, i as u32, free, full.clone());
+        encoder.set_placement(writer.placement.clone(), producer);
         let job = CaptureThread {
             socket,
             encoder,

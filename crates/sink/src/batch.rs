@@ -1,14 +1,23 @@
 //! Page-aligned output buffers, handed between capture and writer threads.
+//!
+//! Each batch keeps up to [`ALIGN`] + [`ALIGN`] bytes of headroom in front of
+//! its data. The encoder places the data so that its address has the same
+//! offset within a page as its future position in the file; the O_DIRECT
+//! writer then puts the previous batch's unaligned tail into the headroom and
+//! writes straight from the batch, without copying it (see `strategy`).
 
 use std::time::Instant;
 
-/// Alignment of batch data: what O_DIRECT needs for memory and file offsets.
+/// Alignment of O_DIRECT memory addresses, file offsets and lengths.
 pub const ALIGN: usize = 4096;
 
 /// A buffer of encoded records for one interface.
 pub struct Batch {
     storage: Vec<u8>,
-    start: usize,
+    /// Offset of the first page-aligned byte of `storage`.
+    base: usize,
+    /// Offset of the data from `base` (headroom), in [ALIGN, 2 * ALIGN).
+    head: usize,
     capacity: usize,
     len: usize,
     /// Records in the batch.
@@ -27,8 +36,8 @@ impl Batch {
     /// A batch of `capacity` bytes (rounded up to [`ALIGN`]), pre-faulted.
     pub fn new(capacity: usize, interface: usize, pool: usize) -> Batch {
         let capacity = capacity.div_ceil(ALIGN) * ALIGN;
-        let mut storage = vec![0u8; capacity + ALIGN];
-        let start = storage.as_ptr().align_offset(ALIGN).min(ALIGN);
+        let mut storage = vec![0u8; capacity + 3 * ALIGN];
+        let base = storage.as_ptr().align_offset(ALIGN).min(ALIGN);
         // Touch every page now (fresh memory costs a fault per page on first
         // use); not zero, which the allocator's calloc may let the compiler skip.
         for i in (0..storage.len()).step_by(ALIGN) {
@@ -36,7 +45,8 @@ impl Batch {
         }
         Batch {
             storage,
-            start,
+            base,
+            head: ALIGN,
             capacity,
             len: 0,
             packets: 0,
@@ -47,10 +57,15 @@ impl Batch {
         }
     }
 
+    #[inline]
+    fn data_start(&self) -> usize {
+        self.base + self.head
+    }
+
     /// The encoded bytes.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
-        &self.storage[self.start..self.start + self.len]
+        &self.storage[self.data_start()..self.data_start() + self.len]
     }
 
     /// Free room.
@@ -79,7 +94,7 @@ impl Batch {
     /// The next `n` free bytes, to be filled and then committed with [`commit`](Self::commit).
     #[inline]
     pub fn reserve(&mut self, n: usize) -> &mut [u8] {
-        let at = self.start + self.len;
+        let at = self.data_start() + self.len;
         &mut self.storage[at..at + n]
     }
 
@@ -101,26 +116,48 @@ impl Batch {
         true
     }
 
-    /// Empties the batch for reuse.
-    pub fn clear(&mut self) {
+    /// Empties the batch for reuse; the data will start at an address whose
+    /// offset within a page is `page_offset` (what the file offset of the
+    /// data will be, modulo [`ALIGN`]).
+    pub fn clear_at(&mut self, page_offset: usize) {
+        self.head = ALIGN + page_offset % ALIGN;
         self.len = 0;
         self.packets = 0;
         self.started = None;
     }
 
+    /// Empties the batch for reuse.
+    pub fn clear(&mut self) {
+        self.clear_at(0);
+    }
+
     /// Moves the first `n` bytes out by shifting the rest to the front (used
     /// by the O_DIRECT strategy to keep a partial block).
     pub fn drain_front(&mut self, n: usize) {
-        let s = self.start;
+        let s = self.data_start();
         self.storage.copy_within(s + n..s + self.len, s);
         self.len -= n;
     }
 
-    /// Aligned view of the whole used region rounded up to [`ALIGN`] (the
-    /// bytes past `len` are whatever the buffer held).
+    /// Aligned view of the used region rounded up to [`ALIGN`] (the bytes
+    /// past `len` are whatever the buffer held). Only for batches cleared
+    /// with page offset 0.
     pub fn aligned_bytes(&self) -> &[u8] {
         let n = self.len.div_ceil(ALIGN) * ALIGN;
-        &self.storage[self.start..self.start + n]
+        &self.storage[self.data_start()..self.data_start() + n]
+    }
+
+    /// For the O_DIRECT writer: `front` is put in the bytes just before data
+    /// offset `from`, and the region from there to data offset `to` is
+    /// returned, if it starts page-aligned and there is room in front (the
+    /// bytes before `from` are either headroom or already written).
+    pub fn join_front(&mut self, front: &[u8], from: usize, to: usize) -> Option<&[u8]> {
+        let at = (self.data_start() + from).checked_sub(front.len())?;
+        if at < self.base || !(self.storage.as_ptr() as usize + at).is_multiple_of(ALIGN) || to > self.len {
+            return None;
+        }
+        self.storage[at..at + front.len()].copy_from_slice(front);
+        Some(&self.storage[at..self.data_start() + to])
     }
 }
 
@@ -140,5 +177,20 @@ mod tests {
         assert_eq!(b.aligned_bytes().len(), 4096);
         b.drain_front(1);
         assert_eq!(b.bytes(), &[2, 3]);
+    }
+
+    #[test]
+    fn page_offset_and_join() {
+        let mut b = Batch::new(8192, 0, 0);
+        b.clear_at(100);
+        assert_eq!(b.bytes().as_ptr() as usize % ALIGN, 100);
+        b.append_raw(&[7; 50]);
+        // 100 bytes of carry go in front: the joined region is aligned.
+        let joined = b.join_front(&[1; 100], 0, 50).unwrap().to_vec();
+        assert_eq!(joined.len(), 150);
+        assert_eq!(&joined[..100], &[1; 100]);
+        assert_eq!(&joined[100..], &[7; 50]);
+        // A carry of the wrong size cannot be joined.
+        assert!(b.join_front(&[1; 99], 0, 50).is_none());
     }
 }

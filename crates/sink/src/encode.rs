@@ -1,9 +1,11 @@
 //! The capture thread's side of the sink: encoding packets into batches.
 
-use crate::batch::Batch;
+use crate::batch::{Batch, ALIGN};
 use crossbeam_channel::{Receiver, Sender};
 use ringcap_format::walk::RecordFormat;
 use ringcap_format::{pcap, pcapng};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Encodes packets of one capture thread into batches and ships full ones.
@@ -17,6 +19,15 @@ pub struct Encoder {
     pub dropped: u64,
     closed: bool,
     blocking: bool,
+    placement: Option<(Arc<Vec<AtomicU64>>, usize)>,
+    shipped: u64,
+}
+
+/// Packs what the writer publishes per producer for batch placement: bytes of
+/// this producer's batches consumed so far, and the output's length modulo
+/// [`ALIGN`] after them.
+pub fn placement_word(consumed: u64, out_len: u64) -> u64 {
+    (consumed << 12) | (out_len % ALIGN as u64)
 }
 
 impl Encoder {
@@ -38,6 +49,27 @@ impl Encoder {
             dropped: 0,
             closed: false,
             blocking: false,
+            placement: None,
+            shipped: 0,
+        }
+    }
+
+    /// Places each new batch's data at the page offset it will have in the
+    /// output file (so the O_DIRECT writer need not copy it), using what the
+    /// writer publishes in `hints[producer]`.
+    pub fn set_placement(&mut self, hints: Arc<Vec<AtomicU64>>, producer: usize) {
+        self.placement = Some((hints, producer));
+        if matches!(&self.current, Some(b) if b.is_empty()) {
+            self.place_current();
+        }
+    }
+
+    fn place(&self, batch: &mut Batch) {
+        if let Some((hints, i)) = &self.placement {
+            let word = hints[*i].load(Ordering::Acquire);
+            let (consumed, at) = (word >> 12, word & (ALIGN as u64 - 1));
+            let offset = (at + self.shipped.wrapping_sub(consumed)) % ALIGN as u64;
+            batch.clear_at(offset as usize);
         }
     }
 
@@ -47,6 +79,7 @@ impl Encoder {
         self.blocking = blocking;
         if blocking && self.current.is_none() {
             self.current = self.free.recv().ok();
+            self.place_current();
         }
     }
 
@@ -113,6 +146,7 @@ impl Encoder {
         }
         if self.current.is_none() {
             self.current = self.free.try_recv().ok();
+            self.place_current();
         }
     }
 
@@ -128,7 +162,15 @@ impl Encoder {
         self.closed = true;
     }
 
+    fn place_current(&mut self) {
+        if let Some(mut b) = self.current.take() {
+            self.place(&mut b);
+            self.current = Some(b);
+        }
+    }
+
     fn ship(&mut self, b: Batch) {
+        self.shipped += b.len() as u64;
         // The writer holds the receiving end until every encoder is closed; if
         // it has died the batch is lost with it and the error is reported there.
         let _ = self.full.send(b);
@@ -152,6 +194,7 @@ impl Encoder {
         } else {
             self.free.try_recv().ok()
         };
+        self.place_current();
         matches!(&self.current, Some(b) if b.remaining() >= need)
     }
 }

@@ -10,7 +10,7 @@ use ringcap_format::{pcap, pcapng};
 use ringcap_stats::Board;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -79,6 +79,9 @@ pub struct WriterHandle {
     thread: Option<JoinHandle<()>>,
     /// Shared state.
     pub shared: Arc<Shared>,
+    /// Per producer: where its next batch will land in the output, for
+    /// [`crate::Encoder::set_placement`].
+    pub placement: Arc<Vec<AtomicU64>>,
 }
 
 impl WriterHandle {
@@ -117,6 +120,8 @@ pub struct Writer {
     last_tick: Instant,
     last_isb: Instant,
     failed: bool,
+    placement: Arc<Vec<AtomicU64>>,
+    consumed: Vec<u64>,
 }
 
 fn now_ns() -> u64 {
@@ -138,7 +143,12 @@ impl Writer {
         pools: Vec<Sender<Batch>>,
     ) -> io::Result<WriterHandle> {
         let shared = Arc::new(Shared::default());
+        let placement: Arc<Vec<AtomicU64>> =
+            Arc::new(pools.iter().map(|_| AtomicU64::new(0)).collect());
+        let consumed = vec![0; pools.len()];
         let mut w = Writer {
+            placement: placement.clone(),
+            consumed,
             anchor_ns: if cfg.rotation.align { 0 } else { now_ns() },
             cfg,
             board,
@@ -166,6 +176,7 @@ impl Writer {
         }
         if w.cfg.plan != OutputPlan::Discard {
             w.open(now_ns())?;
+            w.publish_placement(None);
         }
         let thread = std::thread::Builder::new()
             .name("ringcap-writer".into())
@@ -173,6 +184,7 @@ impl Writer {
         Ok(WriterHandle {
             thread: Some(thread),
             shared,
+            placement,
         })
     }
 
@@ -292,7 +304,27 @@ impl Writer {
         }
     }
 
-    fn handle(&mut self, batch: Batch) {
+    /// Tells the producers where their next batch will land: only exact
+    /// while one producer writes, which is when it matters.
+    fn publish_placement(&self, producer: Option<usize>) {
+        let len = self.current.as_ref().map(|f| f.out.len()).unwrap_or(0);
+        match producer {
+            Some(p) => self.placement[p].store(
+                crate::encode::placement_word(self.consumed[p], len),
+                Ordering::Release,
+            ),
+            None => {
+                for (p, h) in self.placement.iter().enumerate() {
+                    h.store(
+                        crate::encode::placement_word(self.consumed[p], len),
+                        Ordering::Release,
+                    );
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, mut batch: Batch) {
         if self.failed || self.cfg.plan == OutputPlan::Discard {
             if self.failed {
                 self.board.add_write_failed(batch.interface, batch.packets);
@@ -302,12 +334,12 @@ impl Writer {
             }
             return self.give_back(batch);
         }
-        let bytes = batch.bytes();
+        let len = batch.len();
         let mut off = 0;
         let mut left = batch.packets;
-        while off < bytes.len() {
+        while off < len {
             if self.current.is_none() {
-                let ts = record_at(self.cfg.format, bytes, off)
+                let ts = record_at(self.cfg.format, batch.bytes(), off)
                     .and_then(|(_, ts)| ts)
                     .unwrap_or_else(now_ns);
                 if let Err(e) = self.open(ts) {
@@ -316,14 +348,14 @@ impl Writer {
                     break;
                 }
             }
-            let (end, n) = self.segment(bytes, off, left, batch.last_ts);
+            let (end, n) = self.segment(batch.bytes(), off, left, batch.last_ts);
             if n == 0 {
                 if let Err(e) = self.close() {
                     self.fail(format!("rotating: {e}"));
                 }
                 continue;
             }
-            if let Err(e) = self.write_segment(&bytes[off..end]) {
+            if let Err(e) = self.write_segment(&mut batch, off, end) {
                 self.fail(e);
                 self.board.add_write_failed(batch.interface, left);
                 break;
@@ -335,6 +367,10 @@ impl Writer {
                 .add_written(batch.interface, n, (end - off) as u64);
             off = end;
             left -= n;
+        }
+        if let Some(c) = self.consumed.get_mut(batch.pool) {
+            *c += len as u64;
+            self.publish_placement(Some(batch.pool));
         }
         self.give_back(batch);
     }
@@ -377,13 +413,13 @@ impl Writer {
         (p, n)
     }
 
-    fn write_segment(&mut self, seg: &[u8]) -> Result<(), String> {
+    fn write_segment(&mut self, batch: &mut Batch, from: usize, to: usize) -> Result<(), String> {
         loop {
             let Some(f) = self.current.as_mut() else {
                 return Err("no output file".into());
             };
             let before = f.out.len();
-            match f.out.write(seg) {
+            match f.out.write_batch(batch, from, to) {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     // Never leave half a record: cut back to the last whole one.

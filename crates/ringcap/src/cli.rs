@@ -32,6 +32,9 @@ pub enum Command {
     Repair(RepairArgs),
     /// Make a pair of network namespaces, send traffic between them, capture it, and show the result.
     Demo(DemoArgs),
+    /// Storage-only benchmark: synthetic packets straight into the sink, to
+    /// measure the writer without a capture in front of it.
+    BenchSink(BenchSinkArgs),
     /// (used by `demo`) send numbered test frames on an interface.
     #[command(hide = true)]
     DemoSend {
@@ -195,6 +198,29 @@ pub struct CaptureArgs {
         allow_hyphen_values = true
     )]
     pub filter: Vec<String>,
+}
+
+/// `ringcap bench-sink`.
+#[derive(Debug, Args)]
+pub struct BenchSinkArgs {
+    /// Where to write (a file; removed afterwards unless --keep).
+    #[arg(short = 'w', long = "write", value_name = "PATH")]
+    pub write: PathBuf,
+    /// Packets to write.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub packets: u64,
+    /// Bytes per packet.
+    #[arg(long, default_value_t = 1500)]
+    pub size: u32,
+    /// How files are written: buffered or direct.
+    #[arg(long, value_name = "MODE", default_value = "direct")]
+    pub write_mode: String,
+    /// Output format: pcap or pcapng.
+    #[arg(long, default_value = "pcap")]
+    pub format: String,
+    /// Keep the file.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// `ringcap repair`.

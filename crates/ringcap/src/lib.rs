@@ -3,6 +3,7 @@
 //! `ringcap-source` → `ringcap-stages` (filter, sample, truncate) →
 //! `ringcap-sink`, with `ringcap-stats` counting alongside.
 
+pub mod benchsink;
 pub mod cli;
 pub mod config;
 pub mod demo;

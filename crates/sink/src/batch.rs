@@ -153,7 +153,10 @@ impl Batch {
     /// bytes before `from` are either headroom or already written).
     pub fn join_front(&mut self, front: &[u8], from: usize, to: usize) -> Option<&[u8]> {
         let at = (self.data_start() + from).checked_sub(front.len())?;
-        if at < self.base || !(self.storage.as_ptr() as usize + at).is_multiple_of(ALIGN) || to > self.len {
+        if at < self.base
+            || !(self.storage.as_ptr() as usize + at).is_multiple_of(ALIGN)
+            || to > self.len
+        {
             return None;
         }
         self.storage[at..at + front.len()].copy_from_slice(front);

@@ -3,9 +3,14 @@
 //! - [`WriteMode::Buffered`]: `write()` of whole batches through the page cache;
 //!   writeback is started every flush interval with `sync_file_range` so dirty
 //!   data never piles up, and the file is fsync'd when it is closed.
-//! - [`WriteMode::Direct`]: O_DIRECT from a page-aligned staging buffer,
-//!   bypassing the page cache; the partial last block is rewritten in place at
-//!   each flush so the file on disk is always a valid prefix.
+//! - [`WriteMode::Direct`]: O_DIRECT, bypassing the page cache, straight from
+//!   the batches when they are placed right (else through a page-aligned
+//!   staging buffer); blocks are reserved 64 MiB ahead with fallocate
+//!   (KEEP_SIZE, trimmed at close); the partial last block is rewritten in
+//!   place at each flush so the file on disk is always a valid prefix.
+//!   Storage-only (`ringcap bench-sink`, 1.5 M x 1500 B): 1.04 GB/s without
+//!   preallocation, 1.29-1.37 GB/s with it; `dd oflag=direct bs=4M` in the
+//!   same minutes: 1.3-1.5 GB/s.
 //!
 //! Measured on the testbed (4 M packets of 64 bytes at ~0.5 Mpps, snaplen 64,
 //! CPU of the capture process after start-up): buffered 247 ns/packet, of which
@@ -133,6 +138,8 @@ pub struct DirectFile {
     staging: Batch,
     /// File offset of the staging buffer's first byte (always aligned).
     staged_at: u64,
+    /// Bytes reserved on disk ahead of the data (fallocate, size unchanged).
+    allocated: u64,
 }
 
 impl DirectFile {
@@ -145,15 +152,26 @@ impl DirectFile {
             file,
             staging: Batch::new(Self::STAGING, 0, 0),
             staged_at: 0,
+            allocated: 0,
         }
     }
 
+    /// Reserve disk blocks this far ahead of the data: extending O_DIRECT
+    /// writes then find their blocks allocated.
+    pub const PREALLOCATE: u64 = 64 << 20;
+
+    fn preallocate(&mut self, upto: u64) {
+        preallocate(&self.file, &mut self.allocated, upto);
+    }
+
     fn write_staging(&mut self) -> io::Result<()> {
-        let bytes = self.staging.aligned_bytes();
-        if bytes.is_empty() {
+        let n = self.staging.aligned_bytes().len();
+        if n == 0 {
             return Ok(());
         }
-        self.file.write_all_at(bytes, self.staged_at)?;
+        self.preallocate(self.staged_at + n as u64);
+        self.file
+            .write_all_at(self.staging.aligned_bytes(), self.staged_at)?;
         let end = self.staged_at + self.staging.len() as u64;
         if !self.staging.len().is_multiple_of(ALIGN) {
             // The padding of the last block is not data: cut the file back so
@@ -165,6 +183,26 @@ impl DirectFile {
         self.staged_at += whole as u64;
         Ok(())
     }
+}
+
+/// Reserves blocks up to `upto` plus [`DirectFile::PREALLOCATE`] if
+/// `allocated` is short of it. A failure (no fallocate on this filesystem, no
+/// space) only stops further attempts: the write itself reports a full disk.
+fn preallocate(file: &File, allocated: &mut u64, upto: u64) {
+    if upto <= *allocated {
+        return;
+    }
+    let len = upto - *allocated + DirectFile::PREALLOCATE;
+    // SAFETY: plain system call on our own descriptor.
+    let r = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_KEEP_SIZE,
+            *allocated as i64,
+            len as i64,
+        )
+    };
+    *allocated = if r == 0 { *allocated + len } else { u64::MAX };
 }
 
 impl Output for DirectFile {
@@ -193,6 +231,11 @@ impl Output for DirectFile {
             if let Some(region) = batch.join_front(self.staging.bytes(), from, to) {
                 let whole = region.len() / ALIGN * ALIGN;
                 if whole > 0 {
+                    preallocate(
+                        &self.file,
+                        &mut self.allocated,
+                        self.staged_at + whole as u64,
+                    );
                     self.file.write_all_at(&region[..whole], self.staged_at)?;
                 }
                 let tail = &region[whole..];
@@ -207,6 +250,8 @@ impl Output for DirectFile {
 
     fn finish(&mut self) -> io::Result<()> {
         self.write_staging()?;
+        // Give back the blocks reserved past the end.
+        self.file.set_len(self.len())?;
         self.file.sync_data()
     }
 

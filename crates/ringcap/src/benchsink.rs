@@ -1,0 +1,96 @@
+//! `ringcap bench-sink`: the storage-only mode of the benchmark. Synthetic
+//! packets go through the same encoder, batches and writer as a capture, so
+//! the writer's throughput and CPU per packet can be measured on their own.
+
+use crate::cli::BenchSinkArgs;
+use crate::failure::Failure;
+use crate::session::BATCH_SIZE;
+use ringcap_format::TsResolution;
+use ringcap_sink::files::{OutputPlan, Retention, Rotation};
+use ringcap_sink::{Batch, Encoder, RecordFormat, SinkInterface, WriteMode, Writer, WriterConfig};
+use ringcap_stats::Board;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+/// Runs the storage benchmark and prints one JSON line with the result.
+pub fn run(args: &BenchSinkArgs) -> Result<i32, Failure> {
+    let mode = WriteMode::parse(&args.write_mode).map_err(Failure::usage)?;
+    let format = match args.format.as_str() {
+        "pcap" => RecordFormat::Pcap(TsResolution::Nano),
+        "pcapng" => RecordFormat::Pcapng,
+        f => {
+            return Err(Failure::usage(format!(
+                "--format '{f}' must be pcap or pcapng"
+            )))
+        }
+    };
+    if !(14..=65535).contains(&args.size) {
+        return Err(Failure::usage("--size must be from 14 to 65535"));
+    }
+    let board = Arc::new(Board::new(&[("synthetic".into(), 1)]));
+    let (pool_tx, pool_rx) = crossbeam_channel::unbounded();
+    for _ in 0..(256usize << 20) / BATCH_SIZE {
+        let _ = pool_tx.send(Batch::new(BATCH_SIZE, 0, 0));
+    }
+    let (full_tx, full_rx) = crossbeam_channel::unbounded();
+    let cfg = WriterConfig {
+        plan: OutputPlan::Single(args.write.clone()),
+        format,
+        interfaces: vec![SinkInterface {
+            name: "synthetic".into(),
+            linktype: 1,
+            snaplen: 65535,
+            filter: None,
+        }],
+        comment: "ringcap bench-sink".into(),
+        rotation: Rotation::default(),
+        retention: Retention::default(),
+        mode,
+        flush_interval: Duration::from_secs(1),
+        isb_interval: Duration::from_secs(60),
+        post_rotate: None,
+        overwrite: false,
+        file_mode: 0o640,
+        owner: None,
+    };
+    let writer = Writer::spawn(cfg, board.clone(), full_rx, vec![pool_tx])
+        .map_err(|e| Failure::runtime(format!("cannot write the output: {e}")))?;
+    let mut encoder = Encoder::new(format, 0, pool_rx, full_tx);
+    encoder.set_blocking(true);
+    encoder.set_placement(writer.placement.clone(), 0);
+    let frame: Vec<u8> = (0..args.size).map(|i| i as u8).collect();
+    let cpu0 = cpu_seconds();
+    let t0 = Instant::now();
+    for i in 0..args.packets {
+        encoder.push(i * 1000, args.size, &frame, None, frame.len());
+    }
+    encoder.close();
+    drop(encoder);
+    let shared = writer.join();
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
+    if let Some(f) = shared.failure.lock().ok().and_then(|f| f.clone()) {
+        return Err(Failure::runtime(f));
+    }
+    let bytes = std::fs::metadata(&args.write).map(|m| m.len()).unwrap_or(0);
+    if !args.keep {
+        let _ = std::fs::remove_file(&args.write);
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "mode": args.write_mode, "format": args.format, "packets": args.packets, "size": args.size,
+            "bytes": bytes, "seconds": secs, "mb_per_s": bytes as f64 / secs / 1e6,
+            "cpu_s": cpu, "cpu_ns_per_pkt": cpu * 1e9 / args.packets as f64,
+        })
+    );
+    Ok(0)
+}

@@ -171,6 +171,8 @@ impl Writer {
                 if let Some((uid, gid)) = w.cfg.owner {
                     std::os::unix::fs::chown(&dir, Some(uid), Some(gid))?;
                 }
+            } else if let Some((uid, gid)) = w.cfg.owner {
+                check_writable_by(&dir, uid, gid)?;
             }
             w.recover_leftovers(&dir);
         }
@@ -636,6 +638,29 @@ impl Writer {
         }
         Ok(())
     }
+}
+
+/// With `-Z`, files are created and renamed after privileges are dropped
+/// (tcpdump's -Z breaks rotation this way): refuse up front a directory the
+/// user cannot write to.
+fn check_writable_by(dir: &Path, uid: u32, gid: u32) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir)?;
+    let mode = m.mode();
+    let ok = (m.uid() == uid && mode & 0o300 == 0o300)
+        || (m.gid() == gid && mode & 0o030 == 0o030)
+        || mode & 0o003 == 0o003;
+    if ok {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "{} is not writable by uid {uid}, which -Z switches to before files are renamed and rotated: make it writable (chown {uid}:{gid} {}) or name a directory that does not exist yet (ringcap then creates it for that user)",
+            dir.display(),
+            dir.display()
+        ),
+    ))
 }
 
 fn display(p: &Option<PathBuf>) -> String {

@@ -61,7 +61,7 @@ pub struct CaptureArgs {
     )]
     pub read: Vec<PathBuf>,
 
-    /// Write packets to PATH: a file, a directory (ending in /) for a series of files, or - for a pcap stream on stdout.
+    /// Write packets to PATH: a file, a directory (ending in /) for a series of files, or - for a pcap stream on stdout. Without -w packets are only counted.
     #[arg(short = 'w', long = "write", value_name = "PATH")]
     pub write: Option<String>,
 

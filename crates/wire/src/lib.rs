@@ -1,5 +1,5 @@
-//! Zero-copy views over packet bytes, and the two per-packet functions the
-//! capture path needs: [`header_len`] and [`symmetric_flow_hash`].
+//! Zero-copy views over packet bytes, and the per-packet function the
+//! capture path needs: [`header_len`] (exact header truncation, `-s headers`).
 //!
 //! The layout follows smoltcp's `wire` module: one module per protocol, each
 //! with a small view struct wrapping a borrowed `&[u8]`, a checked
@@ -32,7 +32,7 @@
 //! [`ip`] (protocol numbers), [`ipv4`], [`ipv6`], [`ipv6_ext`] (hop-by-hop,
 //! routing, fragment, destination options, authentication header), [`esp`].
 //! Transport: [`tcp`], [`udp`], [`icmp`], [`icmpv6`], [`sctp`]. Tunnels:
-//! [`gre`], [`vxlan`]. Packet-level functions: [`headers`], [`flow`].
+//! [`gre`], [`vxlan`]. Packet-level functions: [`headers`].
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -40,7 +40,6 @@
 pub mod arp;
 pub mod esp;
 pub mod ethernet;
-pub mod flow;
 pub mod gre;
 pub mod headers;
 pub mod icmp;
@@ -56,7 +55,6 @@ pub mod udp;
 pub mod vlan;
 pub mod vxlan;
 
-pub use flow::symmetric_flow_hash;
 pub use headers::header_len;
 
 use core::fmt;

@@ -160,9 +160,25 @@ pub fn check(path: &Path) -> Result<RepairReport, RepairError> {
 /// pcapng header this crate understands, and a file whose headers are cut short
 /// (the pcap file header; for pcapng everything up to the end of the first
 /// interface description block), since no valid file can be made from it.
+///
+/// Symbolic links are not followed (the open fails): a file recovered on
+/// ringcap's behalf in a directory another user can write to must not lead
+/// it to truncate a file elsewhere.
 pub fn repair(path: &Path) -> Result<RepairReport, RepairError> {
-    let file = OpenOptions::new().read(true).write(true).open(path)?;
-    let len = file.metadata()?.len();
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(RepairError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    let len = meta.len();
     let report = scan(&file, len)?;
     if report.valid_len < len {
         file.set_len(report.valid_len)?;

@@ -161,9 +161,9 @@ pub fn run(
             eprintln!("ringcap: {m}");
         }
     }
-    reporter.finish();
+    let total = reporter.finish();
     if let Some(f) = shared.failure.lock().ok().and_then(|f| f.clone()) {
-        eprintln!("ringcap: error: {f}");
+        crate::session::report_failure(&f, &total);
         return Ok(exit::RUNTIME);
     }
     if let Some(e) = input_error {

@@ -510,6 +510,15 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     Ok(0)
 }
 
+/// Prints why the capture failed and how many packets did not make it.
+pub fn report_failure(message: &str, total: &Counters) {
+    eprintln!("ringcap: error: {message}");
+    eprintln!(
+        "ringcap: {} packets could not be written ({} were)",
+        total.packets_dropped_writer, total.packets_written
+    );
+}
+
 /// The tcpdump name of a link type.
 pub fn linktype_name(lt: u32) -> &'static str {
     match lt {

@@ -139,43 +139,63 @@ pub fn expand_template(template: &str, time: SystemTime, seq: u64) -> String {
     out.replace("{seq}", &format!("{seq:06}"))
 }
 
-/// True if `name` could have been produced by `template`: literal parts match,
-/// strftime fields and `{seq}` match runs of digits and the separators strftime
-/// produces. Retention only ever deletes files that match.
+/// True if `name` could have been produced by `template`: literal parts match
+/// exactly, `{seq}` matches six or more digits, numeric strftime fields match
+/// exactly the digits they produce (`%Y` four, `%m` two, ...), and other
+/// fields a run of letters and digits. Retention only ever deletes files that
+/// match, so a user's own files beside the series are safe.
 pub fn matches_template(template: &str, name: &str) -> bool {
-    // Turn the template into tokens: literal chars, or "variable" (a field).
-    let mut pattern: Vec<Option<char>> = Vec::new();
-    let mut chars = template.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '%' {
-            chars.next();
-            pattern.push(None);
-        } else if c == '{'
-            && template.contains("{seq}")
-            && chars.clone().take(4).collect::<String>() == "seq}"
-        {
-            for _ in 0..4 {
-                chars.next();
-            }
-            pattern.push(None);
-        } else {
-            pattern.push(Some(c));
-        }
+    #[derive(Clone, Copy)]
+    enum Tok {
+        Lit(char),
+        Digits { min: usize, max: usize },
+        Word,
     }
-    fn go(p: &[Option<char>], s: &[char]) -> bool {
+    let mut pattern = Vec::new();
+    let mut rest = template;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("{seq}") {
+            pattern.push(Tok::Digits { min: 6, max: 20 });
+            rest = after;
+            continue;
+        }
+        rest = &rest[c.len_utf8()..];
+        if c != '%' {
+            pattern.push(Tok::Lit(c));
+            continue;
+        }
+        let Some(f) = rest.chars().next() else {
+            pattern.push(Tok::Lit('%'));
+            break;
+        };
+        rest = &rest[f.len_utf8()..];
+        pattern.push(match f {
+            '%' => Tok::Lit('%'),
+            'Y' | 'G' => Tok::Digits { min: 4, max: 4 },
+            'm' | 'd' | 'H' | 'M' | 'S' | 'y' | 'C' | 'I' | 'U' | 'W' | 'V' | 'g' => {
+                Tok::Digits { min: 2, max: 2 }
+            }
+            'j' => Tok::Digits { min: 3, max: 3 },
+            'u' | 'w' => Tok::Digits { min: 1, max: 1 },
+            's' => Tok::Digits { min: 1, max: 20 },
+            _ => Tok::Word,
+        });
+    }
+    fn go(p: &[Tok], s: &[char]) -> bool {
         match p.first() {
             None => s.is_empty(),
-            Some(Some(c)) => s.first() == Some(c) && go(&p[1..], &s[1..]),
-            Some(None) => {
-                // a field: one or more digits, letters (month names) or '+-:'
-                let mut i = 0;
-                while i < s.len() && (s[i].is_ascii_alphanumeric() || "+-:".contains(s[i])) {
-                    i += 1;
-                    if go(&p[1..], &s[i..]) {
-                        return true;
-                    }
-                }
-                false
+            Some(Tok::Lit(c)) => s.first() == Some(c) && go(&p[1..], &s[1..]),
+            Some(Tok::Digits { min, max }) => {
+                let run = s
+                    .iter()
+                    .take(*max)
+                    .take_while(|c| c.is_ascii_digit())
+                    .count();
+                (*min..=run).rev().any(|n| go(&p[1..], &s[n..]))
+            }
+            Some(Tok::Word) => {
+                let run = s.iter().take_while(|c| c.is_ascii_alphanumeric()).count();
+                (1..=run).rev().any(|n| go(&p[1..], &s[n..]))
             }
         }
     }
@@ -362,6 +382,17 @@ mod tests {
         assert!(matches_template("x-{seq}.pcap", "x-000001.pcap"));
         assert!(!matches_template("x-{seq}.pcap", "y-000001.pcap"));
         assert!(!matches_template("x-{seq}.pcap", "x-000001.pcap.bak"));
+        for own in [
+            "x-1.pcap",
+            "x-important.pcap",
+            "x-2021-01-01.pcap",
+            "x-keep-forever.pcap",
+        ] {
+            assert!(!matches_template("x-{seq}.pcap", own), "{own}");
+        }
+        assert!(matches_template("x-{seq}.pcap", "x-1000000.pcap"));
+        assert!(!matches_template(t, "ringcap-2026112-101010-000001.pcapng"));
+        assert!(matches_template("%b-{seq}", "Nov-000001"));
     }
 
     #[test]

@@ -176,10 +176,13 @@ impl Writer {
             }
             w.recover_leftovers(&dir);
         }
-        if w.cfg.plan != OutputPlan::Discard {
+        // One file or a stream: opened now, so a clobbered name or a bad path
+        // fails before the capture starts. A series opens each file at its
+        // first packet (named by that packet's time): no empty files.
+        if matches!(w.cfg.plan, OutputPlan::Single(_) | OutputPlan::Stdout) {
             w.open(now_ns())?;
-            w.publish_placement(None);
         }
+        w.publish_placement(None);
         let thread = std::thread::Builder::new()
             .name("ringcap-writer".into())
             .spawn(move || w.run(full))?;
@@ -201,6 +204,13 @@ impl Writer {
             let Some(final_path) = files::final_path_of_partial(&partial) else {
                 continue;
             };
+            if !std::fs::symlink_metadata(&partial).is_ok_and(|m| m.file_type().is_file()) {
+                self.log(format!(
+                    "left {} alone: not a regular file",
+                    partial.display()
+                ));
+                continue;
+            }
             match ringcap_format::repair::repair(&partial) {
                 Ok(report) => {
                     let target = if final_path.exists() {
@@ -259,14 +269,16 @@ impl Writer {
                 self.fail(format!("rotating: {e}"));
             }
         }
-        let flush_due = self.last_tick.elapsed() >= self.cfg.flush_interval;
-        if let Some(f) = self.current.as_mut() {
-            if flush_due {
-                if let Err(e) = f.out.tick() {
-                    let msg = format!("flushing {}: {e}", display(&f.final_path));
-                    self.fail(msg);
-                }
-                self.last_tick = Instant::now();
+        if self.last_tick.elapsed() >= self.cfg.flush_interval && self.current.is_some() {
+            self.last_tick = Instant::now();
+            if let Err(e) = self.with_room(|f| f.out.tick()) {
+                let name = self
+                    .current
+                    .as_ref()
+                    .map(|f| display(&f.final_path))
+                    .unwrap_or_default();
+                self.fail(format!("flushing {name}: {e}"));
+                let _ = self.close();
             }
         }
         if self.cfg.format == RecordFormat::Pcapng
@@ -340,6 +352,10 @@ impl Writer {
         let mut off = 0;
         let mut left = batch.packets;
         while off < len {
+            if self.failed {
+                self.board.add_write_failed(batch.interface, left);
+                break;
+            }
             if self.current.is_none() {
                 let ts = record_at(self.cfg.format, batch.bytes(), off)
                     .and_then(|(_, ts)| ts)
@@ -357,9 +373,13 @@ impl Writer {
                 }
                 continue;
             }
-            if let Err(e) = self.write_segment(&mut batch, off, end) {
+            if let Err((e, salvaged, salvaged_bytes)) = self.write_segment(&mut batch, off, end) {
                 self.fail(e);
-                self.board.add_write_failed(batch.interface, left);
+                self.board
+                    .add_written(batch.interface, salvaged, salvaged_bytes);
+                self.board
+                    .add_write_failed(batch.interface, left - salvaged);
+                self.close_after_failure(batch.interface);
                 break;
             }
             if let Some(f) = self.current.as_mut() {
@@ -415,29 +435,111 @@ impl Writer {
         (p, n)
     }
 
-    fn write_segment(&mut self, batch: &mut Batch, from: usize, to: usize) -> Result<(), String> {
+    /// Runs `op` on the open file; when the disk is full and retention is
+    /// on, deletes the oldest completed file and tries again.
+    fn with_room(&mut self, mut op: impl FnMut(&mut OpenFile) -> io::Result<()>) -> io::Result<()> {
         loop {
             let Some(f) = self.current.as_mut() else {
-                return Err("no output file".into());
+                return Ok(());
             };
-            let before = f.out.len();
-            match f.out.write_batch(batch, from, to) {
+            match op(f) {
                 Ok(()) => return Ok(()),
-                Err(e) => {
-                    // Never leave half a record: cut back to the last whole one.
-                    let _ = f.out.truncate(before);
-                    let name = display(&f.final_path);
-                    let full = e.raw_os_error() == Some(libc::ENOSPC)
-                        || e.raw_os_error() == Some(libc::EDQUOT);
-                    if full && self.make_room() {
-                        continue;
+                Err(e) if is_disk_full(&e) && self.make_room() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Writes data bytes `from..to` of a batch. On failure nothing of the
+    /// segment is left half-written; on a full disk as many whole records as
+    /// fit are kept. Returns, on failure, the message and the records (and
+    /// bytes) of the segment that were kept.
+    fn write_segment(
+        &mut self,
+        batch: &mut Batch,
+        from: usize,
+        to: usize,
+    ) -> Result<(), (String, u64, u64)> {
+        let r = self.with_room(|f| {
+            let before = f.out.len();
+            f.out.write_batch(batch, from, to).inspect_err(|_| {
+                // Never leave half a record: cut back to the last whole one.
+                let _ = f.out.truncate(before);
+            })
+        });
+        let Err(e) = r else { return Ok(()) };
+        let name = self
+            .current
+            .as_ref()
+            .map(|f| display(&f.final_path))
+            .unwrap_or_default();
+        if !is_disk_full(&e) {
+            return Err((
+                format!("writing {name}: {e}; the file was closed valid"),
+                0,
+                0,
+            ));
+        }
+        let (kept, kept_bytes) = self.salvage(batch.bytes(), from, to);
+        Err((
+            format!("writing {name}: the disk is full ({e}); the file was closed valid. Free space, or set --max-total/--min-free so ringcap deletes old files"),
+            kept,
+            kept_bytes,
+        ))
+    }
+
+    /// After a full disk: writes the segment's records in small groups, each
+    /// forced to the file, until one does not fit; keeps those that did.
+    fn salvage(&mut self, bytes: &[u8], from: usize, to: usize) -> (u64, u64) {
+        let format = self.cfg.format;
+        let Some(f) = self.current.as_mut() else {
+            return (0, 0);
+        };
+        let start = f.out.len();
+        let mut good = (start, 0u64);
+        let mut n = 0u64;
+        let mut p = from;
+        while p < to {
+            let Some((len, _)) = record_at(format, bytes, p) else {
+                break;
+            };
+            if f.out.write(&bytes[p..p + len]).is_err() {
+                break;
+            }
+            n += 1;
+            p += len;
+            if f.out.len() - good.0 >= 16 << 10 || p >= to {
+                if f.out.tick().is_err() {
+                    break;
+                }
+                good = (f.out.len(), n);
+            }
+        }
+        let _ = f.out.truncate(good.0);
+        f.packets += good.1;
+        (good.1, good.0 - start)
+    }
+
+    /// Closes the current file after a write failure: if even that fails, the
+    /// file is cut at its last complete record before it is published, and
+    /// packets counted as written that are not in it are moved to the
+    /// writer's drops.
+    fn close_after_failure(&mut self, interface: usize) {
+        let Some(f) = self.current.as_ref() else {
+            return;
+        };
+        let claimed = f.packets;
+        let partial = f.partial_path.clone();
+        if self.close().is_err() {
+            if let Some(p) = partial
+                .as_ref()
+                .and_then(|p| files::final_path_of_partial(p))
+                .or(partial)
+            {
+                if let Ok(rep) = ringcap_format::repair::check(&p) {
+                    if rep.packets < claimed {
+                        self.board.unwrite(interface, claimed - rep.packets);
                     }
-                    let _ = self.close();
-                    return Err(if full {
-                        format!("writing {name}: the disk is full ({e}); the file was closed valid. Free space or set --max-total/--min-free so ringcap deletes old files")
-                    } else {
-                        format!("writing {name}: {e}; the file was closed valid")
-                    });
                 }
             }
         }
@@ -573,7 +675,7 @@ impl Writer {
     }
 
     fn write_isbs(&mut self) -> io::Result<()> {
-        let Some(f) = self.current.as_mut() else {
+        let Some(started_ns) = self.current.as_ref().map(|f| f.started_ns) else {
             return Ok(());
         };
         let now = now_ns();
@@ -584,7 +686,7 @@ impl Writer {
                 &pcapng::InterfaceStatistics {
                     interface_id: i as u32,
                     ts_ns: now,
-                    starttime_ns: Some(f.started_ns),
+                    starttime_ns: Some(started_ns),
                     endtime_ns: Some(now),
                     ifrecv: Some(c.packets_seen_by_interface),
                     ifdrop: Some(c.packets_dropped_by_interface),
@@ -598,46 +700,71 @@ impl Writer {
                 },
             ));
         }
-        f.out.write(&bytes)?;
+        self.with_room(|f| {
+            let before = f.out.len();
+            f.out.write(&bytes).inspect_err(|_| {
+                let _ = f.out.truncate(before);
+            })
+        })?;
         self.board
             .overhead_bytes
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Completes the current file: statistics, sync, rename, post-rotate, retention.
+    /// Completes the current file: statistics, sync, rename, post-rotate,
+    /// retention. The file is published valid even when this fails: whatever
+    /// did not reach it is cut at its last complete record first.
     fn close(&mut self) -> io::Result<()> {
+        let mut result = Ok(());
         if self.cfg.format == RecordFormat::Pcapng && self.current.is_some() {
-            self.write_isbs()?;
+            result = self.write_isbs();
         }
-        let Some(mut f) = self.current.take() else {
-            return Ok(());
+        let finished = self.with_room(|f| f.out.finish());
+        if result.is_ok() {
+            result = finished;
+        }
+        let Some(f) = self.current.take() else {
+            return result;
         };
-        f.out.finish()?;
         drop(f.out);
-        if let (Some(partial), Some(final_path)) = (f.partial_path, f.final_path) {
-            std::fs::rename(&partial, &final_path)?;
-            if let Some(dir) = final_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                if let Ok(d) = std::fs::File::open(dir) {
-                    let _ = d.sync_all();
-                }
-            } else if let Ok(d) = std::fs::File::open(".") {
-                let _ = d.sync_all();
-            }
-            if let Ok(mut c) = self.shared.completed.lock() {
-                c.push(final_path.clone());
-            }
-            if let Some(cmd) = &self.cfg.post_rotate {
-                run_post_rotate(cmd, &final_path);
-            }
-            if let OutputPlan::Series { dir, template } = &self.cfg.plan {
-                for gone in files::enforce_retention(dir, template, &self.cfg.retention, 0) {
-                    self.log(format!("retention: deleted {}", gone.display()));
-                }
+        let (Some(partial), Some(final_path)) = (f.partial_path, f.final_path) else {
+            return result;
+        };
+        if result.is_err() {
+            if let Err(e) = ringcap_format::repair::repair(&partial) {
+                self.log(format!(
+                    "could not cut {} at its last complete record: {e}",
+                    partial.display()
+                ));
             }
         }
-        Ok(())
+        std::fs::rename(&partial, &final_path)?;
+        let dir = final_path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        if let Ok(mut c) = self.shared.completed.lock() {
+            c.push(final_path.clone());
+        }
+        if let Some(cmd) = &self.cfg.post_rotate {
+            run_post_rotate(cmd, &final_path);
+        }
+        if let OutputPlan::Series { dir, template } = &self.cfg.plan {
+            for gone in files::enforce_retention(dir, template, &self.cfg.retention, 0) {
+                self.log(format!("retention: deleted {}", gone.display()));
+            }
+        }
+        result
     }
+}
+
+/// ENOSPC or EDQUOT.
+fn is_disk_full(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
 }
 
 /// With `-Z`, files are created and renamed after privileges are dropped

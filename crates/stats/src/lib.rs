@@ -210,6 +210,17 @@ impl Board {
         b.filter_count.store(accepted, Ordering::Relaxed);
     }
 
+    /// Moves `packets` of interface `i` from written to the writer's drops
+    /// (they were counted as written, but a failure kept them off the disk).
+    pub fn unwrite(&self, i: usize, packets: u64) {
+        let b = &self.interfaces[i];
+        b.written.fetch_sub(
+            packets.min(b.written.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
+        b.write_failed.fetch_add(packets, Ordering::Relaxed);
+    }
+
     /// Adds packets the writer could not write (I/O error) for interface `i`.
     pub fn add_write_failed(&self, i: usize, packets: u64) {
         self.interfaces[i]

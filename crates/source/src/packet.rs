@@ -110,6 +110,9 @@ impl<'a> Iterator for BlockPackets<'a> {
         };
         let next = u32_at(b, h + NEXT_OFFSET) as usize;
         self.offset = if next == 0 { b.len() } else { h + next };
+        if let Some(ahead) = b.get(self.offset..) {
+            crate::sys::prefetch(ahead);
+        }
         Some(packet)
     }
 }

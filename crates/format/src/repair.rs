@@ -59,6 +59,8 @@ pub enum RepairError {
     /// the pcap file header, or for pcapng before the end of the first interface
     /// description block. No valid file can be cut from it.
     HeaderIncomplete(FormatError),
+    /// Another process holds the file's lock: a capture is still writing it.
+    InUse,
 }
 
 impl fmt::Display for RepairError {
@@ -73,6 +75,10 @@ impl fmt::Display for RepairError {
                 f,
                 "the file's headers are incomplete or damaged, so no valid capture file can be cut from it; left untouched: {e}"
             ),
+            RepairError::InUse => write!(
+                f,
+                "a running capture is still writing it (it holds the file's lock); left untouched"
+            ),
         }
     }
 }
@@ -82,6 +88,7 @@ impl std::error::Error for RepairError {
         match self {
             RepairError::Io(e) => Some(e),
             RepairError::NotCapture(e) | RepairError::HeaderIncomplete(e) => Some(e),
+            RepairError::InUse => None,
         }
     }
 }
@@ -171,6 +178,12 @@ pub fn repair(path: &Path) -> Result<RepairReport, RepairError> {
         .write(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
+    // ringcap's writer holds an exclusive flock on the files it writes.
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Err(RepairError::InUse),
+        Err(std::fs::TryLockError::Error(e)) => return Err(RepairError::Io(e)),
+    }
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(RepairError::Io(std::io::Error::new(
@@ -296,6 +309,19 @@ mod tests {
         // starts: IDB0, IDB1, 5 EPBs, ISB. Valid from the end of the first IDB.
         let before = vec![0, 0, 0, 1, 2, 3, 4, 5, 5];
         repair_every_prefix(&f, starts[1], Some(starts[0]), &starts, &before);
+    }
+
+    #[test]
+    fn locked_file_is_left_alone() {
+        let (mut f, _, _) = pcap_file(TsResolution::Micro, 3);
+        f.extend_from_slice(&[0xaa; 7]);
+        let t = TempFile::new(&f);
+        let writer = std::fs::File::open(&t.0).unwrap();
+        writer.lock().unwrap();
+        assert!(matches!(repair(&t.0), Err(RepairError::InUse)));
+        assert_eq!(t.contents(), f);
+        drop(writer);
+        assert_eq!(repair(&t.0).unwrap().packets, 3);
     }
 
     #[test]

@@ -57,7 +57,9 @@ impl CaptureThread {
                 let ring = self.socket.ring();
                 match ring.next_block() {
                     Some(block) => {
-                        if !exhausted {
+                        if exhausted {
+                            counts.after_count += u64::from(block.packet_count());
+                        } else {
                             exhausted = process_block(
                                 &block,
                                 &mut self.encoder,
@@ -140,7 +142,7 @@ fn process_block(
     counts: &mut CaptureCounts,
 ) -> bool {
     let sample_all = sampler.keeps_all();
-    for p in block.packets() {
+    for (i, p) in block.packets().enumerate() {
         // A tag can only go back into a frame that has its MAC addresses.
         let tag = p.vlan.filter(|_| p.data.len() >= 12).map(|v| v.bytes());
         let tag_len = if tag.is_some() { 4 } else { 0 };
@@ -156,6 +158,7 @@ fn process_block(
             if b.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
                 .is_err()
             {
+                counts.after_count += u64::from(block.packet_count()) - i as u64;
                 return true;
             }
         }

@@ -74,7 +74,7 @@ pub fn run(
         .map(|(n, lt)| SinkInterface {
             name: n.clone(),
             linktype: *lt,
-            snaplen,
+            snaplen: plan.snap.snaplen(),
             filter: (!plan.filter.is_empty()).then(|| plan.filter.clone()),
         })
         .collect();

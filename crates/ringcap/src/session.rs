@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Bytes per ring block. Measured on the testbed (4 M x 64-byte frames at
+/// Bytes per ring block (rings smaller than 32 MiB get smaller blocks, so
+/// they still have eight; see `RingGeometry::with_total`). Measured on the testbed (4 M x 64-byte frames at
 /// ~0.5 Mpps, snaplen 64, to disk, CPU of the capture process per packet):
 /// 128 KiB 170 ns, 1 MiB 85-110 ns, 4 MiB 67-72 ns, 16 MiB 67-70 ns. Larger
 /// blocks mean fewer hand-overs and wake-ups; beyond 4 MiB nothing is gained
@@ -318,7 +319,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         .map(|(i, lt)| SinkInterface {
             name: i.name.clone(),
             linktype: *lt,
-            snaplen: kernel_snap,
+            snaplen: plan.snap.snaplen(),
             filter: (!plan.filter.is_empty()).then(|| plan.filter.clone()),
         })
         .collect();
@@ -347,9 +348,10 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
             None => None,
         });
     }
+    // -B is per interface, shared by its threads' rings.
     let geometry = RingGeometry::with_total(
-        (plan.buffer_mib / plan.threads).max(1),
-        BLOCK_SIZE.min((plan.buffer_mib.max(1) << 20) / 2),
+        (u64::from(plan.buffer_mib) << 20) / u64::from(plan.threads),
+        BLOCK_SIZE,
         RETIRE_TIMEOUT_MS,
     );
     let mut sockets = Vec::new();

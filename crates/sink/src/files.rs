@@ -223,7 +223,9 @@ pub fn final_path_of_partial(path: &Path) -> Option<PathBuf> {
 }
 
 /// Creates a new file for writing without following symlinks and without
-/// replacing an existing file (unless `overwrite`), with permissions `mode`.
+/// replacing an existing file, with permissions `mode`, and takes an
+/// exclusive flock on it for as long as it is open: crash recovery in
+/// another process skips locked partial files (they are being written).
 pub fn create_exclusive(path: &Path, mode: u32, direct: bool) -> io::Result<File> {
     let mut o = OpenOptions::new();
     o.write(true).create_new(true).mode(mode);
@@ -232,7 +234,9 @@ pub fn create_exclusive(path: &Path, mode: u32, direct: bool) -> io::Result<File
         flags |= libc::O_DIRECT;
     }
     o.custom_flags(flags);
-    o.open(path)
+    let f = o.open(path)?;
+    f.lock()?;
+    Ok(f)
 }
 
 /// Checks that the final name is free (or may be replaced) before writing.

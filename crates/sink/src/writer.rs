@@ -237,6 +237,8 @@ impl Writer {
                         )),
                     }
                 }
+                // Another capture's file in progress: not a leftover.
+                Err(ringcap_format::repair::RepairError::InUse) => {}
                 Err(e) => self.log(format!("left {} alone: {e}", partial.display())),
             }
         }

@@ -27,11 +27,28 @@ pub struct RingGeometry {
     pub retire_timeout_ms: u32,
 }
 
+/// Fewest blocks a ring is cut into when it is big enough: with only two,
+/// one block being read and one being filled, a burst that arrives while
+/// user space holds a block has nowhere to go.
+pub const MIN_BLOCKS: u64 = 8;
+/// Smallest block: a 64 KiB packet merged by an offload still fits whole.
+pub const MIN_BLOCK_SIZE: u32 = 128 << 10;
+
 impl RingGeometry {
-    /// A ring of about `total_mib` MiB in blocks of `block_size` bytes.
-    pub fn with_total(total_mib: u32, block_size: u32, retire_timeout_ms: u32) -> RingGeometry {
-        let total = u64::from(total_mib.max(1)) << 20;
-        let block_count = (total / u64::from(block_size)).max(2) as u32;
+    /// A ring of about `total_bytes`, in blocks of at most `max_block_size`
+    /// (a power of two), smaller if that is needed to make at least
+    /// [`MIN_BLOCKS`] blocks, but never below [`MIN_BLOCK_SIZE`].
+    pub fn with_total(
+        total_bytes: u64,
+        max_block_size: u32,
+        retire_timeout_ms: u32,
+    ) -> RingGeometry {
+        let total = total_bytes.max(2 * u64::from(MIN_BLOCK_SIZE));
+        let mut block_size = max_block_size.max(MIN_BLOCK_SIZE);
+        while block_size > MIN_BLOCK_SIZE && total / u64::from(block_size) < MIN_BLOCKS {
+            block_size /= 2;
+        }
+        let block_count = (total / u64::from(block_size)).clamp(2, u64::from(u32::MAX)) as u32;
         RingGeometry {
             block_size,
             block_count,
@@ -143,5 +160,23 @@ impl Drop for Block<'_> {
         ring.status_word(ring.current)
             .store(libc::TP_STATUS_KERNEL, Ordering::Release);
         ring.current = (ring.current + 1) % ring.geometry.block_count as usize;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_has_enough_blocks() {
+        let g = RingGeometry::with_total(256 << 20, 4 << 20, 50);
+        assert_eq!((g.block_size, g.block_count), (4 << 20, 64));
+        let g = RingGeometry::with_total(4 << 20, 4 << 20, 50);
+        assert_eq!((g.block_size, g.block_count), (512 << 10, 8));
+        let g = RingGeometry::with_total(512 << 10, 4 << 20, 50);
+        assert_eq!((g.block_size, g.block_count), (128 << 10, 4));
+        let g = RingGeometry::with_total(1, 4 << 20, 50);
+        assert_eq!((g.block_size, g.block_count), (128 << 10, 2));
+        assert_eq!(g.total_bytes(), 256 << 10);
     }
 }

@@ -26,6 +26,8 @@ pub struct Counters {
     pub packets_sampled_out: u64,
     /// Packets that reached user space and were kept by every stage.
     pub packets_delivered: u64,
+    /// Packets read from the ring after the `-c` count was reached: not kept.
+    pub packets_after_count: u64,
     /// Packets written to the output.
     pub packets_written: u64,
     /// Packets the writer could not keep up with (capture never waits for the disk).
@@ -47,6 +49,7 @@ impl Counters {
         self.packets_dropped_ring += o.packets_dropped_ring;
         self.packets_sampled_out += o.packets_sampled_out;
         self.packets_delivered += o.packets_delivered;
+        self.packets_after_count += o.packets_after_count;
         self.packets_written += o.packets_written;
         self.packets_dropped_writer += o.packets_dropped_writer;
         self.packets_merged_by_offload += o.packets_merged_by_offload;
@@ -64,7 +67,7 @@ impl Counters {
     pub fn lost_pct(&self) -> f64 {
         let wanted = self
             .packets_filter_accepted
-            .saturating_sub(self.packets_sampled_out);
+            .saturating_sub(self.packets_sampled_out + self.packets_after_count);
         if wanted == 0 {
             0.0
         } else {
@@ -86,6 +89,8 @@ pub struct CaptureCounts {
     pub sampled_out: u64,
     /// Delivered.
     pub delivered: u64,
+    /// Read after the -c count was reached.
+    pub after_count: u64,
     /// Dropped for want of a free output buffer.
     pub dropped_writer: u64,
     /// Longer than the MTU.
@@ -101,6 +106,7 @@ pub struct CaptureSlot {
     dropped_ring: AtomicU64,
     sampled_out: AtomicU64,
     delivered: AtomicU64,
+    after_count: AtomicU64,
     dropped_writer: AtomicU64,
     merged_by_offload: AtomicU64,
     bytes_on_wire: AtomicU64,
@@ -113,6 +119,7 @@ impl CaptureSlot {
         self.dropped_ring.store(c.dropped_ring, Ordering::Relaxed);
         self.sampled_out.store(c.sampled_out, Ordering::Relaxed);
         self.delivered.store(c.delivered, Ordering::Relaxed);
+        self.after_count.store(c.after_count, Ordering::Relaxed);
         self.dropped_writer
             .store(c.dropped_writer, Ordering::Relaxed);
         self.merged_by_offload
@@ -125,6 +132,7 @@ impl CaptureSlot {
         c.packets_dropped_ring += self.dropped_ring.load(Ordering::Relaxed);
         c.packets_sampled_out += self.sampled_out.load(Ordering::Relaxed);
         c.packets_delivered += self.delivered.load(Ordering::Relaxed);
+        c.packets_after_count += self.after_count.load(Ordering::Relaxed);
         c.packets_dropped_writer += self.dropped_writer.load(Ordering::Relaxed);
         c.packets_merged_by_offload += self.merged_by_offload.load(Ordering::Relaxed);
         c.bytes_on_wire += self.bytes_on_wire.load(Ordering::Relaxed);

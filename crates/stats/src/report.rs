@@ -93,6 +93,9 @@ pub fn final_report(per: &[(String, Counters)], total: &Counters, seconds: f64) 
         line(out, "sampled out", c.packets_sampled_out);
         line(out, "detected (delivered)", c.packets_delivered);
         line(out, "not detected (dropped ring)", c.packets_dropped_ring);
+        if c.packets_after_count > 0 {
+            line(out, "read after the -c count", c.packets_after_count);
+        }
         line(out, "written", c.packets_written);
         line(out, "dropped writer", c.packets_dropped_writer);
         line(out, "merged by offload", c.packets_merged_by_offload);

@@ -1,0 +1,350 @@
+//! How `ringcap capture` refuses: every error's exit status (2 usage, 3 system
+//! refusal, 1 runtime) and message, and that it never panics.
+//!
+//! Live cases run inside a throw-away testbed namespace and print `SKIP: ...`
+//! when not root; a ringcap that wrongly starts capturing is killed after a
+//! time limit and the test fails.
+
+mod common;
+
+use common::*;
+use ringcap_testkit::{frames, skip_unless_netns, Testbed, TestbedOptions};
+use std::process::Command;
+use std::time::Duration;
+
+/// Longest a refusal may take.
+const LIMIT: Duration = Duration::from_secs(15);
+
+/// `ringcap capture ARGS...` inside the capture namespace of `tb`.
+fn capture_in_ns(tb: &Testbed, args: &[&str]) -> Finished {
+    let mut cmd = tb.in_capture_ns(bin());
+    cmd.arg("capture").args(args);
+    let (status, _, stderr) = run_limited(cmd, LIMIT);
+    Finished { status, stderr }
+}
+
+/// Checks the exit status, that nothing panicked, and that every `needles` is in
+/// the message.
+fn expect_refusal(fin: &Finished, code: i32, needles: &[&str], what: &str) {
+    assert_no_panic(&fin.stderr, what);
+    assert!(
+        !fin.stderr.contains("capturing on "),
+        "{what}: ringcap started capturing instead of refusing:\n{}",
+        fin.stderr
+    );
+    assert_eq!(
+        fin.code(),
+        Some(code),
+        "{what}: exit status; stderr:\n{}",
+        fin.stderr
+    );
+    for n in needles {
+        assert!(
+            fin.stderr.contains(n),
+            "{what}: message should contain {n:?}; stderr:\n{}",
+            fin.stderr
+        );
+    }
+}
+
+#[test]
+fn no_such_interface() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let dir = TempDir::new("nosuch");
+    let out = dir.file("out.pcap");
+    let fin = capture_in_ns(&tb, &["-i", "rcnosuch0", "-B", "8", "-w", &out]);
+    expect_refusal(&fin, 3, &["no such interface", "rcnosuch0"], "-i rcnosuch0");
+    assert!(!std::path::Path::new(&out).exists(), "no output file");
+    // A name that only exists in another namespace (the peer end) is not visible.
+    let fin = capture_in_ns(&tb, &["-i", &tb.peer_if, "-B", "8"]);
+    expect_refusal(&fin, 3, &["no such interface"], "-i PEER_IF");
+}
+
+#[test]
+fn interface_down() {
+    skip_unless_netns!();
+    let tb = Testbed::with_options(TestbedOptions {
+        capture_if_up: false,
+        ..TestbedOptions::default()
+    })
+    .expect("testbed");
+    let fin = capture_in_ns(&tb, &["-i", &tb.capture_if, "-B", "8"]);
+    expect_refusal(&fin, 3, &["is down", &tb.capture_if], "interface down");
+}
+
+#[test]
+fn missing_capability_names_cap_net_raw() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let mut cmd = tb.in_capture_ns("setpriv");
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        bin(),
+        "capture",
+        "-i",
+        &tb.capture_if,
+        "-B",
+        "8",
+    ]);
+    let (status, _, stderr) = run_limited(cmd, LIMIT);
+    let fin = Finished { status, stderr };
+    expect_refusal(&fin, 3, &["CAP_NET_RAW"], "unprivileged user");
+}
+
+#[test]
+fn bad_filter_expressions() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let dir = TempDir::new("badfilter");
+    let empty = dir.path("empty.pcap");
+    ringcap_testkit::netns::write_pcap(&empty, &[]).unwrap();
+    for expr in [
+        "udp port banana",
+        "udp and and",
+        "host 1.2.3.4.5",
+        "port 99999",
+        "ip[",
+        // Mentions vlan: compiled on a live libpcap handle of the interface.
+        "vlan and bogus",
+    ] {
+        // libpcap's own message, as tcpdump prints it.
+        let mut cmd = Command::new("tcpdump");
+        cmd.arg("-r").arg(&empty).arg(expr);
+        let (_, _, td_err) = run_limited(cmd, LIMIT);
+        let libpcap_msg = td_err
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("tcpdump: "))
+            .unwrap_or_else(|| panic!("tcpdump accepted {expr:?}?: {td_err}"))
+            .trim()
+            .to_string();
+        let fin = capture_in_ns(&tb, &["-i", &tb.capture_if, "-B", "8", expr]);
+        expect_refusal(&fin, 2, &[expr, &libpcap_msg], &format!("filter {expr:?}"));
+        // Split into several arguments, as a shell user would type it unquoted.
+        let mut args = vec!["-i", tb.capture_if.as_str(), "-B", "8"];
+        args.extend(expr.split(' '));
+        let fin = capture_in_ns(&tb, &args);
+        expect_refusal(
+            &fin,
+            2,
+            &[expr, &libpcap_msg],
+            &format!("filter {expr:?} unquoted"),
+        );
+    }
+}
+
+#[test]
+fn bad_option_values() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let cases: &[(&[&str], &str)] = &[
+        (&["-s", "abc"], "abc"),
+        (&["-s", "300000"], "300000"),
+        (&["-s", "-5"], "-5"),
+        (&["--threads", "0"], "--threads"),
+        (&["--threads", "65"], "--threads"),
+        (&["--sample", "2:3"], "2:3"),
+        (&["--sample", "1:0"], "1:0"),
+        (&["--sample", "1:x"], "1:x"),
+        (&["--sample-flows", "3:4"], "3:4"),
+        (
+            &["--sample", "1:4", "--sample-mode", "sometimes"],
+            "sometimes",
+        ),
+        (&["--sample", "1:4", "--sample-flows", "1:4"], "--sample"),
+        (&["-B", "0"], "-B"),
+        (&["-B", "lots"], "lots"),
+        (&["--format", "xyz"], "xyz"),
+        (&["--tstamp", "atomic"], "atomic"),
+        (&["--tstamp-precision", "pico"], "pico"),
+        (&["-c", "0"], "-c"),
+        (&["-c", "-1"], "-1"),
+        (&["--duration", "0"], "--duration"),
+        (&["--duration", "-3"], "-3"),
+        (&["--duration", "soon"], "soon"),
+        (&["--stats-interval", "0"], "--stats-interval"),
+        (&["-s", "headers", "--headers-max", "5"], "--headers-max"),
+        (&["--write-mode", "telepathic"], "telepathic"),
+        (&["--no-such-option"], "--no-such-option"),
+        (&["-Z", "rc-no-such-user"], "rc-no-such-user"),
+    ];
+    let mut failures = Vec::new();
+    for (extra, needle) in cases {
+        let mut args = vec!["-i", tb.capture_if.as_str()];
+        if !extra.contains(&"-B") {
+            args.extend(["-B", "8"]);
+        }
+        args.extend_from_slice(extra);
+        let fin = capture_in_ns(&tb, &args);
+        assert_no_panic(&fin.stderr, &format!("{extra:?}"));
+        if fin.code() != Some(2) || !fin.stderr.contains(needle) {
+            failures.push(format!(
+                "{extra:?}: exit {:?} (want 2), message should contain {needle:?}: {}",
+                fin.code(),
+                fin.stderr.trim()
+            ));
+        }
+    }
+    // No interface and no file.
+    let fin = capture_in_ns(&tb, &["-B", "8"]);
+    if fin.code() != Some(2) || !fin.stderr.contains("-i") {
+        failures.push(format!(
+            "no -i/-r: exit {:?}: {}",
+            fin.code(),
+            fin.stderr.trim()
+        ));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn tstamp_adapter_on_veth_is_refused() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let fin = capture_in_ns(
+        &tb,
+        &["-i", &tb.capture_if, "-B", "8", "--tstamp", "adapter"],
+    );
+    expect_refusal(
+        &fin,
+        3,
+        &["cannot give hardware timestamps", &tb.capture_if],
+        "--tstamp adapter on veth",
+    );
+}
+
+#[test]
+fn existing_output_needs_overwrite() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let dir = TempDir::new("exists");
+    let out = dir.file("out.pcap");
+    std::fs::write(&out, b"precious data").unwrap();
+    let fin = capture_in_ns(&tb, &["-i", &tb.capture_if, "-B", "8", "-w", &out]);
+    expect_refusal(&fin, 2, &["already exists", &out], "existing output");
+    assert_eq!(std::fs::read(&out).unwrap(), b"precious data", "file kept");
+
+    // With --overwrite the capture runs and replaces it.
+    let sent = frames::mixed_sequence(&tb.endpoints(), 40);
+    let run = start(&tb, &["-w", &out, "--overwrite"]);
+    tb.send_from_peer(&sent, 0).expect("send");
+    let fin = run.stop();
+    fin.assert_ok("--overwrite");
+    assert_eq!(read(&out).len(), sent.len());
+}
+
+#[test]
+fn output_through_symlink_is_refused() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let dir = TempDir::new("symlink");
+    let target = dir.file("target.txt");
+    std::fs::write(&target, b"not yours").unwrap();
+    let link = dir.file("link.pcap");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let dangling_target = dir.file("nothing-here");
+    let dangling = dir.file("dangling.pcap");
+    std::os::unix::fs::symlink(&dangling_target, &dangling).unwrap();
+    for (path, what) in [
+        (&link, "symlink to a file"),
+        (&dangling, "dangling symlink"),
+    ] {
+        for extra in [&[][..], &["--overwrite"][..]] {
+            let mut args = vec!["-i", tb.capture_if.as_str(), "-B", "8", "-w", path];
+            args.extend_from_slice(extra);
+            let fin = capture_in_ns(&tb, &args);
+            let what = format!("{what} {extra:?}");
+            assert_no_panic(&fin.stderr, &what);
+            assert!(
+                matches!(fin.code(), Some(1) | Some(2)),
+                "{what}: exit {:?}; stderr:\n{}",
+                fin.code(),
+                fin.stderr
+            );
+            assert!(
+                fin.stderr.contains("symbolic link"),
+                "{what}: message should say symbolic link: {}",
+                fin.stderr
+            );
+        }
+    }
+    assert_eq!(std::fs::read(&target).unwrap(), b"not yours", "target kept");
+    assert!(
+        !std::path::Path::new(&dangling_target).exists(),
+        "the dangling link's target was created"
+    );
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+// ---------------------------------------------------------------------------
+// Unreadable -r files (no namespace needed).
+
+#[test]
+fn unreadable_read_files() {
+    let dir = TempDir::new("unreadable");
+    let out = dir.file("out.pcap");
+    let missing = dir.file("missing.pcap");
+    let fin = ringcap(&["capture", "-r", &missing, "-w", &out]);
+    expect_refusal(&fin, 2, &["missing.pcap"], "-r missing file");
+    let fin = ringcap(&["capture", "-r", &dir.file(""), "-w", &out]);
+    expect_refusal(&fin, 2, &[], "-r a directory");
+    // A good file first, then a missing one: refused before writing anything.
+    let good = dir.path("good.pcap");
+    ringcap_testkit::netns::write_pcap(&good, &[vec![0u8; 60]]).unwrap();
+    let fin = ringcap(&[
+        "capture",
+        "-r",
+        good.to_str().unwrap(),
+        "-r",
+        &missing,
+        "-w",
+        &out,
+    ]);
+    expect_refusal(&fin, 2, &["missing.pcap"], "-r good -r missing");
+    assert!(!std::path::Path::new(&out).exists(), "no output written");
+    // -r and -i together.
+    let fin = ringcap(&["capture", "-r", good.to_str().unwrap(), "-i", "lo"]);
+    expect_refusal(&fin, 2, &[], "-r with -i");
+
+    // No read permission: a root-owned 0600 file read by nobody.
+    let secret = dir.path("secret.pcap");
+    ringcap_testkit::netns::write_pcap(&secret, &[vec![0u8; 60]]).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let fin = if root {
+        if !have("setpriv") {
+            println!("SKIP (permission case): setpriv not found");
+            return;
+        }
+        let mut cmd = Command::new("setpriv");
+        cmd.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            bin(),
+            "capture",
+            "-r",
+            secret.to_str().unwrap(),
+        ]);
+        let (status, _, stderr) = run_limited(cmd, LIMIT);
+        Finished { status, stderr }
+    } else {
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
+        ringcap(&["capture", "-r", secret.to_str().unwrap()])
+    };
+    expect_refusal(
+        &fin,
+        2,
+        &["secret.pcap", "ermission denied"],
+        "-r without read permission",
+    );
+}

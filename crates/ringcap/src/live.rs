@@ -47,7 +47,9 @@ impl CaptureThread {
         let mut counts = CaptureCounts::default();
         let mut last_stats = Instant::now();
         let mut draining_since: Option<Instant> = None;
-        let poll_ms = (self.retire_timeout.as_millis() as i32).clamp(10, 100);
+        // The timeout only bounds how late a stop or a partial-batch flush is
+        // noticed (a retired block wakes the poll at once).
+        let poll_ms = 250;
         let mut exhausted = false;
         loop {
             if draining_since.is_none() && (self.stop.load(Ordering::Relaxed) || exhausted) {

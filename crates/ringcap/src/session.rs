@@ -179,9 +179,19 @@ impl Reporter {
         })
     }
 
+    /// True when the next interval record is due.
+    pub fn due(&self) -> bool {
+        self.last.elapsed() >= self.interval
+    }
+
+    /// Time until the next interval record is due.
+    pub fn until_due(&self) -> Duration {
+        self.interval.saturating_sub(self.last.elapsed())
+    }
+
     /// Emits an interval record if one is due.
     pub fn tick(&mut self, file: Option<String>) {
-        if self.last.elapsed() < self.interval {
+        if !self.due() {
             return;
         }
         let (per, total) = self.board.snapshot();
@@ -453,7 +463,14 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         }
     };
     loop {
-        std::thread::sleep(Duration::from_millis(50));
+        // Capture threads see SIGINT/SIGTERM themselves; this thread only
+        // needs to be on time for reports and --duration. Every wake-up
+        // costs tens of microseconds in a VM, so it sleeps as long as it may.
+        let mut nap = Duration::from_millis(250).min(reporter.until_due());
+        if let Some(d) = plan.duration {
+            nap = nap.min(d.saturating_sub(started.elapsed()));
+        }
+        std::thread::sleep(nap.max(Duration::from_millis(1)));
         if signals.hup.swap(false, Ordering::Relaxed) {
             writer.shared.rotate_now.store(true, Ordering::Relaxed);
         }
@@ -471,9 +488,11 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        refresh(&board);
-        let file = writer.shared.current.lock().ok().and_then(|c| c.clone());
-        reporter.tick(file);
+        if reporter.due() {
+            refresh(&board);
+            let file = writer.shared.current.lock().ok().and_then(|c| c.clone());
+            reporter.tick(file);
+        }
     }
     // Stop intake for counting first, then drain the rings.
     refresh(&board);

@@ -10,6 +10,8 @@ use std::time::Instant;
 
 /// Alignment of O_DIRECT memory addresses, file offsets and lengths.
 pub const ALIGN: usize = 4096;
+/// A transparent huge page.
+const HUGE_PAGE: usize = 2 << 20;
 
 /// A buffer of encoded records for one interface.
 pub struct Batch {
@@ -36,11 +38,15 @@ impl Batch {
     /// A batch of `capacity` bytes (rounded up to [`ALIGN`]), pre-faulted.
     pub fn new(capacity: usize, interface: usize, pool: usize) -> Batch {
         let capacity = capacity.div_ceil(ALIGN) * ALIGN;
-        let mut storage = vec![0u8; capacity + 3 * ALIGN];
-        let base = storage.as_ptr().align_offset(ALIGN).min(ALIGN);
+        // Aligned to a huge page and advised to use them: pre-faulting and,
+        // at exit, freeing a 256 MiB pool of 4 KiB pages costs ~25 ms of CPU;
+        // in 2 MiB pages almost nothing. The slack beyond that is never touched.
+        let mut storage = vec![0u8; capacity + 3 * ALIGN + HUGE_PAGE];
+        let base = storage.as_ptr().align_offset(HUGE_PAGE).min(HUGE_PAGE);
+        crate::sys::advise_huge_pages(&mut storage[base..base + capacity + 3 * ALIGN]);
         // Touch every page now (fresh memory costs a fault per page on first
         // use); not zero, which the allocator's calloc may let the compiler skip.
-        for i in (0..storage.len()).step_by(ALIGN) {
+        for i in (base..base + capacity + 3 * ALIGN).step_by(ALIGN) {
             storage[i] = 0xa5;
         }
         Batch {

@@ -289,19 +289,8 @@ pub fn completed_files(dir: &Path, template: &str) -> Vec<(PathBuf, u64)> {
 
 /// Free space of the filesystem holding `dir`, in percent.
 pub fn free_pct(dir: &Path) -> Option<f64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
-    // SAFETY: valid C string and a buffer for one statvfs.
-    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
-        return None;
-    }
-    // SAFETY: statvfs succeeded and filled the struct.
-    let st = unsafe { st.assume_init() };
-    if st.f_blocks == 0 {
-        return None;
-    }
-    Some(100.0 * st.f_bavail as f64 / st.f_blocks as f64)
+    let (available, total) = crate::sys::filesystem_space(dir)?;
+    (total > 0).then(|| 100.0 * available as f64 / total as f64)
 }
 
 /// Deletes the oldest completed files of a series until the limits hold.

@@ -15,6 +15,7 @@ pub mod batch;
 pub mod encode;
 pub mod files;
 pub mod strategy;
+mod sys;
 pub mod writer;
 
 pub use batch::Batch;

@@ -22,7 +22,6 @@
 use crate::batch::{Batch, ALIGN};
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
 /// `--write-mode`.
@@ -97,16 +96,8 @@ impl Output for BufferedFile {
     fn tick(&mut self) -> io::Result<()> {
         if self.len > self.synced {
             // Start writeback of what is dirty without waiting for it.
-            // SAFETY: plain system call on our own descriptor.
-            let r = unsafe {
-                libc::sync_file_range(
-                    self.file.as_raw_fd(),
-                    self.synced as i64,
-                    (self.len - self.synced) as i64,
-                    libc::SYNC_FILE_RANGE_WRITE,
-                )
-            };
-            if r == 0 {
+            if crate::sys::start_writeback(&self.file, self.synced, self.len - self.synced).is_ok()
+            {
                 self.synced = self.len;
             }
         }
@@ -140,6 +131,9 @@ pub struct DirectFile {
     staged_at: u64,
     /// Bytes reserved on disk ahead of the data (fallocate, size unchanged).
     allocated: u64,
+    /// File offset up to which the data is in the file: a flush with
+    /// nothing new after it writes nothing.
+    flushed: u64,
 }
 
 impl DirectFile {
@@ -153,6 +147,7 @@ impl DirectFile {
             staging: Batch::new(Self::STAGING, 0, 0),
             staged_at: 0,
             allocated: 0,
+            flushed: 0,
         }
     }
 
@@ -166,13 +161,13 @@ impl DirectFile {
 
     fn write_staging(&mut self) -> io::Result<()> {
         let n = self.staging.aligned_bytes().len();
-        if n == 0 {
+        let end = self.staged_at + self.staging.len() as u64;
+        if n == 0 || end == self.flushed {
             return Ok(());
         }
         self.preallocate(self.staged_at + n as u64);
         self.file
             .write_all_at(self.staging.aligned_bytes(), self.staged_at)?;
-        let end = self.staged_at + self.staging.len() as u64;
         if !self.staging.len().is_multiple_of(ALIGN) {
             // The padding of the last block is not data: cut the file back so
             // that it is always a valid capture file.
@@ -181,6 +176,7 @@ impl DirectFile {
         let whole = self.staging.len() / ALIGN * ALIGN;
         self.staging.drain_front(whole);
         self.staged_at += whole as u64;
+        self.flushed = end;
         Ok(())
     }
 }
@@ -193,16 +189,10 @@ fn preallocate(file: &File, allocated: &mut u64, upto: u64) {
         return;
     }
     let len = upto - *allocated + DirectFile::PREALLOCATE;
-    // SAFETY: plain system call on our own descriptor.
-    let r = unsafe {
-        libc::fallocate(
-            file.as_raw_fd(),
-            libc::FALLOC_FL_KEEP_SIZE,
-            *allocated as i64,
-            len as i64,
-        )
+    *allocated = match crate::sys::reserve(file, *allocated, len) {
+        Ok(()) => *allocated + len,
+        Err(_) => u64::MAX,
     };
-    *allocated = if r == 0 { *allocated + len } else { u64::MAX };
 }
 
 impl Output for DirectFile {
@@ -268,7 +258,9 @@ impl Output for DirectFile {
             self.staging.clear();
             self.staging.append_raw(&kept);
         }
-        self.file.set_len(len.min(self.staged_at))?;
+        let in_file = len.min(self.staged_at);
+        self.file.set_len(in_file)?;
+        self.flushed = self.flushed.min(in_file);
         Ok(())
     }
 }

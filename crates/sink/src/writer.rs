@@ -248,7 +248,7 @@ impl Writer {
         let tick = self
             .cfg
             .flush_interval
-            .min(Duration::from_millis(250))
+            .min(Duration::from_millis(500))
             .max(Duration::from_millis(10));
         loop {
             match full.recv_timeout(tick) {

@@ -113,6 +113,25 @@ fn names_unique_and_drop_removes_namespaces() {
     // A process left running inside is killed on drop.
     let mut sleeper = a.in_capture_ns("sleep");
     let sleeper = sleeper.arg("60").spawn().unwrap();
+    // `ip netns exec` enters the namespace a moment after the spawn: only
+    // then can the testbed find the process there.
+    let pid = sleeper.id().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !std::process::Command::new("ip")
+        .args(["netns", "pids", &a.capture_ns])
+        .output()
+        .is_ok_and(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .any(|p| p == pid)
+        })
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sleep never entered the namespace"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     drop(a);
     drop(b);
     for n in &names {

@@ -17,6 +17,9 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// Output buffer per input file in offline mode, in MiB.
+const OFFLINE_BUFFER_MIB: u32 = 32;
+
 fn open(path: &Path) -> Result<Reader<File>, Failure> {
     let f = File::open(path)
         .map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))?;
@@ -84,7 +87,12 @@ pub fn run(
         full,
         pools,
     } = SinkSetup::start(
-        plan,
+        // Reading a file waits for free buffers instead of dropping, so a
+        // few batches are enough; a big pool only costs time to set up.
+        &Plan {
+            writer_buffer_mib: plan.writer_buffer_mib.min(OFFLINE_BUFFER_MIB),
+            ..plan.clone()
+        },
         sink_ifaces,
         &producers,
         command_line,

@@ -63,14 +63,16 @@ impl<'a> BlockPackets<'a> {
     }
 }
 
-#[inline]
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+/// A field of the packet header: constant offsets into a fixed-size array,
+/// so each read is one load with no bounds check.
+#[inline(always)]
+fn u32_at(h: &[u8; HEADER_LEN], off: usize) -> u32 {
+    u32::from_ne_bytes([h[off], h[off + 1], h[off + 2], h[off + 3]])
 }
 
-#[inline]
-fn u16_at(b: &[u8], off: usize) -> u16 {
-    u16::from_ne_bytes([b[off], b[off + 1]])
+#[inline(always)]
+fn u16_at(h: &[u8; HEADER_LEN], off: usize) -> u16 {
+    u16::from_ne_bytes([h[off], h[off + 1]])
 }
 
 impl<'a> Iterator for BlockPackets<'a> {
@@ -78,37 +80,38 @@ impl<'a> Iterator for BlockPackets<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<RingPacket<'a>> {
-        if self.remaining == 0 || self.offset + HEADER_LEN > self.block.len() {
+        if self.remaining == 0 {
             return None;
         }
-        self.remaining -= 1;
         let b = self.block;
         let h = self.offset;
-        let status = u32_at(b, h + STATUS);
-        let snaplen = u32_at(b, h + SNAPLEN) as usize;
-        let mac = h + u16_at(b, h + MAC) as usize;
+        let hdr: &[u8; HEADER_LEN] = b.get(h..h + HEADER_LEN)?.try_into().ok()?;
+        self.remaining -= 1;
+        let status = u32_at(hdr, STATUS);
+        let snaplen = u32_at(hdr, SNAPLEN) as usize;
+        let mac = h + u16_at(hdr, MAC) as usize;
         let end = (mac + snaplen).min(b.len());
         let vlan = if status & libc::TP_STATUS_VLAN_VALID != 0 {
             let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                u16_at(b, h + VLAN_TPID)
+                u16_at(hdr, VLAN_TPID)
             } else {
                 0x8100
             };
             Some(VlanTag {
                 tpid,
-                tci: u32_at(b, h + VLAN_TCI) as u16,
+                tci: u32_at(hdr, VLAN_TCI) as u16,
             })
         } else {
             None
         };
         let packet = RingPacket {
-            ts_ns: u64::from(u32_at(b, h + SEC)) * 1_000_000_000 + u64::from(u32_at(b, h + NSEC)),
-            wire_len: u32_at(b, h + LEN),
+            ts_ns: u64::from(u32_at(hdr, SEC)) * 1_000_000_000 + u64::from(u32_at(hdr, NSEC)),
+            wire_len: u32_at(hdr, LEN),
             data: &b[mac.min(end)..end],
             vlan,
             status,
         };
-        let next = u32_at(b, h + NEXT_OFFSET) as usize;
+        let next = u32_at(hdr, NEXT_OFFSET) as usize;
         self.offset = if next == 0 { b.len() } else { h + next };
         if let Some(ahead) = b.get(self.offset..) {
             crate::sys::prefetch(ahead);

@@ -48,8 +48,9 @@ impl CaptureThread {
         let mut last_stats = Instant::now();
         let mut draining_since: Option<Instant> = None;
         // The timeout only bounds how late a stop or a partial-batch flush is
-        // noticed (a retired block wakes the poll at once).
-        let poll_ms = 250;
+        // noticed (a retired block wakes the poll at once); each wake-up
+        // costs tens of microseconds in a VM.
+        let poll_ms = self.flush_interval.as_millis().clamp(10, 250) as i32;
         let mut exhausted = false;
         loop {
             if draining_since.is_none() && (self.stop.load(Ordering::Relaxed) || exhausted) {

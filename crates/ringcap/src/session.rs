@@ -21,8 +21,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Bytes per ring block (rings smaller than 32 MiB get smaller blocks, so
-/// they still have eight; see `RingGeometry::with_total`). Measured on the testbed (4 M x 64-byte frames at
-/// ~0.5 Mpps, snaplen 64, to disk, CPU of the capture process per packet):
+/// they still have eight; see `RingGeometry::with_total`). Measured on the
+/// testbed (4 M x 64-byte frames at ~0.5 Mpps, snaplen 64, to disk, CPU of
+/// the capture process per packet):
 /// 128 KiB 170 ns, 1 MiB 85-110 ns, 4 MiB 67-72 ns, 16 MiB 67-70 ns. Larger
 /// blocks mean fewer hand-overs and wake-ups; beyond 4 MiB nothing is gained
 /// and a ring of a few blocks holds packets back longer.

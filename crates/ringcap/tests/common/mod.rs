@@ -374,15 +374,7 @@ pub fn wait_exists(path: &Path, limit: Duration) -> bool {
 }
 
 /// True when `program` runs (`program --version`).
-pub fn have(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
+pub use ringcap_testkit::netns::have_program as have;
 
 /// Stops several captures at once: one [`SETTLE`] wait, SIGINT to each, then waits
 /// for each to exit.

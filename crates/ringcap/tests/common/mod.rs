@@ -374,6 +374,7 @@ pub fn wait_exists(path: &Path, limit: Duration) -> bool {
 }
 
 /// True when `program` runs (`program --version`).
+#[allow(unused_imports)] // not every test binary runs external programs
 pub use ringcap_testkit::netns::have_program as have;
 
 /// Stops several captures at once: one [`SETTLE`] wait, SIGINT to each, then waits

@@ -98,6 +98,7 @@ pub fn run(
         command_line,
         board.clone(),
         None,
+        false,
     )?;
     let mut reporter = Reporter::new(
         board.clone(),

@@ -79,7 +79,8 @@ pub struct SinkSetup {
 }
 
 impl SinkSetup {
-    /// Builds pools of `writer_buffer_mib` per producer and starts the writer.
+    /// Builds pools of `writer_buffer_mib` per producer and starts the writer;
+    /// `live` when packets come from interfaces now (not from files).
     pub fn start(
         plan: &Plan,
         interfaces: Vec<SinkInterface>,
@@ -87,6 +88,7 @@ impl SinkSetup {
         comment: String,
         board: Arc<Board>,
         owner: Option<(u32, u32)>,
+        live: bool,
     ) -> Result<SinkSetup, Failure> {
         let per_pool = ((plan.writer_buffer_mib as usize) << 20) / BATCH_SIZE;
         let per_pool = per_pool.max(2);
@@ -120,6 +122,7 @@ impl SinkSetup {
             overwrite: plan.overwrite,
             file_mode: 0o640,
             owner,
+            wall_clock: live,
         };
         let writer = Writer::spawn(cfg, board, full_rx, senders).map_err(|e| {
             let code = if e.kind() == std::io::ErrorKind::AlreadyExists {
@@ -345,6 +348,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         command_line,
         board.clone(),
         owner.map(|o| (o.uid, o.gid)),
+        true,
     )?;
 
     // Sockets: counting sockets first (so the filter-only count is never

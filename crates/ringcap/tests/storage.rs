@@ -147,6 +147,52 @@ fn rotate_bytes_never_exceeds_and_packs_tightly() {
     assert_eq!(counter(&final_json(&json), "packets_written"), 600);
 }
 
+/// `-G 1` on 4000 packets 1 ms apart starting at .123 s: without `--align`
+/// each file covers one second from its first packet (1000 packets each);
+/// with `--align` the files end on whole seconds (877, 1000, 1000, 1000,
+/// 123 packets), every file within one wall-clock second.
+#[test]
+fn rotate_seconds_align_cuts_on_whole_seconds() {
+    if skip_without(TOOLS) {
+        return;
+    }
+    let d = TempDir::new("align");
+    let input = d.join("in.pcap");
+    let pkts = udp_packets(4000, varied, T0, 1_000_000);
+    write_input(&input, &pkts);
+    for (align, want) in [
+        (false, vec![1000, 1000, 1000, 1000]),
+        (true, vec![877, 1000, 1000, 1000, 123]),
+    ] {
+        let out = d.join(if align { "aligned" } else { "free" });
+        std::fs::create_dir(&out).unwrap();
+        let mut a = args!["-G", "1", "-w", out.join("s.pcap")];
+        if align {
+            a.push("--align".into());
+        }
+        let r = offline(&input, &a);
+        r.expect_code(0, "-G 1");
+        let files = by_seq(outputs(&out, ".pcap", &[]));
+        let got = read_all_valid(&files);
+        let counts: Vec<usize> = got.iter().map(|f| f.len()).collect();
+        assert_eq!(counts, want, "--align {align}: packets per file");
+        assert!(
+            concat(&got) == pkts,
+            "--align {align}: packets intact, in order"
+        );
+        if align {
+            let seconds: Vec<u64> = got.iter().map(|f| f[0].ts_ns / 1_000_000_000).collect();
+            for (f, s) in got.iter().zip(&seconds) {
+                assert!(
+                    f.iter().all(|p| p.ts_ns / 1_000_000_000 == *s),
+                    "a file straddles a whole second"
+                );
+            }
+            assert!(seconds.windows(2).all(|w| w[1] == w[0] + 1), "{seconds:?}");
+        }
+    }
+}
+
 #[test]
 fn rotate_seconds_live_trickle() {
     skip_unless_netns!();
@@ -491,6 +537,103 @@ fn max_total_keeps_series_under_the_limit() {
         "kept files hold the newest packets"
     );
     assert_eq!(deleted_lines(&r.stderr).len(), 15 - n, "{}", r.stderr);
+}
+
+/// Free space of the filesystem holding `dir`, in percent (df's view:
+/// available over total blocks).
+fn free_pct(dir: &Path) -> f64 {
+    let out = std::process::Command::new("df")
+        .args(["--output=avail,size", "-B1"])
+        .arg(dir)
+        .output()
+        .expect("run df");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let nums: Vec<f64> = text
+        .lines()
+        .nth(1)
+        .unwrap_or_else(|| panic!("df output: {text}"))
+        .split_whitespace()
+        .map(|v| v.parse().expect("df number"))
+        .collect();
+    100.0 * nums[0] / nums[1]
+}
+
+/// `--min-free 50` on an 8 MiB tmpfs that a foreign 2 MiB file already
+/// uses a quarter of: 15 files of ~200 KB would leave 37 % free, so the
+/// oldest completed files go, each logged, the foreign file stays, the
+/// newest files (with the newest packets, intact) are kept, and no more was
+/// deleted than needed.
+#[test]
+fn min_free_deletes_the_oldest_files_until_enough_is_free() {
+    if skip_without(TOOLS) {
+        return;
+    }
+    let Some(fs) = TmpfsMount::new("8m") else {
+        return;
+    };
+    let d = TempDir::new("minfree");
+    let input = d.join("in.pcap");
+    let pkts = udp_packets(3000, |_| 1000, T0, 1000);
+    write_input(&input, &pkts);
+    let out = fs.dir.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let ballast = fs.dir.join("ballast.bin");
+    let ballast_bytes: Vec<u8> = (0..2u32 << 20).map(|i| i as u8).collect();
+    std::fs::write(&ballast, &ballast_bytes).unwrap();
+    let planted = plant_foreign(&out, &["notes.txt"]);
+    let before = free_pct(&fs.dir);
+    assert!(before > 60.0, "tmpfs starts {before:.1} % free");
+    let r = offline(
+        &input,
+        &args![
+            "--rotate-packets",
+            "200",
+            "--min-free",
+            "50",
+            "-w",
+            out.join("s.pcap")
+        ],
+    );
+    r.expect_code(0, "--min-free 50");
+    assert_foreign_untouched(&planted, &r.stderr);
+    assert_eq!(
+        std::fs::read(&ballast).unwrap(),
+        ballast_bytes,
+        "ballast touched"
+    );
+    let after = free_pct(&fs.dir);
+    assert!(
+        after >= 50.0,
+        "{after:.1} % free after the capture: {}",
+        r.stderr
+    );
+    let files = outputs(&out, ".pcap", &[]);
+    let n = files.len();
+    assert!((1..15).contains(&n), "{n} files kept");
+    // Not more than needed was deleted: one more ~200 KB file (2.4 % of 8 MiB)
+    // would have brought the free space under 50 %.
+    let file_pct = 100.0 * (24 + 200 * 1016) as f64 / (8 << 20) as f64;
+    assert!(
+        after - file_pct < 50.0,
+        "deleted too much: {after:.1} % free"
+    );
+    let want: Vec<String> = (16 - n..=15).map(|i| format!("s-{i:06}.pcap")).collect();
+    assert_eq!(names(&files), want, "the newest files are kept");
+    let got = read_all_valid(&files);
+    assert!(
+        concat(&got) == pkts[3000 - 200 * n..],
+        "kept files hold the newest packets, intact"
+    );
+    let deleted = deleted_lines(&r.stderr);
+    assert_eq!(deleted.len(), 15 - n, "{}", r.stderr);
+    for i in 1..=15 - n {
+        let name = format!("s-{i:06}.pcap");
+        assert!(
+            deleted.iter().any(|l| l.contains(&name)),
+            "deletion of {name} not logged:\n{}",
+            r.stderr
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------

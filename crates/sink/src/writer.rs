@@ -57,6 +57,9 @@ pub struct WriterConfig {
     pub file_mode: u32,
     /// Owner (uid, gid) given to files created before privileges are dropped.
     pub owner: Option<(u32, u32)>,
+    /// Packets arrive now (live capture), not from files: a time-rotated
+    /// file is closed when the wall clock passes its end.
+    pub wall_clock: bool,
 }
 
 /// State shared between the writer thread and the rest of the program.
@@ -116,7 +119,9 @@ pub struct Writer {
     shared: Arc<Shared>,
     current: Option<OpenFile>,
     seq: u64,
-    anchor_ns: u64,
+    /// Time rotation boundaries are `anchor + k * seconds`: 0 with --align
+    /// (whole wall-clock periods), else the first packet's time.
+    anchor_ns: Option<u64>,
     last_tick: Instant,
     last_isb: Instant,
     failed: bool,
@@ -149,7 +154,7 @@ impl Writer {
         let mut w = Writer {
             placement: placement.clone(),
             consumed,
-            anchor_ns: if cfg.rotation.align { 0 } else { now_ns() },
+            anchor_ns: cfg.rotation.align.then_some(0),
             cfg,
             board,
             pools,
@@ -292,10 +297,16 @@ impl Writer {
                 self.fail(format!("writing statistics: {e}"));
             }
         }
-        // Time rotation with sparse traffic: close the file once its period is
-        // over (plus one flush interval for packets still on their way).
+        // Time rotation with sparse live traffic: close the file once its
+        // period is over (plus one flush interval for packets still on their
+        // way). Packets read from files carry their own time: only they decide.
         let late = self.cfg.flush_interval.as_nanos() as u64;
-        if let Some(b) = self.current.as_ref().and_then(|f| f.boundary_ns) {
+        if let Some(b) = self
+            .current
+            .as_ref()
+            .and_then(|f| f.boundary_ns)
+            .filter(|_| self.cfg.wall_clock)
+        {
             if now_ns() >= b + late {
                 if let Err(e) = self.close() {
                     self.fail(format!("rotating: {e}"));
@@ -622,10 +633,11 @@ impl Writer {
                 (out, Some(p), Some(partial))
             }
         };
+        let anchor = *self.anchor_ns.get_or_insert(first_ts);
         let boundary_ns = self.cfg.rotation.seconds.filter(|s| *s > 0).map(|s| {
             let s = s * 1_000_000_000;
-            let ts = first_ts.max(self.anchor_ns);
-            self.anchor_ns + ((ts - self.anchor_ns) / s + 1) * s
+            let ts = first_ts.max(anchor);
+            anchor + ((ts - anchor) / s + 1) * s
         });
         let mut f = OpenFile {
             out,

@@ -179,7 +179,8 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "SECS", default_value_t = 1.0)]
     pub flush_interval: f64,
 
-    /// How files are written: buffered or direct (O_DIRECT).
+    /// How files are written: direct (O_DIRECT write()), uring (O_DIRECT
+    /// through io_uring, several writes in flight) or buffered (page cache).
     #[arg(long, value_name = "MODE", default_value = "direct")]
     pub write_mode: String,
 
@@ -212,7 +213,7 @@ pub struct BenchSinkArgs {
     /// Bytes per packet.
     #[arg(long, default_value_t = 1500)]
     pub size: u32,
-    /// How files are written: buffered or direct.
+    /// How files are written: direct, uring or buffered.
     #[arg(long, value_name = "MODE", default_value = "direct")]
     pub write_mode: String,
     /// Output format: pcap or pcapng.

@@ -155,9 +155,15 @@ impl Batch {
 
     /// For the O_DIRECT writer: `front` is put in the bytes just before data
     /// offset `from`, and the region from there to data offset `to` is
-    /// returned, if it starts page-aligned and there is room in front (the
-    /// bytes before `from` are either headroom or already written).
-    pub fn join_front(&mut self, front: &[u8], from: usize, to: usize) -> Option<&[u8]> {
+    /// returned (as a range of [`Batch::storage_bytes`]), if it starts
+    /// page-aligned and there is room in front (the bytes before `from` are
+    /// either headroom or already written).
+    pub fn join_front(
+        &mut self,
+        front: &[u8],
+        from: usize,
+        to: usize,
+    ) -> Option<std::ops::Range<usize>> {
         let at = (self.data_start() + from).checked_sub(front.len())?;
         if at < self.base
             || !(self.storage.as_ptr() as usize + at).is_multiple_of(ALIGN)
@@ -166,7 +172,25 @@ impl Batch {
             return None;
         }
         self.storage[at..at + front.len()].copy_from_slice(front);
-        Some(&self.storage[at..self.data_start() + to])
+        Some(at..self.data_start() + to)
+    }
+
+    /// The whole buffer, headroom and slack included (for ranges returned by
+    /// [`Batch::join_front`]).
+    pub fn storage_bytes(&self) -> &[u8] {
+        &self.storage
+    }
+
+    /// Exchanges the memory of two batches of the same capacity, leaving
+    /// every other field (interface, pool, counts) where it was: the
+    /// io_uring writer keeps the memory of a batch it is writing and gives
+    /// the pool an idle buffer in its place. Both are left empty.
+    pub fn swap_storage(&mut self, other: &mut Batch) {
+        assert_eq!(self.capacity, other.capacity, "batches of different sizes");
+        std::mem::swap(&mut self.storage, &mut other.storage);
+        std::mem::swap(&mut self.base, &mut other.base);
+        self.clear();
+        other.clear();
     }
 }
 
@@ -195,7 +219,8 @@ mod tests {
         assert_eq!(b.bytes().as_ptr() as usize % ALIGN, 100);
         b.append_raw(&[7; 50]);
         // 100 bytes of carry go in front: the joined region is aligned.
-        let joined = b.join_front(&[1; 100], 0, 50).unwrap().to_vec();
+        let range = b.join_front(&[1; 100], 0, 50).unwrap();
+        let joined = b.storage_bytes()[range].to_vec();
         assert_eq!(joined.len(), 150);
         assert_eq!(&joined[..100], &[1; 100]);
         assert_eq!(&joined[100..], &[7; 50]);

@@ -72,3 +72,120 @@ pub fn advise_huge_pages(buf: &mut [u8]) {
         }
     }
 }
+
+/// Writes in flight through io_uring. Each write keeps the [`Batch`] that
+/// holds its bytes until the kernel is done with them, which is what makes
+/// handing the kernel a raw pointer sound.
+pub struct UringWrites {
+    ring: io_uring::IoUring,
+    /// user_data -> the batch whose memory a write reads, its offset and length.
+    in_flight: Vec<Option<(crate::Batch, u64, usize)>>,
+}
+
+impl UringWrites {
+    /// A ring for up to `depth` writes at once.
+    pub fn new(depth: u32) -> io::Result<UringWrites> {
+        Ok(UringWrites {
+            ring: io_uring::IoUring::new(depth)?,
+            in_flight: (0..depth).map(|_| None).collect(),
+        })
+    }
+
+    /// Writes in flight.
+    pub fn pending(&self) -> usize {
+        self.in_flight.iter().filter(|s| s.is_some()).count()
+    }
+
+    /// Starts writing `holder`'s bytes `range` (an index range into
+    /// `holder.storage_bytes()`) at `offset` of `file`. Waits for a free
+    /// slot first if all are taken; returns the batches of writes that
+    /// completed meanwhile, with their results.
+    pub fn submit(
+        &mut self,
+        file: &File,
+        holder: crate::Batch,
+        range: std::ops::Range<usize>,
+        offset: u64,
+    ) -> io::Result<Vec<(crate::Batch, io::Result<()>)>> {
+        let mut done = Vec::new();
+        while self.pending() == self.in_flight.len() {
+            done.extend(self.complete(1)?);
+        }
+        let slot = self
+            .in_flight
+            .iter()
+            .position(|s| s.is_none())
+            .expect("a free slot after waiting");
+        let bytes = &holder.storage_bytes()[range.clone()];
+        let entry = io_uring::opcode::Write::new(
+            io_uring::types::Fd(file.as_raw_fd()),
+            bytes.as_ptr(),
+            bytes.len() as u32,
+        )
+        .offset(offset)
+        .build()
+        .user_data(slot as u64);
+        // SAFETY: the pointer and length describe `holder`'s heap storage,
+        // which `in_flight[slot]` owns (and nothing mutates) until the
+        // completion for `slot` has been reaped; the descriptor is `file`'s,
+        // which the caller keeps open until every write has completed
+        // (`UringWrites::complete(pending)` before closing).
+        unsafe {
+            self.ring
+                .submission()
+                .push(&entry)
+                .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+        }
+        self.in_flight[slot] = Some((holder, offset, range.len()));
+        self.ring.submit()?;
+        Ok(done)
+    }
+
+    /// Waits until at least `n` writes have completed (all, if fewer are in
+    /// flight) and returns their batches with their results; a short write
+    /// is an error.
+    pub fn complete(&mut self, n: usize) -> io::Result<Vec<(crate::Batch, io::Result<()>)>> {
+        let want = n.min(self.pending());
+        let mut done = Vec::new();
+        while done.len() < want {
+            self.ring.submit_and_wait(1)?;
+            let cqes: Vec<(u64, i32)> = self
+                .ring
+                .completion()
+                .map(|c| (c.user_data(), c.result()))
+                .collect();
+            for (slot, res) in cqes {
+                let Some((batch, offset, len)) =
+                    self.in_flight.get_mut(slot as usize).and_then(|s| s.take())
+                else {
+                    continue;
+                };
+                let r = if res < 0 {
+                    Err(io::Error::from_raw_os_error(-res))
+                } else if res as usize != len {
+                    Err(io::Error::other(format!(
+                        "short write at offset {offset}: {res} of {len} bytes"
+                    )))
+                } else {
+                    Ok(())
+                };
+                done.push((batch, r));
+            }
+        }
+        Ok(done)
+    }
+}
+
+impl Drop for UringWrites {
+    fn drop(&mut self) {
+        // The kernel may still read the batches: never free them before it
+        // is done (if waiting fails, leak them rather than free them).
+        if self.complete(usize::MAX).is_err() {
+            for s in self.in_flight.iter_mut() {
+                if let Some(b) = s.take() {
+                    std::mem::forget(b);
+                }
+            }
+        }
+    }
+}

@@ -662,7 +662,7 @@ impl Writer {
     fn create(&self, final_path: &Path) -> io::Result<(Box<dyn Output>, PathBuf)> {
         files::check_target(final_path, self.cfg.overwrite)?;
         let partial = files::partial_path(final_path);
-        let direct = self.cfg.mode == WriteMode::Direct;
+        let direct = self.cfg.mode != WriteMode::Buffered;
         let file = match files::create_exclusive(&partial, self.cfg.file_mode, direct) {
             Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
                 // The filesystem has no O_DIRECT (tmpfs): fall back, say so once.
@@ -680,10 +680,19 @@ impl Writer {
         if let Some((uid, gid)) = self.cfg.owner {
             std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
         }
-        let out: Box<dyn Output> = if direct {
-            Box::new(DirectFile::new(file))
-        } else {
-            Box::new(BufferedFile::new(file))
+        let out: Box<dyn Output> = match self.cfg.mode {
+            WriteMode::Buffered => Box::new(BufferedFile::new(file)),
+            WriteMode::Direct => Box::new(DirectFile::new(file)),
+            WriteMode::Uring => match file.try_clone().and_then(DirectFile::with_uring) {
+                Ok(d) => Box::new(d),
+                Err(e) => {
+                    self.log(format!(
+                        "{}: io_uring is not available ({e}); writing with O_DIRECT write()",
+                        partial.display()
+                    ));
+                    Box::new(DirectFile::new(file))
+                }
+            },
         };
         Ok((out, partial))
     }

@@ -87,13 +87,10 @@ pub struct CaptureArgs {
     pub duration: Option<f64>,
 
     /// Kernel ring size per interface in MiB (split over the threads).
-    #[arg(
-        short = 'B',
-        long = "buffer",
-        value_name = "MIB",
-        default_value_t = 256
-    )]
-    pub buffer_mib: u32,
+    /// Default: enough for a one-second stall at ~0.65 Mpps, 256 when the
+    /// snap length is at most 512 bytes, else 1024.
+    #[arg(short = 'B', long = "buffer", value_name = "MIB")]
+    pub buffer_mib: Option<u32>,
 
     /// Capture threads per interface, joined by a PACKET_FANOUT flow-hash group.
     #[arg(long, value_name = "N", default_value_t = 1)]

@@ -193,10 +193,10 @@ pub fn plan(a: &CaptureArgs) -> Result<Plan, Failure> {
             a.threads
         )));
     }
-    if a.buffer_mib == 0 || a.buffer_mib > 65536 {
+    let buffer_mib = a.buffer_mib.unwrap_or(default_ring_mib(snap));
+    if buffer_mib == 0 || buffer_mib > 65536 {
         return Err(Failure::usage(format!(
-            "-B {} must be from 1 to 65536 MiB",
-            a.buffer_mib
+            "-B {buffer_mib} must be from 1 to 65536 MiB"
         )));
     }
     if a.writer_buffer < 2 || a.writer_buffer > 65536 {
@@ -223,9 +223,33 @@ pub fn plan(a: &CaptureArgs) -> Result<Plan, Failure> {
         flush_interval: secs("--flush-interval", a.flush_interval)?,
         tstamp,
         threads: a.threads,
-        buffer_mib: a.buffer_mib,
+        buffer_mib,
         writer_buffer_mib: a.writer_buffer,
         post_rotate: a.post_rotate.clone(),
         overwrite: a.overwrite,
     })
+}
+
+/// The default kernel ring per interface, MiB: room for a one-second stall
+/// at the testbed's top rates (~0.65 Mpps of short packets take ~150 bytes
+/// of ring each, ~95 MB/s; whole 1500-byte frames at ~0.45 Mpps, ~720 MB/s).
+fn default_ring_mib(snap: Snap) -> u32 {
+    if snap.kernel_snaplen() <= 512 {
+        256
+    } else {
+        1024
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_ring_follows_the_snap_length() {
+        assert_eq!(default_ring_mib(Snap::Bytes(64)), 256);
+        assert_eq!(default_ring_mib(Snap::Headers { max: 256 }), 256);
+        assert_eq!(default_ring_mib(Snap::Bytes(513)), 1024);
+        assert_eq!(default_ring_mib(Snap::Bytes(262_144)), 1024);
+    }
 }

@@ -250,6 +250,129 @@ fn rotate_seconds_live_trickle() {
     assert_eq!(counter(&final_json(&json), "packets_written"), 35);
 }
 
+/// Live `-G 1 --align`: 4 bursts of 16 frames at 20 frames/s (about 3.3 s
+/// of traffic with no long pause, so whole-second boundaries fall inside
+/// bursts). Each file holds exactly one wall-clock second `[k, k+1)`: its
+/// name (`%s`, the first packet's time) is `k`, every packet's host
+/// timestamp lies in that second, one file per second that saw packets, and
+/// together the files hold every frame once, in order, byte for byte.
+/// (Without `--align` the first file would run from the first packet for a
+/// second and straddle a whole second.)
+#[test]
+fn rotate_seconds_align_live_files_hold_whole_wall_clock_seconds() {
+    skip_unless_netns!();
+    if skip_without(&["tshark", "capinfos", "tcpreplay"]) {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = TempDir::new("alignlive");
+    let out = d.join("out");
+    let json = d.join("stats.json");
+    let live = Live::start(
+        &tb,
+        &args![
+            "-G",
+            "1",
+            "--align",
+            "--flush-interval",
+            "0.2",
+            "-w",
+            out.join("a-%s-{seq}.pcap"),
+            "--stats-json",
+            &json,
+            "udp"
+        ],
+    );
+    let epoch_ns = || {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let began = epoch_ns();
+    let mut sent = Vec::new();
+    for burst in 0..4u32 {
+        let frames = testbed_frames(&tb, burst * 16, 16, 200);
+        send(&tb, &frames, 20);
+        sent.extend(frames);
+    }
+    let ended = epoch_ns();
+    std::thread::sleep(Duration::from_millis(300));
+    let (st, err) = live.stop();
+    assert!(st.success(), "ringcap: {st}\n{err}");
+    assert_no_partials(&out);
+    let files = by_seq(outputs(&out, ".pcap", &[]));
+    assert_eq!(
+        names(&files).len(),
+        list(&out).len(),
+        "unexpected entries in {}: {:?}",
+        out.display(),
+        list(&out)
+    );
+    let got = read_all_valid(&files);
+    let mut windows = Vec::new();
+    for (f, pk) in files.iter().zip(&got) {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!pk.is_empty(), "{name} is empty");
+        let k = pk[0].ts_ns / 1_000_000_000;
+        let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
+        let named: u64 = stem
+            .split('-')
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no %s field"));
+        assert_eq!(
+            named, k,
+            "{name}: named after second {named}, first packet in {k}"
+        );
+        let outside: Vec<u64> = pk
+            .iter()
+            .map(|p| p.ts_ns)
+            .filter(|t| t / 1_000_000_000 != k)
+            .collect();
+        assert!(
+            outside.is_empty(),
+            "{name}: packets outside the second [{k}, {}): {outside:?}",
+            k + 1
+        );
+        windows.push(k);
+    }
+    assert!(
+        windows.windows(2).all(|w| w[0] < w[1]),
+        "seconds not distinct and increasing: {windows:?}"
+    );
+    let all = concat(&got);
+    let seconds_seen: std::collections::BTreeSet<u64> =
+        all.iter().map(|p| p.ts_ns / 1_000_000_000).collect();
+    assert_eq!(
+        windows,
+        seconds_seen.into_iter().collect::<Vec<_>>(),
+        "one file per second that saw packets"
+    );
+    assert!(
+        windows.len() >= 4,
+        "3.3 s of traffic spans at least 4 seconds: {windows:?}\n{err}"
+    );
+    for p in &all {
+        assert!(
+            p.ts_ns + 1_000_000_000 >= began && p.ts_ns <= ended + 1_000_000_000,
+            "timestamp {} outside the sending time [{began}, {ended}]",
+            p.ts_ns
+        );
+    }
+    assert_eq!(all.len(), sent.len(), "packets in all files");
+    for (i, (p, f)) in all.iter().zip(&sent).enumerate() {
+        assert!(
+            p.data == *f && p.wire_len as usize == f.len(),
+            "packet {i} differs from frame {i} sent"
+        );
+    }
+    assert_eq!(
+        counter(&final_json(&json), "packets_written"),
+        sent.len() as u64
+    );
+}
+
 #[test]
 fn sighup_rotates_now() {
     skip_unless_netns!();
@@ -539,23 +662,31 @@ fn max_total_keeps_series_under_the_limit() {
     assert_eq!(deleted_lines(&r.stderr).len(), 15 - n, "{}", r.stderr);
 }
 
+/// (available blocks, total blocks, block size) of the filesystem holding
+/// `dir`, as `stat -f` (statvfs) reports them.
+fn fs_blocks(dir: &Path) -> (u64, u64, u64) {
+    let out = std::process::Command::new("stat")
+        .args(["-f", "--format=%a %b %S"])
+        .arg(dir)
+        .output()
+        .expect("run stat -f");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let nums: Vec<u64> = text
+        .split_whitespace()
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("stat -f output: {text}"))
+        })
+        .collect();
+    assert_eq!(nums.len(), 3, "stat -f output: {text}");
+    (nums[0], nums[1], nums[2])
+}
+
 /// Free space of the filesystem holding `dir`, in percent (df's view:
 /// available over total blocks).
 fn free_pct(dir: &Path) -> f64 {
-    let out = std::process::Command::new("df")
-        .args(["--output=avail,size", "-B1"])
-        .arg(dir)
-        .output()
-        .expect("run df");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let nums: Vec<f64> = text
-        .lines()
-        .nth(1)
-        .unwrap_or_else(|| panic!("df output: {text}"))
-        .split_whitespace()
-        .map(|v| v.parse().expect("df number"))
-        .collect();
-    100.0 * nums[0] / nums[1]
+    let (avail, total, _) = fs_blocks(dir);
+    100.0 * avail as f64 / total as f64
 }
 
 /// `--min-free 50` on an 8 MiB tmpfs that a foreign 2 MiB file already
@@ -634,6 +765,130 @@ fn min_free_deletes_the_oldest_files_until_enough_is_free() {
             r.stderr
         );
     }
+}
+
+/// `--min-free 50` with size rotation (`-C 1`) on a 16 MiB tmpfs whose
+/// ballast leaves it free just above the threshold (by 1.5 files of ~1 MB):
+/// from the second file on, each completed file makes the oldest one go. The
+/// kept and deleted files are exactly those of a model of the rule (after
+/// each file: delete the oldest completed files while less than 50 % is
+/// free), with the filesystem's own block accounting: the oldest go first,
+/// in order, each logged; the newest files stay with their packets intact;
+/// the ballast and a foreign file beside the series are untouched; the
+/// filesystem ends with the free space the model predicts, above 50 %.
+#[test]
+fn min_free_with_size_rotation_just_above_the_threshold() {
+    if skip_without(TOOLS) {
+        return;
+    }
+    let Some(fs) = TmpfsMount::new("16m") else {
+        return;
+    };
+    let d = TempDir::new("minfree-c");
+    let input = d.join("in.pcap");
+    let n_pkts = 6000;
+    let pkts = udp_packets(n_pkts, |_| 1000, T0, 1000);
+    write_input(&input, &pkts);
+    let out = fs.dir.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let planted = plant_foreign(&out, &["notes.txt"]);
+    // Files of -C 1: as many 1016-byte records as fit in 1,000,000 bytes.
+    let per_file = (1_000_000 - 24) / 1016;
+    let mut file_bytes: Vec<u64> = Vec::new();
+    let mut left = n_pkts;
+    while left > 0 {
+        let k = left.min(per_file);
+        file_bytes.push(24 + 1016 * k as u64);
+        left -= k;
+    }
+    let (avail, total, bsize) = fs_blocks(&fs.dir);
+    let blocks = |bytes: u64| bytes.div_ceil(bsize);
+    let full = blocks(file_bytes[0]);
+    let ballast_blocks = avail - total / 2 - full * 3 / 2;
+    let ballast = fs.dir.join("ballast.bin");
+    let ballast_bytes: Vec<u8> = (0..ballast_blocks * bsize)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    std::fs::write(&ballast, &ballast_bytes).unwrap();
+    let (avail0, _, _) = fs_blocks(&fs.dir);
+    let pct = |a: u64| 100.0 * a as f64 / total as f64;
+    assert!(
+        avail0 > total / 2 + full && avail0 < total / 2 + 2 * full,
+        "free space {:.2} % is not 1-2 files above 50 %",
+        pct(avail0)
+    );
+    // The model.
+    let mut free = avail0;
+    let mut kept: Vec<usize> = Vec::new();
+    let mut want_deleted: Vec<usize> = Vec::new();
+    for (i, b) in file_bytes.iter().enumerate() {
+        free -= blocks(*b);
+        kept.push(i + 1);
+        while pct(free) < 50.0 && !kept.is_empty() {
+            let gone = kept.remove(0);
+            free += blocks(file_bytes[gone - 1]);
+            want_deleted.push(gone);
+        }
+    }
+    assert!(
+        kept.len() >= 2 && want_deleted.len() >= 3,
+        "model: {kept:?}"
+    );
+    let r = offline(
+        &input,
+        &args!["-C", "1", "--min-free", "50", "-w", out.join("s.pcap")],
+    );
+    r.expect_code(0, "-C 1 --min-free 50");
+    assert_foreign_untouched(&planted, &r.stderr);
+    assert!(
+        std::fs::read(&ballast).unwrap() == ballast_bytes,
+        "ballast touched"
+    );
+    assert_no_partials(&out);
+    let files = outputs(&out, ".pcap", &[]);
+    let want_names: Vec<String> = kept.iter().map(|i| format!("s-{i:06}.pcap")).collect();
+    assert_eq!(names(&files), want_names, "files kept\n{}", r.stderr);
+    let deleted = deleted_lines(&r.stderr);
+    let want_logged: Vec<String> = want_deleted
+        .iter()
+        .map(|i| {
+            format!(
+                "retention: deleted {}",
+                out.join(format!("s-{i:06}.pcap")).display()
+            )
+        })
+        .collect();
+    assert_eq!(
+        deleted
+            .iter()
+            .map(|l| l.trim_start_matches("ringcap: "))
+            .collect::<Vec<_>>(),
+        want_logged,
+        "one log line per deletion, oldest first\n{}",
+        r.stderr
+    );
+    let got = read_all_valid(&files);
+    assert_eq!(
+        sizes(&files),
+        kept.iter().map(|i| file_bytes[i - 1]).collect::<Vec<_>>()
+    );
+    let first_kept: usize = want_deleted
+        .iter()
+        .map(|i| (file_bytes[i - 1] - 24) as usize / 1016)
+        .sum();
+    assert!(
+        concat(&got) == pkts[first_kept..],
+        "kept files hold the newest packets, intact"
+    );
+    let (avail_end, _, _) = fs_blocks(&fs.dir);
+    assert_eq!(
+        avail_end,
+        free,
+        "free space at the end: {:.3} %, model {:.3} %",
+        pct(avail_end),
+        pct(free)
+    );
+    assert!(pct(avail_end) >= 50.0);
 }
 
 // ---------------------------------------------------------------------------

@@ -293,7 +293,10 @@ pub fn free_pct(dir: &Path) -> Option<f64> {
     (total > 0).then(|| 100.0 * available as f64 / total as f64)
 }
 
-/// Deletes the oldest completed files of a series until the limits hold.
+/// Deletes the oldest completed files of a series until the limits hold,
+/// but never the newest one: it holds the packets just captured, and a
+/// limit that only deleting it could meet (a disk already too full for
+/// --min-free, one file larger than --max-total) is not worth losing them.
 /// `extra` is the size of the file being written (counted, never deleted).
 /// Returns the deleted paths; each deletion should be logged by the caller.
 pub fn enforce_retention(dir: &Path, template: &str, r: &Retention, extra: u64) -> Vec<PathBuf> {
@@ -309,7 +312,7 @@ pub fn enforce_retention(dir: &Path, template: &str, r: &Retention, extra: u64) 
         let too_full = r
             .min_free_pct
             .is_some_and(|m| free_pct(dir).is_some_and(|f| f < m));
-        if !(too_many || too_big || too_full) || files.is_empty() {
+        if !(too_many || too_big || too_full) || files.len() <= 1 {
             break;
         }
         let (oldest, _) = files.remove(0);
@@ -455,6 +458,19 @@ mod tests {
         assert_eq!(deleted.len(), 2);
         assert!(dir.join("x-000004.pcap").exists());
         assert!(dir.join("keep.pcap").exists());
+        // A limit only deleting the newest file could meet: it stays.
+        let deleted = enforce_retention(
+            &dir,
+            "x-{seq}.pcap",
+            &Retention {
+                max_total: Some(10),
+                min_free_pct: Some(100.0),
+                ..Default::default()
+            },
+            0,
+        );
+        assert!(deleted.is_empty(), "{deleted:?}");
+        assert!(dir.join("x-000004.pcap").exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

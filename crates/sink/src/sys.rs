@@ -137,8 +137,12 @@ impl UringWrites {
                 .map_err(|_| io::Error::other("io_uring submission queue full"))?;
         }
         self.in_flight[slot] = Some((holder, offset, range.len()));
-        self.ring.submit()?;
-        Ok(done)
+        // A signal (SIGHUP rotates, SIGINT stops) may interrupt the call;
+        // the entry then stays queued and goes with the next call.
+        match self.ring.submit() {
+            Err(e) if e.kind() != io::ErrorKind::Interrupted => Err(e),
+            _ => Ok(done),
+        }
     }
 
     /// Waits until at least `n` writes have completed (all, if fewer are in
@@ -148,7 +152,10 @@ impl UringWrites {
         let want = n.min(self.pending());
         let mut done = Vec::new();
         while done.len() < want {
-            self.ring.submit_and_wait(1)?;
+            match self.ring.submit_and_wait(1) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => r?,
+            };
             let cqes: Vec<(u64, i32)> = self
                 .ring
                 .completion()

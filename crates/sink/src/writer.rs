@@ -687,7 +687,7 @@ impl Writer {
                 Ok(d) => Box::new(d),
                 Err(e) => {
                     self.log(format!(
-                        "{}: io_uring is not available ({e}); writing with O_DIRECT write()",
+                        "{}: io_uring is not available ({e}); writing as --write-mode direct does",
                         partial.display()
                     ));
                     Box::new(DirectFile::new(file))

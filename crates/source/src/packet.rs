@@ -113,7 +113,8 @@ impl<'a> Iterator for BlockPackets<'a> {
         };
         let next = u32_at(hdr, NEXT_OFFSET) as usize;
         self.offset = if next == 0 { b.len() } else { h + next };
-        if let Some(ahead) = b.get(self.offset..) {
+        // The next packet is likely about as long as this one.
+        if let Some(ahead) = b.get(self.offset..(self.offset + (end - h)).min(b.len())) {
             crate::sys::prefetch(ahead);
         }
         Some(packet)

@@ -234,9 +234,9 @@ pub fn send(fd: &impl AsRawFd, frame: &[u8]) -> io::Result<usize> {
     }
 }
 
-/// Asks the CPU to start loading the cache lines at the start of `bytes`
-/// (the next packet's header and first bytes), so that reading them later
-/// does not stall. A hint: it never faults and changes nothing.
+/// Asks the CPU to start loading the cache lines of `bytes` (the next
+/// packet: its header, and all of it when it is long), so that reading them
+/// later does not stall. A hint: it never faults and changes nothing.
 #[inline(always)]
 pub fn prefetch(bytes: &[u8]) {
     #[cfg(target_arch = "x86_64")]
@@ -250,6 +250,15 @@ pub fn prefetch(bytes: &[u8]) {
             _mm_prefetch::<_MM_HINT_T0>(p);
             if bytes.len() > 64 {
                 _mm_prefetch::<_MM_HINT_T0>(p.add(64));
+            }
+            // Long packets: the rest of them too (up to 2 KiB), so that
+            // copying them finds them in the cache.
+            if bytes.len() > 256 {
+                let mut off = 128;
+                while off < bytes.len().min(2048) {
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(off));
+                    off += 64;
+                }
             }
         }
     }

@@ -166,12 +166,7 @@ fn process_block(
             }
         }
         let wire_len = p.wire_len + tag_len as u32;
-        let caplen = match snap {
-            Snap::Bytes(n) => (p.data.len() + tag_len).min(n as usize),
-            Snap::Headers { max } => {
-                (ringcap_wire::header_len(p.data, max as usize) + tag_len).min(max as usize)
-            }
-        };
+        let caplen = snap.keep_len(p.data, tag_len);
         counts.delivered += 1;
         counts.bytes_on_wire += u64::from(wire_len);
         encoder.push(p.ts_ns, wire_len, p.data, tag, caplen);

@@ -10,7 +10,7 @@ use crate::session::{Reporter, Signals, SinkSetup};
 use ringcap_format::read::Reader;
 use ringcap_sink::{Encoder, SinkInterface};
 use ringcap_stages::filter::Target;
-use ringcap_stages::{Snap, UserSampler};
+use ringcap_stages::UserSampler;
 use ringcap_stats::{Board, CaptureCounts};
 use std::fs::File;
 use std::path::Path;
@@ -132,10 +132,7 @@ pub fn run(
                 if !sampler.keep(p.data) {
                     counts.sampled_out += 1;
                 } else {
-                    let caplen = match plan.snap {
-                        Snap::Bytes(_) => p.data.len().min(keep),
-                        Snap::Headers { max } => ringcap_wire::header_len(p.data, max as usize),
-                    };
+                    let caplen = plan.snap.keep_len(p.data, 0);
                     counts.delivered += 1;
                     counts.bytes_on_wire += u64::from(p.wire_len);
                     encoder.push(p.ts_ns, p.wire_len, p.data, None, caplen);

@@ -41,12 +41,16 @@ impl Snap {
         }
     }
 
-    /// Bytes of `frame` (an Ethernet frame as it was on the wire) to keep.
+    /// Bytes to keep of `frame` (as captured) once `tag_len` bytes (a VLAN
+    /// tag the kernel stripped, put back after the MAC addresses) are added
+    /// to it.
     #[inline]
-    pub fn keep_len(&self, frame: &[u8]) -> usize {
+    pub fn keep_len(&self, frame: &[u8], tag_len: usize) -> usize {
         match *self {
-            Snap::Bytes(n) => frame.len().min(n as usize),
-            Snap::Headers { max } => ringcap_wire::header_len(frame, max as usize),
+            Snap::Bytes(n) => (frame.len() + tag_len).min(n as usize),
+            Snap::Headers { max } => {
+                (ringcap_wire::header_len(frame, max as usize) + tag_len).min(max as usize)
+            }
         }
     }
 }
@@ -57,8 +61,11 @@ mod tests {
 
     #[test]
     fn bytes_cut() {
-        assert_eq!(Snap::Bytes(10).keep_len(&[0; 60]), 10);
-        assert_eq!(Snap::Bytes(100).keep_len(&[0; 60]), 60);
+        assert_eq!(Snap::Bytes(10).keep_len(&[0; 60], 0), 10);
+        assert_eq!(Snap::Bytes(100).keep_len(&[0; 60], 0), 60);
+        // A VLAN tag put back counts against the snap length.
+        assert_eq!(Snap::Bytes(62).keep_len(&[0; 60], 4), 62);
+        assert_eq!(Snap::Bytes(100).keep_len(&[0; 60], 4), 64);
     }
 
     #[test]
@@ -73,9 +80,9 @@ mod tests {
         f.extend_from_slice(b"data");
         let snap = Snap::Headers { max: 40 };
         let copied = &f[..f.len().min(snap.kernel_snaplen() as usize)];
-        assert_eq!(snap.keep_len(copied), 40);
+        assert_eq!(snap.keep_len(copied, 0), 40);
         // What a kernel cut at `max` would have produced instead.
-        assert_eq!(snap.keep_len(&f[..40]), 34);
+        assert_eq!(snap.keep_len(&f[..40], 0), 34);
         assert_eq!(snap.snaplen(), 40);
     }
 }

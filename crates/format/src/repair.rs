@@ -205,32 +205,17 @@ mod tests {
     use super::*;
     use crate::read::tests::{pcap_file, pcapng_file, read_all};
     use crate::TsResolution;
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use ringcap_testkit::TempFile;
 
-    /// A file in the temp directory, removed when dropped.
-    struct TempFile(PathBuf);
-
-    impl TempFile {
-        fn new(contents: &[u8]) -> Self {
-            static N: AtomicU32 = AtomicU32::new(0);
-            let p = std::env::temp_dir().join(format!(
-                "ringcap-format-repair-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            std::fs::write(&p, contents).unwrap();
-            TempFile(p)
-        }
-        fn contents(&self) -> Vec<u8> {
-            std::fs::read(&self.0).unwrap()
-        }
+    /// A temporary file holding `contents`, removed when dropped.
+    fn temp_file(contents: &[u8]) -> TempFile {
+        let t = TempFile::new("repair", "pcap").unwrap();
+        std::fs::write(t.path(), contents).unwrap();
+        t
     }
 
-    impl Drop for TempFile {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
+    fn contents(t: &TempFile) -> Vec<u8> {
+        std::fs::read(t.path()).unwrap()
     }
 
     /// Repairs every prefix of `f` and checks the result.
@@ -244,10 +229,10 @@ mod tests {
         packets_before: &[usize],
     ) {
         for cut in 0..=f.len() {
-            let t = TempFile::new(&f[..cut]);
-            let checked = check(&t.0);
-            let repaired = repair(&t.0);
-            let after = t.contents();
+            let t = temp_file(&f[..cut]);
+            let checked = check(t.path());
+            let repaired = repair(t.path());
+            let after = contents(&t);
             match repaired {
                 Err(e) => {
                     assert!(cut < header_end, "cut {cut}: {e}");
@@ -315,13 +300,13 @@ mod tests {
     fn locked_file_is_left_alone() {
         let (mut f, _, _) = pcap_file(TsResolution::Micro, 3);
         f.extend_from_slice(&[0xaa; 7]);
-        let t = TempFile::new(&f);
-        let writer = std::fs::File::open(&t.0).unwrap();
+        let t = temp_file(&f);
+        let writer = std::fs::File::open(t.path()).unwrap();
         writer.lock().unwrap();
-        assert!(matches!(repair(&t.0), Err(RepairError::InUse)));
-        assert_eq!(t.contents(), f);
+        assert!(matches!(repair(t.path()), Err(RepairError::InUse)));
+        assert_eq!(contents(&t), f);
         drop(writer);
-        assert_eq!(repair(&t.0).unwrap().packets, 3);
+        assert_eq!(repair(t.path()).unwrap().packets, 3);
     }
 
     #[test]
@@ -329,8 +314,8 @@ mod tests {
         let (mut f, _, _) = pcap_file(TsResolution::Micro, 3);
         let good = f.len();
         f.extend_from_slice(&[0; 4096]);
-        let t = TempFile::new(&f);
-        let rep = repair(&t.0).unwrap();
+        let t = temp_file(&f);
+        let rep = repair(t.path()).unwrap();
         assert_eq!(rep.valid_len, good as u64);
         assert_eq!(rep.cut_len(), 4096);
         assert_eq!(rep.packets, 3);
@@ -338,32 +323,32 @@ mod tests {
             rep.problem.as_ref().unwrap().kind,
             FormatErrorKind::ZeroRecord
         ));
-        assert_eq!(t.contents().len(), good);
+        assert_eq!(contents(&t).len(), good);
 
         let (mut f, _, _) = pcapng_file(3);
         let good = f.len();
         f.extend_from_slice(&[0; 4096]);
-        let t = TempFile::new(&f);
-        let rep = repair(&t.0).unwrap();
+        let t = temp_file(&f);
+        let rep = repair(t.path()).unwrap();
         assert_eq!(rep.valid_len, good as u64);
         assert_eq!(rep.packets, 3);
-        assert_eq!(t.contents().len(), good);
+        assert_eq!(contents(&t).len(), good);
         // An intact file is reported intact and not touched.
-        let rep = repair(&t.0).unwrap();
+        let rep = repair(t.path()).unwrap();
         assert!(rep.is_intact());
         assert!(rep.problem.is_none());
     }
 
     #[test]
     fn refuses_other_files() {
-        let t = TempFile::new(b"\x7fELF and more bytes");
-        let e = check(&t.0).unwrap_err();
+        let t = temp_file(b"\x7fELF and more bytes");
+        let e = check(t.path()).unwrap_err();
         assert_eq!(
             e.to_string(),
             "not a capture file this tool understands, left untouched: byte 0: not a pcap or pcapng file (starts with 7f 45 4c 46)"
         );
-        assert!(repair(&t.0).is_err());
-        assert_eq!(t.contents(), b"\x7fELF and more bytes");
+        assert!(repair(t.path()).is_err());
+        assert_eq!(contents(&t), b"\x7fELF and more bytes");
         let missing = std::env::temp_dir().join("ringcap-format-no-such-file");
         assert!(matches!(check(&missing), Err(RepairError::Io(_))));
     }

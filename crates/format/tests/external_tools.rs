@@ -1,10 +1,10 @@
 //! Cross-checks against Wireshark's and tcpdump's readers and writers: files
 //! ringcap writes must read correctly there, and files they write must read
-//! correctly here. Each test is skipped, with a note, when its tool is absent.
+//! correctly here. Each test is skipped (`SKIP: ...`; a failure with
+//! `RINGCAP_REQUIRE_PRIVILEGED_TESTS=1`) when its tool is absent.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use ringcap_format::pcap::{file_header, write_record_header};
 use ringcap_format::pcapng::{
@@ -12,35 +12,19 @@ use ringcap_format::pcapng::{
     write_epb_trailer, InterfaceDescription, InterfaceStatistics,
 };
 use ringcap_format::{FileFormat, Reader, TsResolution};
+use ringcap_testkit::netns::have_program;
+use ringcap_testkit::{skip, TempFile};
 
-/// A file in the temp directory, removed when dropped.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(ext: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        TempFile(std::env::temp_dir().join(format!(
-            "ringcap-format-tools-{}-{}.{ext}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        )))
-    }
+/// A fresh path ending in `.ext`, removed when dropped.
+fn temp_file(ext: &str) -> TempFile {
+    TempFile::new("tools", ext).expect("temp file")
 }
 
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
+/// True when `tool` is installed; otherwise false after [`skip`].
 fn have(tool: &str) -> bool {
-    let found = Command::new("which")
-        .arg(tool)
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
+    let found = have_program(tool);
     if !found {
-        println!("note: {tool} is not installed; skipping this check");
+        skip(format!("{tool} is not installed"));
     }
     found
 }
@@ -132,9 +116,9 @@ fn tshark_reads_our_pcapng_with_nanoseconds() {
     if !have("tshark") {
         return;
     }
-    let t = TempFile::new("pcapng");
-    write_pcapng(&t.0);
-    let p = t.0.to_str().unwrap();
+    let t = temp_file("pcapng");
+    write_pcapng(t.path());
+    let p = t.path().to_str().unwrap();
     let out = run(
         "tshark",
         &[
@@ -167,9 +151,9 @@ fn capinfos_reads_our_files() {
     if !have("capinfos") {
         return;
     }
-    let t = TempFile::new("pcapng");
-    write_pcapng(&t.0);
-    let out = run("capinfos", &[t.0.to_str().unwrap()]);
+    let t = temp_file("pcapng");
+    write_pcapng(t.path());
+    let out = run("capinfos", &[t.path().to_str().unwrap()]);
     assert!(out.contains("pcapng"), "{out}");
     assert!(out.contains("nanoseconds"), "{out}");
     assert!(
@@ -178,9 +162,9 @@ fn capinfos_reads_our_files() {
         "{out}"
     );
     for res in [TsResolution::Micro, TsResolution::Nano] {
-        let t = TempFile::new("pcap");
-        write_pcap(&t.0, res);
-        let out = run("capinfos", &[t.0.to_str().unwrap()]);
+        let t = temp_file("pcap");
+        write_pcap(t.path(), res);
+        let out = run("capinfos", &[t.path().to_str().unwrap()]);
         let want = match res {
             TsResolution::Micro => "microseconds",
             TsResolution::Nano => "nanoseconds",
@@ -199,11 +183,11 @@ fn tcpdump_reads_our_files() {
     if !have("tcpdump") {
         return;
     }
-    let t = TempFile::new("pcapng");
-    write_pcapng(&t.0);
-    let t2 = TempFile::new("pcap");
-    write_pcap(&t2.0, TsResolution::Nano);
-    for path in [&t.0, &t2.0] {
+    let t = temp_file("pcapng");
+    write_pcapng(t.path());
+    let t2 = temp_file("pcap");
+    write_pcap(t2.path(), TsResolution::Nano);
+    for path in [t.path(), t2.path()] {
         let out = run(
             "tcpdump",
             &[
@@ -238,19 +222,24 @@ fn we_read_what_editcap_writes() {
     if !have("editcap") {
         return;
     }
-    let src = TempFile::new("pcap");
-    write_pcap(&src.0, TsResolution::Nano);
+    let src = temp_file("pcap");
+    write_pcap(src.path(), TsResolution::Nano);
     for (fmt, resolution) in [
         ("pcapng", None),
         ("nsecpcap", Some(TsResolution::Nano)),
         ("pcap", Some(TsResolution::Micro)),
     ] {
-        let dst = TempFile::new(fmt);
+        let dst = temp_file(fmt);
         run(
             "editcap",
-            &["-F", fmt, src.0.to_str().unwrap(), dst.0.to_str().unwrap()],
+            &[
+                "-F",
+                fmt,
+                src.path().to_str().unwrap(),
+                dst.path().to_str().unwrap(),
+            ],
         );
-        let file = std::fs::File::open(&dst.0).unwrap();
+        let file = std::fs::File::open(dst.path()).unwrap();
         let mut r = Reader::new(file).unwrap();
         match (r.format(), resolution) {
             (FileFormat::Pcapng, None) => {}

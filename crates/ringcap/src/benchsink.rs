@@ -4,7 +4,7 @@
 
 use crate::cli::BenchSinkArgs;
 use crate::failure::Failure;
-use crate::session::BATCH_SIZE;
+use ringcap_engine::BATCH_SIZE;
 use ringcap_format::TsResolution;
 use ringcap_sink::files::{OutputPlan, Retention, Rotation};
 use ringcap_sink::{Batch, Encoder, RecordFormat, SinkInterface, WriteMode, Writer, WriterConfig};
@@ -13,11 +13,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage fills the struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(ru.ru_utime) + t(ru.ru_stime)
+    use nix::sys::resource::{getrusage, UsageWho};
+    let Ok(ru) = getrusage(UsageWho::RUSAGE_SELF) else {
+        return 0.0;
+    };
+    let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+    t(ru.user_time()) + t(ru.system_time())
 }
 
 /// Runs the storage benchmark and prints one JSON line with the result.
@@ -49,6 +50,7 @@ pub fn run(args: &BenchSinkArgs) -> Result<i32, Failure> {
             linktype: 1,
             snaplen: 65535,
             filter: None,
+            stats: Some(0),
         }],
         comment: "ringcap bench-sink".into(),
         rotation: Rotation::default(),

@@ -33,7 +33,8 @@ pub enum Command {
     /// Make a pair of network namespaces, send traffic between them, capture it, and show the result.
     Demo(DemoArgs),
     /// Storage-only benchmark: synthetic packets straight into the sink, to
-    /// measure the writer without a capture in front of it.
+    /// measure the writer without a capture in front of it (used by bench/).
+    #[command(hide = true)]
     BenchSink(BenchSinkArgs),
     /// (used by `demo`) send numbered test frames on an interface.
     #[command(hide = true)]
@@ -49,7 +50,12 @@ pub enum Command {
 #[derive(Debug, Args, Clone)]
 pub struct CaptureArgs {
     /// Interface to capture on (repeat for several).
-    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    #[arg(
+        short = 'i',
+        long = "interface",
+        value_name = "IFACE",
+        help_heading = "Input"
+    )]
     pub interfaces: Vec<String>,
 
     /// Read packets from capture files instead of interfaces (pcap or pcapng; repeat for several).
@@ -57,12 +63,18 @@ pub struct CaptureArgs {
         short = 'r',
         long = "read",
         value_name = "FILE",
-        conflicts_with = "interfaces"
+        conflicts_with = "interfaces",
+        help_heading = "Input"
     )]
     pub read: Vec<PathBuf>,
 
     /// Write packets to PATH: a file, a directory (ending in /) for a series of files, or - for a pcap stream on stdout. Without -w packets are only counted.
-    #[arg(short = 'w', long = "write", value_name = "PATH")]
+    #[arg(
+        short = 'w',
+        long = "write",
+        value_name = "PATH",
+        help_heading = "Output"
+    )]
     pub write: Option<String>,
 
     /// Bytes to keep of each packet, or "headers" for exactly the protocol headers.
@@ -70,131 +82,221 @@ pub struct CaptureArgs {
         short = 's',
         long = "snaplen",
         value_name = "SNAPLEN|headers",
-        default_value = "262144"
+        default_value = "262144",
+        help_heading = "What to keep"
     )]
     pub snaplen: String,
 
     /// Upper bound on the bytes kept with -s headers.
-    #[arg(long, value_name = "BYTES", default_value_t = 256)]
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 256,
+        help_heading = "What to keep"
+    )]
     pub headers_max: u32,
 
     /// Stop after writing COUNT packets.
-    #[arg(short = 'c', long, value_name = "COUNT")]
+    #[arg(short = 'c', long, value_name = "COUNT", help_heading = "When to stop")]
     pub count: Option<u64>,
 
     /// Stop after SECS seconds.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", help_heading = "When to stop")]
     pub duration: Option<f64>,
 
-    /// Kernel ring size per interface in MiB (split over the threads).
-    /// Default: enough for a one-second stall at ~0.65 Mpps, 256 when the
-    /// snap length is at most 512 bytes, else 1024.
-    #[arg(short = 'B', long = "buffer", value_name = "MIB")]
-    pub buffer_mib: Option<u32>,
+    /// Kernel ring size per interface, in KiB as tcpdump's -B (262144 = 256 MiB),
+    /// or with a unit: 512M, 1G. Split over the threads. Default: enough for a
+    /// one-second stall at ~0.65 Mpps, 256 MiB when the snap length is at most
+    /// 512 bytes, else 1 GiB.
+    #[arg(
+        short = 'B',
+        long = "buffer",
+        value_name = "KIB|SIZE",
+        help_heading = "Capture"
+    )]
+    pub buffer: Option<String>,
 
     /// Capture threads per interface, joined by a PACKET_FANOUT flow-hash group.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Capture")]
     pub threads: u32,
 
     /// Keep one packet in N (random, or every Nth with --sample-mode count).
-    #[arg(long, value_name = "1:N")]
+    #[arg(long, value_name = "1:N", help_heading = "What to keep")]
     pub sample: Option<String>,
 
     /// How --sample picks: random or count.
-    #[arg(long, value_name = "MODE", default_value = "random")]
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "random",
+        value_parser = ["random", "count"],
+        help_heading = "What to keep"
+    )]
     pub sample_mode: String,
 
     /// Keep one flow in N, both directions (symmetric 5-tuple hash).
-    #[arg(long, value_name = "1:N", conflicts_with = "sample")]
+    #[arg(
+        long,
+        value_name = "1:N",
+        conflicts_with = "sample",
+        help_heading = "What to keep"
+    )]
     pub sample_flows: Option<String>,
 
     /// Append one JSON object of counters per interval to FILE, and a final one with "final": true.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Reporting")]
     pub stats_json: Option<PathBuf>,
 
     /// Seconds between status lines and JSON records.
-    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 1.0,
+        help_heading = "Reporting"
+    )]
     pub stats_interval: f64,
 
     /// Drop privileges to USER once sockets and the first output file are open.
-    #[arg(short = 'Z', long = "user", value_name = "USER")]
+    #[arg(
+        short = 'Z',
+        long = "user",
+        value_name = "USER",
+        help_heading = "Output"
+    )]
     pub user: Option<String>,
 
     /// Timestamp source: host (kernel clock) or adapter (NIC hardware clock).
-    #[arg(long, value_name = "SOURCE", default_value = "host")]
+    #[arg(
+        long,
+        value_name = "SOURCE",
+        default_value = "host",
+        value_parser = ["host", "adapter"],
+        help_heading = "Capture"
+    )]
     pub tstamp: String,
 
     /// Turn off receive offloads that merge packets (GRO/LRO) for the capture; restore them on exit.
-    #[arg(long)]
+    #[arg(long, help_heading = "Capture")]
     pub fix_offloads: bool,
 
     /// Do not put the interfaces in promiscuous mode.
-    #[arg(short = 'p', long = "no-promiscuous")]
+    #[arg(short = 'p', long = "no-promiscuous", help_heading = "Capture")]
     pub no_promiscuous: bool,
 
     /// Output format: pcap or pcapng.
-    #[arg(long, value_name = "FORMAT", default_value = "pcap")]
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        default_value = "pcap",
+        value_parser = ["pcap", "pcapng"],
+        help_heading = "Output"
+    )]
     pub format: String,
 
     /// pcap timestamp precision: nano or micro (pcapng is always nanoseconds).
-    #[arg(long, value_name = "PRECISION", default_value = "nano")]
+    #[arg(
+        long,
+        value_name = "PRECISION",
+        default_value = "nano",
+        value_parser = ["nano", "micro"],
+        help_heading = "Output"
+    )]
     pub tstamp_precision: String,
 
     /// Start a new file before one would exceed MB million bytes.
-    #[arg(short = 'C', value_name = "MB")]
+    #[arg(
+        short = 'C',
+        value_name = "MB",
+        help_heading = "Files: rotation and retention"
+    )]
     pub rotate_mb: Option<f64>,
 
     /// Start a new file every SECS seconds.
-    #[arg(short = 'G', value_name = "SECS")]
+    #[arg(
+        short = 'G',
+        value_name = "SECS",
+        help_heading = "Files: rotation and retention"
+    )]
     pub rotate_seconds: Option<u64>,
 
     /// Align -G rotation to multiples of SECS of wall-clock time.
-    #[arg(long)]
+    #[arg(long, help_heading = "Files: rotation and retention")]
     pub align: bool,
 
     /// Start a new file every N packets.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Files: rotation and retention")]
     pub rotate_packets: Option<u64>,
 
-    /// Keep a ring of N files, deleting the oldest.
-    #[arg(short = 'W', value_name = "N")]
+    /// Keep a ring of N files, deleting the oldest (with -G too: unlike tcpdump,
+    /// which stops after N files there).
+    #[arg(
+        short = 'W',
+        value_name = "N",
+        help_heading = "Files: rotation and retention"
+    )]
     pub max_files: Option<usize>,
 
     /// Delete the oldest files when the series exceeds SIZE (e.g. 500M, 20G).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        help_heading = "Files: rotation and retention"
+    )]
     pub max_total: Option<String>,
 
     /// Delete the oldest files while the filesystem has less than PERCENT free.
-    #[arg(long, value_name = "PERCENT")]
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        help_heading = "Files: rotation and retention"
+    )]
     pub min_free: Option<f64>,
 
     /// Run CMD on each completed file (the path is the last argument), in the background.
-    #[arg(long, value_name = "CMD")]
+    #[arg(
+        long,
+        value_name = "CMD",
+        help_heading = "Files: rotation and retention"
+    )]
     pub post_rotate: Option<String>,
 
     /// Seconds between pushes of written data towards the disk (bounds loss on a crash).
-    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 1.0,
+        help_heading = "Output"
+    )]
     pub flush_interval: f64,
 
     /// How files are written: direct (O_DIRECT write()), uring (O_DIRECT
     /// through io_uring, several writes in flight) or buffered (page cache).
-    #[arg(long, value_name = "MODE", default_value = "direct")]
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "direct",
+        value_parser = ["direct", "uring", "buffered"],
+        help_heading = "Output"
+    )]
     pub write_mode: String,
 
     /// Replace an existing output file.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub overwrite: bool,
 
     /// Output buffer per capture thread in MiB (packets are dropped, and counted, when it is full).
-    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    #[arg(
+        long,
+        value_name = "MIB",
+        default_value_t = 256,
+        help_heading = "Output"
+    )]
     pub writer_buffer: u32,
 
-    /// Filter expression (tcpdump syntax).
-    #[arg(
-        value_name = "FILTER",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    /// Filter expression (tcpdump syntax), after the options as in tcpdump.
+    /// Options may also follow it; put `--` before an expression that starts
+    /// with `-`.
+    #[arg(value_name = "FILTER")]
     pub filter: Vec<String>,
 }
 
@@ -267,9 +369,60 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     }
 }
 
+/// Parses `-B`: a plain number is KiB, as tcpdump's `-B`; with a unit
+/// (K, M, G, T) it is that size. Returns bytes.
+pub fn parse_buffer(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return match t.parse::<u64>() {
+            Ok(k) if k > 0 => k
+                .checked_mul(1024)
+                .ok_or_else(|| format!("-B {s}: too large")),
+            _ => Err(format!("-B {s}: must be a positive number of KiB")),
+        };
+    }
+    parse_size(t).map_err(|e| format!("-B: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buffer_sizes_are_kib_like_tcpdump() {
+        assert_eq!(parse_buffer("262144"), Ok(256 << 20));
+        assert_eq!(parse_buffer("512M"), Ok(512 << 20));
+        assert_eq!(parse_buffer("1G"), Ok(1 << 30));
+        assert_eq!(parse_buffer("64k"), Ok(64 << 10));
+        assert!(parse_buffer("0").is_err());
+        assert!(parse_buffer("lots").is_err());
+    }
+
+    #[test]
+    fn unknown_options_are_not_filter_words() {
+        let e = Cli::try_parse_from([
+            "ringcap",
+            "capture",
+            "-r",
+            "in.pcap",
+            "--anonymise",
+            "KEY",
+            "-w",
+            "out.pcap",
+        ])
+        .unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{e}");
+        // A filter still follows the options, and options may follow it.
+        let c = Cli::try_parse_from([
+            "ringcap", "capture", "-i", "eth0", "not", "port", "22", "-c", "5",
+        ])
+        .unwrap();
+        let Command::Capture(a) = c.command else {
+            panic!("not capture")
+        };
+        assert_eq!(a.filter.join(" "), "not port 22");
+        assert_eq!(a.count, Some(5));
+    }
 
     #[test]
     fn sizes() {

@@ -1,57 +1,31 @@
-//! Turning command-line arguments into a checked capture plan.
+//! Turning command-line arguments into a checked engine specification, plus
+//! what only the command line does (reporting, dropping privileges).
 
-use crate::cli::{parse_size, CaptureArgs};
+use crate::cli::{parse_buffer, parse_size, CaptureArgs};
 use crate::failure::Failure;
+use ringcap_engine::{
+    CaptureSpec, LiveSpec, OutputPlan, RecordFormat, Retention, Rotation, SampleMode, Sampling,
+    SinkSpec, Snap, SourceSpec, TimestampSource, WriteMode,
+};
 use ringcap_format::TsResolution;
-use ringcap_sink::files::{OutputPlan, Retention, Rotation};
-use ringcap_sink::{RecordFormat, WriteMode};
-use ringcap_source::TimestampSource;
-use ringcap_stages::{SampleMode, Sampling, Snap};
+use std::path::PathBuf;
 use std::time::Duration;
 
-/// Everything a capture needs, checked.
+/// A capture as the command line asked for it, checked.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// The filter expression ("" = everything).
-    pub filter: String,
-    /// How much of each packet to keep.
-    pub snap: Snap,
-    /// Sampling.
-    pub sampling: Sampling,
-    /// Output record format.
-    pub format: RecordFormat,
-    /// Output plan.
-    pub output: OutputPlan,
-    /// Rotation triggers.
-    pub rotation: Rotation,
-    /// Retention limits.
-    pub retention: Retention,
-    /// Write strategy.
-    pub write_mode: WriteMode,
-    /// Stop after this many written packets.
-    pub count: Option<u64>,
-    /// Stop after this long.
-    pub duration: Option<Duration>,
+    /// What the engine runs.
+    pub spec: CaptureSpec,
+    /// Append JSON counters here.
+    pub stats_json: Option<PathBuf>,
     /// Status/JSON interval.
     pub stats_interval: Duration,
-    /// Flush interval.
-    pub flush_interval: Duration,
-    /// Timestamp source.
-    pub tstamp: TimestampSource,
-    /// Threads per interface.
-    pub threads: u32,
-    /// Ring MiB per interface.
-    pub buffer_mib: u32,
-    /// Writer buffer MiB per capture thread.
-    pub writer_buffer_mib: u32,
-    /// Command run on each completed file.
-    pub post_rotate: Option<String>,
-    /// Replace existing output files.
-    pub overwrite: bool,
+    /// Drop privileges to this user once the capture runs (-Z).
+    pub user: Option<String>,
 }
 
 /// Checks the arguments.
-pub fn plan(a: &CaptureArgs) -> Result<Plan, Failure> {
+pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
     let snap = if a.snaplen == "headers" {
         if !(14..=65535).contains(&a.headers_max) {
             return Err(Failure::usage(format!(
@@ -157,6 +131,14 @@ pub fn plan(a: &CaptureArgs) -> Result<Plan, Failure> {
             }
             OutputPlan::Discard
         }
+        Some(p) if is_char_device(p) => {
+            if rotation.any() || retention.any() {
+                return Err(Failure::usage(format!(
+                    "-w {p} is a device, which cannot rotate"
+                )));
+            }
+            OutputPlan::Device(PathBuf::from(p))
+        }
         Some(p) => {
             let plan = OutputPlan::from_path(p, rotation.any() || retention.any(), ext);
             if plan == OutputPlan::Stdout && (rotation.any() || retention.any()) {
@@ -193,10 +175,14 @@ pub fn plan(a: &CaptureArgs) -> Result<Plan, Failure> {
             a.threads
         )));
     }
-    let buffer_mib = a.buffer_mib.unwrap_or(default_ring_mib(snap));
-    if buffer_mib == 0 || buffer_mib > 65536 {
+    let ring_bytes = match &a.buffer {
+        Some(b) => parse_buffer(b).map_err(Failure::usage)?,
+        None => default_ring_mib(snap) << 20,
+    };
+    if !((1 << 20)..=(64 << 30)).contains(&ring_bytes) {
         return Err(Failure::usage(format!(
-            "-B {buffer_mib} must be from 1 to 65536 MiB"
+            "-B {}: the ring must be from 1 MiB to 64 GiB per interface",
+            a.buffer.as_deref().unwrap_or("")
         )));
     }
     if a.writer_buffer < 2 || a.writer_buffer > 65536 {
@@ -208,32 +194,60 @@ pub fn plan(a: &CaptureArgs) -> Result<Plan, Failure> {
     if a.count == Some(0) {
         return Err(Failure::usage("-c must be at least 1"));
     }
-    Ok(Plan {
-        filter: a.filter.join(" "),
-        snap,
-        sampling,
-        format,
-        output,
+    let source = if !a.read.is_empty() {
+        SourceSpec::Files(a.read.clone())
+    } else if a.interfaces.is_empty() {
+        return Err(Failure::usage(
+            "give an interface with -i IFACE (or files with -r FILE)",
+        ));
+    } else {
+        SourceSpec::Live(LiveSpec {
+            interfaces: a.interfaces.clone(),
+            threads: a.threads,
+            ring_bytes,
+            promiscuous: !a.no_promiscuous,
+            fix_offloads: a.fix_offloads,
+            tstamp,
+        })
+    };
+    let sink = SinkSpec {
         rotation,
         retention,
         write_mode,
-        count: a.count,
-        duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
-        stats_interval: secs("--stats-interval", a.stats_interval)?,
         flush_interval: secs("--flush-interval", a.flush_interval)?,
-        tstamp,
-        threads: a.threads,
-        buffer_mib,
-        writer_buffer_mib: a.writer_buffer,
         post_rotate: a.post_rotate.clone(),
         overwrite: a.overwrite,
+        writer_buffer_bytes: u64::from(a.writer_buffer) << 20,
+        comment: command_line,
+        ..SinkSpec::new(output, format)
+    };
+    Ok(Plan {
+        spec: CaptureSpec {
+            source,
+            filter: a.filter.join(" "),
+            snap,
+            sampling,
+            transforms: Vec::new(),
+            sink,
+            count: a.count,
+            duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
+        },
+        stats_json: a.stats_json.clone(),
+        stats_interval: secs("--stats-interval", a.stats_interval)?,
+        user: a.user.clone(),
     })
+}
+
+/// True for a character device such as /dev/null: written as a stream.
+fn is_char_device(path: &str) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device())
 }
 
 /// The default kernel ring per interface, MiB: room for a one-second stall
 /// at the testbed's top rates (~0.65 Mpps of short packets take ~150 bytes
 /// of ring each, ~95 MB/s; whole 1500-byte frames at ~0.45 Mpps, ~720 MB/s).
-fn default_ring_mib(snap: Snap) -> u32 {
+fn default_ring_mib(snap: Snap) -> u64 {
     if snap.kernel_snaplen() <= 512 {
         256
     } else {

@@ -53,11 +53,22 @@ impl fmt::Display for Failure {
     }
 }
 
+impl From<ringcap_engine::EngineError> for Failure {
+    fn from(e: ringcap_engine::EngineError) -> Failure {
+        let code = match e.kind {
+            ringcap_engine::ErrorKind::Usage => exit::USAGE,
+            ringcap_engine::ErrorKind::System => exit::SYSTEM,
+            ringcap_engine::ErrorKind::Runtime => exit::RUNTIME,
+        };
+        Failure {
+            code,
+            message: e.message,
+        }
+    }
+}
+
 impl From<ringcap_source::OpenError> for Failure {
     fn from(e: ringcap_source::OpenError) -> Failure {
-        match e {
-            ringcap_source::OpenError::Os { .. } => Failure::runtime(e.to_string()),
-            _ => Failure::system(e.to_string()),
-        }
+        ringcap_engine::EngineError::from(e).into()
     }
 }

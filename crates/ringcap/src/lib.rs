@@ -1,15 +1,13 @@
-//! The `ringcap` command: parses the command line and runs captures, built
-//! from the library crates along the capture path:
-//! `ringcap-source` → `ringcap-stages` (filter, sample, truncate) →
-//! `ringcap-sink`, with `ringcap-stats` counting alongside.
+//! The `ringcap` command: parses the command line, turns it into a capture
+//! specification for the engine (`ringcap-engine`, which puts together the
+//! crates of the capture path: `ringcap-source` → `ringcap-stages` →
+//! `ringcap-sink`, with `ringcap-stats` alongside), and prints what the
+//! capture reports. The daemon `ringcapd` is the engine's other front end.
 
 pub mod benchsink;
 pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod failure;
-pub mod live;
-pub mod offline;
-pub mod offloads;
 pub mod privileges;
 pub mod session;

@@ -3,7 +3,8 @@
 //! captured by the `ringcap` binary and checked byte for byte against what was
 //! sent, with tcpdump as the oracle for filters.
 //!
-//! Every test that needs namespaces prints `SKIP: ...` and passes when not root.
+//! Every test that needs namespaces prints `SKIP: ...` and passes when not root
+//! (fails, with `RINGCAP_REQUIRE_PRIVILEGED_TESTS=1`).
 
 mod common;
 
@@ -440,7 +441,7 @@ fn compare_filters_live(cases: &[(&'static str, Option<Vec<Shape>>)]) {
     let dirs: Vec<TempDir> = cases.iter().map(|_| TempDir::new("filter")).collect();
     for (i, (f, _)) in cases.iter().enumerate() {
         let out = dirs[i].file("rc.pcap");
-        let td_out = dir.path(&format!("td{i}.pcap"));
+        let td_out = dir.join(format!("td{i}.pcap"));
         dumps.push((
             capture::start_tcpdump(&tb, &td_out, None, f).expect("tcpdump"),
             td_out,
@@ -844,7 +845,7 @@ fn same_interface_twice_is_refused() {
     let out = dir.file("out.pcap");
     let mut cmd = tb.in_capture_ns(bin());
     cmd.args(["capture", "-i", &tb.capture_if, "-i", &tb.capture_if])
-        .args(["-B", "8", "-w", &out]);
+        .args(["-B", "8M", "-w", &out]);
     let (status, _, stderr) = run_limited(cmd, Duration::from_secs(20));
     assert_no_panic(&stderr, "-i A -i A");
     assert_eq!(status.code(), Some(2), "-i A -i A: stderr:\n{stderr}");
@@ -869,7 +870,7 @@ fn two_interfaces_are_accounted_separately() {
     let sent = frames::mixed_sequence(&tb.endpoints(), 230);
     let run = start_with(
         &tb,
-        &["-i", &tb.capture_if, "-i", "lo", "-B", "8"],
+        &["-i", &tb.capture_if, "-i", "lo", "-B", "8M"],
         &["--format", "pcapng", "-w", &out, "--stats-json", &stats],
         Stdio::null(),
     );
@@ -928,7 +929,7 @@ fn stdout_stream_is_readable_by_tcpdump() {
     let sent = frames::mixed_sequence(&tb.endpoints(), 460);
     let mut run = start_with(
         &tb,
-        &["-i", &tb.capture_if, "-B", "8"],
+        &["-i", &tb.capture_if, "-B", "8M"],
         &["-w", "-"],
         Stdio::piped(),
     );
@@ -947,7 +948,7 @@ fn stdout_stream_is_readable_by_tcpdump() {
     assert_eq!(file.format, capture::CaptureFormat::PcapNano);
     check_full_capture(&sent, &file.packets, "-w -");
     // And tcpdump reads it from a pipe.
-    let copy = dir.path("copy.pcap");
+    let copy = dir.join("copy.pcap");
     let mut td = std::process::Command::new("tcpdump")
         .args(["-nn", "-r", "-", "-w"])
         .arg(&copy)
@@ -1176,7 +1177,7 @@ fn offline_inputs(dir: &TempDir, frames: &[Vec<u8>]) -> Vec<String> {
         assert!(status.success(), "editcap: {stderr}");
         inputs.push(ng);
     } else {
-        println!("editcap not found: pcapng input not tested");
+        ringcap_testkit::skip("editcap not found: pcapng input not tested");
     }
     inputs
 }
@@ -1200,7 +1201,7 @@ fn tcpdump_selects(input: &str, filter: &str) -> Vec<u32> {
 #[test]
 fn offline_filters_match_tcpdump_pcap_and_pcapng() {
     if !have("tcpdump") {
-        println!("SKIP: tcpdump not found");
+        ringcap_testkit::skip("tcpdump not found");
         return;
     }
     let dir = TempDir::new("offline-filters");
@@ -1393,7 +1394,7 @@ fn bad_input(dir: &TempDir, name: &str, bytes: &[u8], offset: usize) -> usize {
 fn offline_bad_inputs_name_the_byte_offset() {
     let dir = TempDir::new("offline-bad");
     let sent = frames::mixed_sequence(&offline_endpoints(), 30);
-    let good = dir.path("good.pcap");
+    let good = dir.join("good.pcap");
     ringcap_testkit::netns::write_pcap(&good, &sent).unwrap();
     let bytes = std::fs::read(&good).unwrap();
     let offs = pcap_record_offsets(&sent);
@@ -1443,6 +1444,8 @@ fn offline_bad_inputs_name_the_byte_offset() {
         let len = u32::from_le_bytes(bad[o + 4..o + 8].try_into().unwrap()) as usize;
         bad[o + len - 4] ^= 0x40;
         bad_input(&dir, "mismatch.pcapng", &bad, epbs[2]);
+    } else {
+        ringcap_testkit::skip("editcap not found: pcapng bad inputs not tested");
     }
 }
 
@@ -1487,7 +1490,7 @@ fn sampling_behind_a_filter_counts_only_filtered_packets() {
     for ((c, d), fin) in cases.iter().zip(&dirs).zip(&fins) {
         fin.assert_ok(&format!("{c:?}"));
         fin.assert_no_loss(&format!("{c:?}"));
-        let got = read(d.path("out.pcap"));
+        let got = read(d.join("out.pcap"));
         for s in tagged_seqs(&got, "sample+filter") {
             assert_ne!(
                 (s / (2 * per_dir)) % 3,
@@ -1495,7 +1498,7 @@ fn sampling_behind_a_filter_counts_only_filtered_packets() {
                 "{c:?}: kept a TCP frame (seq {s})"
             );
         }
-        let recs = json_records(d.path("stats.json"));
+        let recs = json_records(d.join("stats.json"));
         let f = final_record(&recs);
         let accepted = num(f, "packets_filter_accepted");
         let sampled = num(f, "packets_sampled_out");
@@ -1560,7 +1563,7 @@ fn stdout_pcapng_stream_and_sigterm() {
     let sent = frames::mixed_sequence(&tb.endpoints(), 230);
     let mut run = start_with(
         &tb,
-        &["-i", &tb.capture_if, "-B", "8"],
+        &["-i", &tb.capture_if, "-B", "8M"],
         &["-w", "-", "--format", "pcapng"],
         Stdio::piped(),
     );
@@ -1582,26 +1585,65 @@ fn stdout_pcapng_stream_and_sigterm() {
     check_full_capture(&sent, &file.packets, "-w - pcapng");
 }
 
-/// `-B MIB` is the ring size per interface, split over the threads: the
-/// `capturing on` line must report the size asked for.
+/// `-B` is the ring size per interface (KiB as tcpdump's, or with a unit),
+/// split over the threads: the `capturing on` line must report the size
+/// asked for.
 #[test]
 fn ring_size_per_interface_is_what_b_asks_for() {
     skip_unless_netns!();
     let tb = Testbed::new().expect("testbed");
     let mut wrong = Vec::new();
-    for (mib, threads) in [("8", "1"), ("4", "1"), ("8", "2"), ("16", "2")] {
+    for (b, mib, threads) in [
+        ("8192", "8", "1"),
+        ("4M", "4", "1"),
+        ("8192", "8", "2"),
+        ("16M", "16", "2"),
+    ] {
         let run = start_with(
             &tb,
             &["-i", &tb.capture_if],
-            &["-B", mib, "--threads", threads],
+            &["-B", b, "--threads", threads],
             Stdio::null(),
         );
         let line = run.ready_line.clone();
         let fin = run.stop();
         fin.assert_ok(&line);
         if !line.contains(&format!("ring {mib} MiB per interface")) {
-            wrong.push(format!("-B {mib} --threads {threads}: {line}"));
+            wrong.push(format!("-B {b} --threads {threads}: {line}"));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// `-s headers` keeps a header cut short by the end of the packet, up to that
+/// end: IPv4 datagrams that end 1, 10, 12 or 19 bytes into their TCP header, or
+/// 4 bytes into their UDP header (then Ethernet padding to 60 bytes), keep
+/// 14 + 20 + that many bytes, worked out by hand, and never the padding.
+#[test]
+fn snaplen_headers_keeps_headers_cut_by_the_packet_end() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let ep = tb.endpoints();
+    let mut sent = Vec::new();
+    let mut want: HashMap<u32, usize> = HashMap::new();
+    for round in 0..8u32 {
+        let base = 200_000 + round * 16;
+        for (i, keep) in [1usize, 10, 12, 19].into_iter().enumerate() {
+            let s = base + i as u32;
+            sent.push(frames::tcp_header_cut(&ep, s, 40_000 + i as u16, 80, keep));
+            want.insert(s, 14 + 20 + keep);
+        }
+        sent.push(frames::udp_header_cut(&ep, base + 8, 40_010, 53, 4));
+        want.insert(base + 8, 14 + 20 + 4);
+        // A whole UDP header, for contrast.
+        sent.push(frames::udp4(&ep, base + 9, 40_011, 53, 32));
+        want.insert(base + 9, 14 + 20 + 8);
+    }
+    let (order, got) = capture_variants(&tb, &sent, &[&["-s", "headers"]]);
+    check_truncated(
+        &order,
+        &got[0],
+        |f| want[&frames::seq_of(f).expect("tagged")],
+        "-s headers, headers cut by the packet end",
+    );
 }

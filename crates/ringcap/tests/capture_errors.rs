@@ -2,8 +2,9 @@
 //! refusal, 1 runtime) and message, and that it never panics.
 //!
 //! Live cases run inside a throw-away testbed namespace and print `SKIP: ...`
-//! when not root; a ringcap that wrongly starts capturing is killed after a
-//! time limit and the test fails.
+//! when not root (fail, with `RINGCAP_REQUIRE_PRIVILEGED_TESTS=1`); a ringcap
+//! that wrongly starts capturing is killed after a time limit and the test
+//! fails.
 
 mod common;
 
@@ -53,11 +54,11 @@ fn no_such_interface() {
     let tb = Testbed::new().expect("testbed");
     let dir = TempDir::new("nosuch");
     let out = dir.file("out.pcap");
-    let fin = capture_in_ns(&tb, &["-i", "rcnosuch0", "-B", "8", "-w", &out]);
+    let fin = capture_in_ns(&tb, &["-i", "rcnosuch0", "-B", "8M", "-w", &out]);
     expect_refusal(&fin, 3, &["no such interface", "rcnosuch0"], "-i rcnosuch0");
     assert!(!std::path::Path::new(&out).exists(), "no output file");
     // A name that only exists in another namespace (the peer end) is not visible.
-    let fin = capture_in_ns(&tb, &["-i", &tb.peer_if, "-B", "8"]);
+    let fin = capture_in_ns(&tb, &["-i", &tb.peer_if, "-B", "8M"]);
     expect_refusal(&fin, 3, &["no such interface"], "-i PEER_IF");
 }
 
@@ -69,7 +70,7 @@ fn interface_down() {
         ..TestbedOptions::default()
     })
     .expect("testbed");
-    let fin = capture_in_ns(&tb, &["-i", &tb.capture_if, "-B", "8"]);
+    let fin = capture_in_ns(&tb, &["-i", &tb.capture_if, "-B", "8M"]);
     expect_refusal(&fin, 3, &["is down", &tb.capture_if], "interface down");
 }
 
@@ -88,7 +89,7 @@ fn missing_capability_names_cap_net_raw() {
         "-i",
         &tb.capture_if,
         "-B",
-        "8",
+        "8M",
     ]);
     let (status, _, stderr) = run_limited(cmd, LIMIT);
     let fin = Finished { status, stderr };
@@ -100,7 +101,7 @@ fn bad_filter_expressions() {
     skip_unless_netns!();
     let tb = Testbed::new().expect("testbed");
     let dir = TempDir::new("badfilter");
-    let empty = dir.path("empty.pcap");
+    let empty = dir.join("empty.pcap");
     ringcap_testkit::netns::write_pcap(&empty, &[]).unwrap();
     for expr in [
         "udp port banana",
@@ -122,10 +123,10 @@ fn bad_filter_expressions() {
             .unwrap_or_else(|| panic!("tcpdump accepted {expr:?}?: {td_err}"))
             .trim()
             .to_string();
-        let fin = capture_in_ns(&tb, &["-i", &tb.capture_if, "-B", "8", expr]);
+        let fin = capture_in_ns(&tb, &["-i", &tb.capture_if, "-B", "8M", expr]);
         expect_refusal(&fin, 2, &[expr, &libpcap_msg], &format!("filter {expr:?}"));
         // Split into several arguments, as a shell user would type it unquoted.
-        let mut args = vec!["-i", tb.capture_if.as_str(), "-B", "8"];
+        let mut args = vec!["-i", tb.capture_if.as_str(), "-B", "8M"];
         args.extend(expr.split(' '));
         let fin = capture_in_ns(&tb, &args);
         expect_refusal(
@@ -176,7 +177,7 @@ fn bad_option_values() {
     for (extra, needle) in cases {
         let mut args = vec!["-i", tb.capture_if.as_str()];
         if !extra.contains(&"-B") {
-            args.extend(["-B", "8"]);
+            args.extend(["-B", "8M"]);
         }
         args.extend_from_slice(extra);
         let fin = capture_in_ns(&tb, &args);
@@ -190,7 +191,7 @@ fn bad_option_values() {
         }
     }
     // No interface and no file.
-    let fin = capture_in_ns(&tb, &["-B", "8"]);
+    let fin = capture_in_ns(&tb, &["-B", "8M"]);
     if fin.code() != Some(2) || !fin.stderr.contains("-i") {
         failures.push(format!(
             "no -i/-r: exit {:?}: {}",
@@ -207,7 +208,7 @@ fn tstamp_adapter_on_veth_is_refused() {
     let tb = Testbed::new().expect("testbed");
     let fin = capture_in_ns(
         &tb,
-        &["-i", &tb.capture_if, "-B", "8", "--tstamp", "adapter"],
+        &["-i", &tb.capture_if, "-B", "8M", "--tstamp", "adapter"],
     );
     expect_refusal(
         &fin,
@@ -224,7 +225,7 @@ fn existing_output_needs_overwrite() {
     let dir = TempDir::new("exists");
     let out = dir.file("out.pcap");
     std::fs::write(&out, b"precious data").unwrap();
-    let fin = capture_in_ns(&tb, &["-i", &tb.capture_if, "-B", "8", "-w", &out]);
+    let fin = capture_in_ns(&tb, &["-i", &tb.capture_if, "-B", "8M", "-w", &out]);
     expect_refusal(&fin, 2, &["already exists", &out], "existing output");
     assert_eq!(std::fs::read(&out).unwrap(), b"precious data", "file kept");
 
@@ -254,7 +255,7 @@ fn output_through_symlink_is_refused() {
         (&dangling, "dangling symlink"),
     ] {
         for extra in [&[][..], &["--overwrite"][..]] {
-            let mut args = vec!["-i", tb.capture_if.as_str(), "-B", "8", "-w", path];
+            let mut args = vec!["-i", tb.capture_if.as_str(), "-B", "8M", "-w", path];
             args.extend_from_slice(extra);
             let fin = capture_in_ns(&tb, &args);
             let what = format!("{what} {extra:?}");
@@ -296,7 +297,7 @@ fn unreadable_read_files() {
     let fin = ringcap(&["capture", "-r", &dir.file(""), "-w", &out]);
     expect_refusal(&fin, 2, &[], "-r a directory");
     // A good file first, then a missing one: refused before writing anything.
-    let good = dir.path("good.pcap");
+    let good = dir.join("good.pcap");
     ringcap_testkit::netns::write_pcap(&good, &[vec![0u8; 60]]).unwrap();
     let fin = ringcap(&[
         "capture",
@@ -314,15 +315,14 @@ fn unreadable_read_files() {
     expect_refusal(&fin, 2, &[], "-r with -i");
 
     // No read permission: a root-owned 0600 file read by nobody.
-    let secret = dir.path("secret.pcap");
+    let secret = dir.join("secret.pcap");
     ringcap_testkit::netns::write_pcap(&secret, &[vec![0u8; 60]]).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = ringcap_testkit::netns::is_root();
     let fin = if root {
         if !have("setpriv") {
-            println!("SKIP (permission case): setpriv not found");
+            ringcap_testkit::skip("permission case: setpriv not found");
             return;
         }
         let mut cmd = Command::new("setpriv");

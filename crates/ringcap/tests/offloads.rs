@@ -271,7 +271,7 @@ fn gro_merged_packets_are_counted_as_merged_by_offload() {
     let tb = merging_testbed();
     let dir = TempDir::new("offload-merged");
     let json = dir.file("stats.json");
-    let td_out = dir.path("tcpdump.pcap");
+    let td_out = dir.join("tcpdump.pcap");
     let td = start_tcpdump(&tb, &td_out, None, "tcp").expect("start tcpdump");
     let run = start(
         &tb,
@@ -282,7 +282,7 @@ fn gro_merged_packets_are_counted_as_merged_by_offload() {
     td.finish(Duration::from_millis(200)).expect("stop tcpdump");
     fin.assert_ok("capture with GRO merging");
     fin.assert_no_loss("capture with GRO merging");
-    let got = read(dir.path("out.pcap"));
+    let got = read(dir.join("out.pcap"));
     let oracle = read(&td_out);
     let merged = got.iter().filter(|p| p.wire_len > 1518).count() as u64;
     assert!(
@@ -336,7 +336,7 @@ fn fix_offloads_stops_real_merging_and_it_resumes_after() {
     let fin = run.stop();
     fin.assert_ok("--fix-offloads on a merging testbed");
     fin.assert_no_loss("--fix-offloads on a merging testbed");
-    let got = read(dir.path("out.pcap"));
+    let got = read(dir.join("out.pcap"));
     let lens: Vec<u32> = got.iter().map(|p| p.wire_len).collect();
     assert_eq!(got.len(), sent.len(), "packet count; lengths {lens:?}");
     for (i, (p, f)) in got.iter().zip(&sent).enumerate() {
@@ -348,7 +348,7 @@ fn fix_offloads_stops_real_merging_and_it_resumes_after() {
     assert_eq!(num(&f, "packets_written"), sent.len() as u64, "{f}");
     assert!(gro_on(&tb), "GRO not restored");
     // Restored for real: the kernel merges again.
-    let td_out = dir.path("after.pcap");
+    let td_out = dir.join("after.pcap");
     let td = start_tcpdump(&tb, &td_out, None, "tcp").expect("start tcpdump");
     let again = send_streams(&tb, 2 * SEGS);
     std::thread::sleep(SETTLE);

@@ -5,8 +5,9 @@
 //!
 //! Most tests run offline (`ringcap capture -r IN -w OUT`, the same sink as a
 //! live capture) on input files generated here; the ones that need live
-//! traffic use the testkit's namespaces and skip when not root. Every output
-//! file is checked with tshark, capinfos and the testkit's independent reader.
+//! traffic use the testkit's namespaces and skip when not root (fail, with
+//! `RINGCAP_REQUIRE_PRIVILEGED_TESTS=1`). Every output file is checked with
+//! tshark, capinfos and the testkit's independent reader.
 
 mod storage_support;
 
@@ -15,7 +16,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use ringcap_testkit::{skip_unless_netns, Testbed};
+use ringcap_testkit::{skip, skip_unless_netns, Testbed};
 use storage_support::*;
 
 const TOOLS: &[&str] = &["tshark", "capinfos"];
@@ -1913,7 +1914,7 @@ fn direct_write_mode_matches_buffered() {
     }
     let d = TempDir::new("direct");
     if !o_direct_works(d.path()) {
-        println!("SKIP: no O_DIRECT on {}", d.path().display());
+        skip(format!("no O_DIRECT on {}", d.path().display()));
         return;
     }
     let input = d.join("in.pcap");

@@ -104,6 +104,13 @@ impl Batch {
         &mut self.storage[at..at + n]
     }
 
+    /// `len` committed bytes from `offset` of the data, to rewrite in place.
+    #[inline]
+    pub fn record_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        let at = self.data_start() + offset;
+        &mut self.storage[at..at + len]
+    }
+
     /// Marks `n` reserved bytes as one more record.
     #[inline]
     pub fn commit(&mut self, n: usize) {

@@ -94,7 +94,8 @@ impl Encoder {
 
     /// Encodes one packet: `caplen` bytes made of `data`, with `tag` (a VLAN
     /// tag the kernel stripped) put back after the two MAC addresses. Returns
-    /// false if the packet had to be dropped (no free batch).
+    /// the record's packet bytes (for in-place transforms), or `None` if the
+    /// packet had to be dropped (no free batch).
     #[inline]
     pub fn push(
         &mut self,
@@ -103,38 +104,46 @@ impl Encoder {
         data: &[u8],
         tag: Option<[u8; 4]>,
         caplen: usize,
-    ) -> bool {
+    ) -> Option<&mut [u8]> {
         let need = self.record_len(caplen);
         let fits = matches!(&self.current, Some(b) if b.remaining() >= need);
         if !fits && !self.next_batch(need) {
             self.dropped += 1;
-            return false;
+            return None;
         }
         let Some(batch) = self.current.as_mut() else {
             self.dropped += 1;
-            return false;
+            return None;
         };
         if batch.started.is_none() {
             batch.started = Some(Instant::now());
         }
+        let start = batch.len();
         let rec = batch.reserve(need);
-        let body = match self.format {
+        let body_at = match self.format {
             RecordFormat::Pcap(res) => {
                 pcap::write_record_header(rec, ts_ns, caplen as u32, wire_len, res);
-                &mut rec[pcap::RECORD_HEADER_LEN..]
+                pcap::RECORD_HEADER_LEN
             }
             RecordFormat::Pcapng => {
                 pcapng::write_epb_header(rec, self.interface_id, ts_ns, caplen as u32, wire_len);
-                &mut rec[pcapng::EPB_DATA_OFFSET..]
+                pcapng::EPB_DATA_OFFSET
             }
         };
-        copy_with_tag(body, data, tag, caplen);
+        copy_with_tag(&mut rec[body_at..], data, tag, caplen);
         if let RecordFormat::Pcapng = self.format {
             pcapng::write_epb_trailer(rec, caplen as u32);
         }
         batch.commit(need);
         batch.last_ts = ts_ns;
-        true
+        Some(batch.record_mut(start + body_at, caplen))
+    }
+
+    /// Sets the pcapng interface id of the records that follow (a source
+    /// with several input interfaces, such as a pcapng file).
+    #[inline]
+    pub fn set_interface_id(&mut self, id: u32) {
+        self.interface_id = id;
     }
 
     /// Sends the current batch (if not empty) to the writer now.
@@ -249,7 +258,7 @@ mod tests {
         let data = [7u8; 1000];
         let mut kept = 0;
         for i in 0..10 {
-            if e.push(i, 1000, &data, None, 1000) {
+            if e.push(i, 1000, &data, None, 1000).is_some() {
                 kept += 1;
             }
         }
@@ -268,8 +277,10 @@ mod tests {
         let (_t, free_rx) = pool(1, 8192);
         let (full_tx, full_rx) = crossbeam_channel::unbounded();
         let mut e = Encoder::new(RecordFormat::Pcapng, 3, free_rx, full_tx);
-        assert!(e.push(1_000_000_007, 61, &[1u8; 61], None, 61));
-        assert!(e.push(2_000_000_009, 64, &[2u8; 60], Some([0x81, 0, 0, 1]), 64));
+        assert!(e.push(1_000_000_007, 61, &[1u8; 61], None, 61).is_some());
+        assert!(e
+            .push(2_000_000_009, 64, &[2u8; 60], Some([0x81, 0, 0, 1]), 64)
+            .is_some());
         e.close();
         let b = full_rx.try_recv().unwrap();
         let (len, ts) =

@@ -3,7 +3,8 @@
 //! A file is written under a hidden name (`.NAME.ringcap-partial`) in its final
 //! directory and renamed to NAME only when complete (flushed and fsync'd), so a
 //! program watching the directory never sees a partial file. Hidden partial
-//! files left by a crash are recovered on the next start in that directory.
+//! files left by a crash are recovered on the next start in that directory
+//! (empty ones, which hold nothing, are removed).
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -21,6 +22,9 @@ pub enum OutputPlan {
     Discard,
     /// A pcap stream on standard output (`-w -`).
     Stdout,
+    /// A stream to an existing character device (`-w /dev/null`), opened for
+    /// writing as it is: never created, renamed or truncated.
+    Device(PathBuf),
     /// One file.
     Single(PathBuf),
     /// A series of files in `dir` named by `template` (strftime fields and `{seq}`).
@@ -226,6 +230,11 @@ pub fn final_path_of_partial(path: &Path) -> Option<PathBuf> {
 /// replacing an existing file, with permissions `mode`, and takes an
 /// exclusive flock on it for as long as it is open: crash recovery in
 /// another process skips locked partial files (they are being written).
+///
+/// Between the creation and the lock, the file is empty and unlocked, and
+/// crash recovery in another process may remove it as an empty leftover
+/// ([`remove_if_empty_partial`]): once locked, the file is checked to still
+/// be the one at `path`, and created again if not.
 pub fn create_exclusive(path: &Path, mode: u32, direct: bool) -> io::Result<File> {
     let mut o = OpenOptions::new();
     o.write(true).create_new(true).mode(mode);
@@ -234,9 +243,83 @@ pub fn create_exclusive(path: &Path, mode: u32, direct: bool) -> io::Result<File
         flags |= libc::O_DIRECT;
     }
     o.custom_flags(flags);
-    let f = o.open(path)?;
-    f.lock()?;
-    Ok(f)
+    for _ in 0..8 {
+        let f = o.open(path)?;
+        f.lock()?;
+        match fs::symlink_metadata(path) {
+            Ok(named) if same_file(&f.metadata()?, &named) => return Ok(f),
+            // Removed (or removed and replaced: the next create fails).
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other(format!(
+        "{} was removed again and again while being created",
+        path.display()
+    )))
+}
+
+/// True if both describe the same file (device and inode).
+fn same_file(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// What [`remove_if_empty_partial`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmptyPartial {
+    /// It was an empty hidden partial file no capture was writing: removed.
+    Removed,
+    /// Left alone: not named as a hidden partial file, not a regular file
+    /// (a symbolic link, say), or not empty.
+    Kept,
+    /// Left alone: a running capture holds its lock (it is writing it).
+    InUse,
+}
+
+/// Removes `path` if it is a hidden partial file of ringcap's naming
+/// ([`final_path_of_partial`]), a regular file, empty, and not locked by a
+/// running capture. Such a file is left by a capture killed before it wrote
+/// anything (a file's header can still be in its write buffer): it holds
+/// nothing to recover. Any other file is left untouched.
+///
+/// The file is removed while this function holds its lock, once it has
+/// checked, under the lock, that the file is still empty and still the one
+/// named `path`. A capture that created it but had not locked it yet finds
+/// out when it does, and creates it again ([`create_exclusive`]).
+pub fn remove_if_empty_partial(path: &Path) -> io::Result<EmptyPartial> {
+    if final_path_of_partial(path).is_none() {
+        return Ok(EmptyPartial::Kept);
+    }
+    // Read-only is enough to lock; O_NONBLOCK so that a FIFO of that name
+    // does not block the open.
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        // A symbolic link.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(EmptyPartial::Kept),
+        Err(e) => return Err(e),
+    };
+    let m = file.metadata()?;
+    if !m.is_file() || m.len() != 0 {
+        return Ok(EmptyPartial::Kept);
+    }
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => return Ok(EmptyPartial::InUse),
+        Err(fs::TryLockError::Error(e)) => return Err(e),
+    }
+    let m = file.metadata()?;
+    let named = fs::symlink_metadata(path)?;
+    if m.len() != 0 || !same_file(&m, &named) {
+        return Ok(EmptyPartial::Kept);
+    }
+    fs::remove_file(path)?;
+    Ok(EmptyPartial::Removed)
 }
 
 /// Checks that the final name is free (or may be replaced) before writing.

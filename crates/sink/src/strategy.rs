@@ -409,6 +409,12 @@ impl Stream {
             len: 0,
         })
     }
+
+    /// An existing character device (such as /dev/null), opened for writing.
+    pub fn device(path: &std::path::Path) -> io::Result<Stream> {
+        let out = std::fs::OpenOptions::new().write(true).open(path)?;
+        Ok(Stream { out, len: 0 })
+    }
 }
 
 impl Output for Stream {

@@ -74,12 +74,26 @@ pub fn advise_huge_pages(buf: &mut [u8]) {
 }
 
 /// Writes in flight through io_uring. Each write keeps the [`Batch`] that
-/// holds its bytes until the kernel is done with them, which is what makes
-/// handing the kernel a raw pointer sound.
+/// holds its bytes, and its own descriptor of the file, until the kernel is
+/// done with them, which is what makes handing the kernel a raw pointer and
+/// a raw descriptor number sound.
 pub struct UringWrites {
     ring: io_uring::IoUring,
-    /// user_data -> the batch whose memory a write reads, its offset and length.
-    in_flight: Vec<Option<(crate::Batch, u64, usize)>>,
+    /// user_data -> the batch whose memory a write reads, the descriptor it
+    /// writes to, its offset and length.
+    in_flight: Vec<Option<InFlight>>,
+}
+
+/// What one write in flight needs to stay alive.
+struct InFlight {
+    batch: crate::Batch,
+    /// A duplicate of the caller's descriptor, so that the number in the
+    /// submission names this file until the write completes, whenever the
+    /// caller closes its own (an entry left queued by an interrupted
+    /// submission goes to the kernel later).
+    file: File,
+    offset: u64,
+    len: usize,
 }
 
 impl UringWrites {
@@ -116,27 +130,41 @@ impl UringWrites {
             .iter()
             .position(|s| s.is_none())
             .expect("a free slot after waiting");
+        let len = u32::try_from(range.len()).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("one write of {} bytes is too long", range.len()),
+            )
+        })?;
+        let file = file.try_clone()?;
         let bytes = &holder.storage_bytes()[range.clone()];
         let entry = io_uring::opcode::Write::new(
             io_uring::types::Fd(file.as_raw_fd()),
             bytes.as_ptr(),
-            bytes.len() as u32,
+            len,
         )
         .offset(offset)
         .build()
         .user_data(slot as u64);
-        // SAFETY: the pointer and length describe `holder`'s heap storage,
-        // which `in_flight[slot]` owns (and nothing mutates) until the
-        // completion for `slot` has been reaped; the descriptor is `file`'s,
-        // which the caller keeps open until every write has completed
-        // (`UringWrites::complete(pending)` before closing).
+        // SAFETY: the pointer and length describe `bytes`, inside `holder`'s
+        // heap storage (a Vec: moving the Batch does not move it), and the
+        // descriptor is `file`, our own duplicate. Both are moved into
+        // `in_flight[slot]` just below, which owns them (and nothing mutates
+        // the storage or closes the descriptor) until the completion for
+        // `slot` has been reaped in `complete`, or forever if `drop` cannot
+        // wait for it. If the push fails, the entry is not queued.
         unsafe {
             self.ring
                 .submission()
                 .push(&entry)
                 .map_err(|_| io::Error::other("io_uring submission queue full"))?;
         }
-        self.in_flight[slot] = Some((holder, offset, range.len()));
+        self.in_flight[slot] = Some(InFlight {
+            batch: holder,
+            file,
+            offset,
+            len: range.len(),
+        });
         // A signal (SIGHUP rotates, SIGINT stops) may interrupt the call;
         // the entry then stays queued and goes with the next call.
         match self.ring.submit() {
@@ -162,11 +190,17 @@ impl UringWrites {
                 .map(|c| (c.user_data(), c.result()))
                 .collect();
             for (slot, res) in cqes {
-                let Some((batch, offset, len)) =
-                    self.in_flight.get_mut(slot as usize).and_then(|s| s.take())
+                let Some(InFlight {
+                    batch,
+                    file,
+                    offset,
+                    len,
+                }) = self.in_flight.get_mut(slot as usize).and_then(|s| s.take())
                 else {
                     continue;
                 };
+                // The kernel is done with the descriptor and the bytes.
+                drop(file);
                 let r = if res < 0 {
                     Err(io::Error::from_raw_os_error(-res))
                 } else if res as usize != len {
@@ -185,14 +219,48 @@ impl UringWrites {
 
 impl Drop for UringWrites {
     fn drop(&mut self) {
-        // The kernel may still read the batches: never free them before it
-        // is done (if waiting fails, leak them rather than free them).
+        // The kernel may still read the batches and write to the
+        // descriptors: never free or close them before it is done (if
+        // waiting fails, leak them rather than free them).
         if self.complete(usize::MAX).is_err() {
             for s in self.in_flight.iter_mut() {
-                if let Some(b) = s.take() {
-                    std::mem::forget(b);
+                if let Some(w) = s.take() {
+                    std::mem::forget(w);
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uring_write_reaches_its_file_after_the_caller_closes_it() {
+        let mut w = match UringWrites::new(4) {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("SKIP: no io_uring here: {e}");
+                return;
+            }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out");
+        let mut batch = crate::Batch::new(8192, 0, 0);
+        assert!(batch.append_raw(b"written through io_uring"));
+        let range = 0..batch.storage_bytes().len().min(4096);
+        let file = File::create(&path).unwrap();
+        let mut done = w.submit(&file, batch, range.clone(), 0).unwrap();
+        // The caller closes its descriptor; a new file may get its number.
+        drop(file);
+        let other = tempfile::tempfile().unwrap();
+        done.extend(w.complete(1).unwrap());
+        assert_eq!(done.len(), 1);
+        let (batch, r) = done.pop().unwrap();
+        r.unwrap();
+        assert_eq!(w.pending(), 0);
+        assert_eq!(std::fs::read(&path).unwrap(), &batch.storage_bytes()[range]);
+        assert_eq!(other.metadata().unwrap().len(), 0);
     }
 }

@@ -8,10 +8,12 @@
 //! PACKET_FANOUT group that spreads flows over threads by hash.
 //!
 //! `unsafe` lives in [`sys`] (system calls and socket options) and [`ring`]
-//! (the mapped memory); everything else is safe Rust over byte slices.
+//! (the mapped memory), and [`netdev`] (interface ioctls); everything else
+//! is safe Rust over byte slices.
 
 pub mod inject;
 pub mod interface;
+pub mod netdev;
 pub mod packet;
 pub mod ring;
 pub mod socket;

@@ -70,8 +70,9 @@ pub struct RxRing {
 }
 
 impl RxRing {
-    /// Sets up the ring on a packet socket (PACKET_VERSION must already be
-    /// TPACKET_V3) and maps it.
+    /// Sets up the ring on a packet socket whose PACKET_VERSION is already
+    /// TPACKET_V3, and maps it. Fails (`InvalidInput`) on a socket of another
+    /// version: the ring would not have the layout read here.
     pub fn new(fd: &impl AsRawFd, geometry: RingGeometry) -> io::Result<RxRing> {
         let req = libc::tpacket_req3 {
             tp_block_size: geometry.block_size,
@@ -85,6 +86,19 @@ impl RxRing {
         };
         crate::sys::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
         let map = Mapping::new(fd, geometry.total_bytes())?;
+        // The block layout (and the promise that the kernel leaves a block
+        // alone while user space owns it) is TPACKET_V3's. Checked once the
+        // ring is mapped: from then on the kernel refuses to change the
+        // version (EBUSY while a ring exists, and a mapped ring cannot be
+        // freed).
+        let version: libc::c_int =
+            crate::sys::getsockopt(fd, libc::SOL_PACKET, libc::PACKET_VERSION)?;
+        if version != libc::tpacket_versions::TPACKET_V3 as libc::c_int {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the packet socket uses TPACKET version {version}, not TPACKET_V3"),
+            ));
+        }
         Ok(RxRing {
             map,
             geometry,
@@ -178,5 +192,29 @@ mod tests {
         let g = RingGeometry::with_total(1, 4 << 20, 50);
         assert_eq!((g.block_size, g.block_count), (128 << 10, 2));
         assert_eq!(g.total_bytes(), 256 << 10);
+    }
+
+    #[test]
+    fn refuses_a_socket_not_in_tpacket_v3() {
+        let socket = || match crate::sys::packet_socket() {
+            Ok(fd) => Some(fd),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => None,
+            Err(e) => panic!("packet socket: {e}"),
+        };
+        let Some(v1) = socket() else {
+            eprintln!("SKIP: a packet socket needs CAP_NET_RAW");
+            return;
+        };
+        let g = RingGeometry::with_total(1 << 20, 128 << 10, 10);
+        // A new socket is TPACKET_V1: its ring has another layout.
+        let e = RxRing::new(&v1, g)
+            .err()
+            .expect("a TPACKET_V1 socket was taken for a TPACKET_V3 ring");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        let v3 = socket().unwrap();
+        let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+        crate::sys::setsockopt(&v3, libc::SOL_PACKET, libc::PACKET_VERSION, &version).unwrap();
+        let ring = RxRing::new(&v3, g).unwrap();
+        assert!(!ring.ready());
     }
 }

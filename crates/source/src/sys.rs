@@ -26,22 +26,102 @@ pub fn packet_socket() -> io::Result<OwnedFd> {
 
 /// A datagram socket for interface ioctls.
 pub fn ioctl_socket() -> io::Result<OwnedFd> {
-    // SAFETY: as above.
+    // SAFETY: plain system call with constant arguments, no pointers.
     let fd =
         check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: `fd` is a fresh descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `setsockopt` with a plain-old-data value.
-pub fn setsockopt<T: Copy>(
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A socket option value the kernel reads ([`setsockopt`]) or writes
+/// ([`getsockopt`]) as plain bytes.
+///
+/// Sealed: implemented only for the integer and C struct types the capture
+/// sockets use.
+///
+/// # Safety
+///
+/// Implementors have no padding bytes (every byte of a value is
+/// initialised, so the kernel may read all of them), no pointers or
+/// references (the kernel is never handed an address to read or write
+/// through), and every bit pattern of their size is a valid value (whatever
+/// the kernel writes, or leaves zeroed, is one).
+///
+/// Anything else is refused at compile time: references, types with padding,
+/// types with invalid bit patterns, and program slices of other types.
+///
+/// ```compile_fail
+/// # use ringcap_source::sys;
+/// # let s = std::os::unix::net::UnixDatagram::unbound().unwrap();
+/// let r: &'static u8 = sys::getsockopt(&s, libc::SOL_SOCKET, libc::SO_TYPE).unwrap();
+/// ```
+///
+/// ```compile_fail
+/// # use ringcap_source::sys;
+/// # let s = std::os::unix::net::UnixDatagram::unbound().unwrap();
+/// let b: bool = sys::getsockopt(&s, libc::SOL_SOCKET, libc::SO_TYPE).unwrap();
+/// ```
+///
+/// ```compile_fail
+/// # use ringcap_source::sys;
+/// # let s = std::os::unix::net::UnixDatagram::unbound().unwrap();
+/// #[derive(Clone, Copy)]
+/// struct Padded(u8, u32);
+/// sys::setsockopt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, &Padded(1, 2)).unwrap();
+/// ```
+///
+/// ```compile_fail
+/// # use ringcap_source::sys;
+/// # let s = std::os::unix::net::UnixDatagram::unbound().unwrap();
+/// sys::attach_filter(&s, &[0u8; 8]).unwrap();
+/// ```
+///
+/// ```
+/// # use ringcap_source::sys;
+/// # let s = std::os::unix::net::UnixDatagram::unbound().unwrap();
+/// let n: libc::c_int = sys::getsockopt(&s, libc::SOL_SOCKET, libc::SO_TYPE).unwrap();
+/// assert_eq!(n, libc::SOCK_DGRAM);
+/// ```
+pub unsafe trait SockOptValue: Copy + sealed::Sealed {}
+
+macro_rules! sock_opt_values {
+    ($($t:ty),* $(,)?) => {
+        $(
+            impl sealed::Sealed for $t {}
+            // SAFETY: an integer, or a C struct made only of integer fields
+            // (and integer arrays) whose sizes and alignments leave no
+            // padding, checked by `sock_opt_values_have_no_padding` in the
+            // tests: no padding, no pointers, every bit pattern valid.
+            unsafe impl SockOptValue for $t {}
+        )*
+    };
+}
+
+sock_opt_values!(
+    libc::c_int,            // flags, versions, buffer sizes, PACKET_TIMESTAMP
+    libc::c_uint,           // PACKET_FANOUT
+    libc::packet_mreq,      // PACKET_ADD_MEMBERSHIP
+    libc::tpacket_req3,     // PACKET_RX_RING (TPACKET_V3)
+    libc::tpacket_stats,    // PACKET_STATISTICS (TPACKET_V1/V2)
+    libc::tpacket_stats_v3, // PACKET_STATISTICS (TPACKET_V3)
+);
+
+/// `setsockopt` with a plain-old-data value (see [`SockOptValue`]).
+pub fn setsockopt<T: SockOptValue>(
     fd: &impl AsRawFd,
     level: libc::c_int,
     name: libc::c_int,
     value: &T,
 ) -> io::Result<()> {
-    // SAFETY: `value` points to `size_of::<T>()` readable bytes for the duration
-    // of the call; T is Copy (plain data) as every socket option value is.
+    // SAFETY: `value` points to `size_of::<T>()` initialised bytes (T has no
+    // padding) that stay borrowed for the duration of the call, and the
+    // length passed is exactly that size. The kernel only reads them; as T
+    // holds no pointers, it is never given an address to follow, whatever
+    // `level` and `name` are.
     check(unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
@@ -54,25 +134,56 @@ pub fn setsockopt<T: Copy>(
     .map(drop)
 }
 
-/// `setsockopt` with a slice value (used for filter programs via `sock_fprog`).
-pub fn attach_filter<T: Copy>(fd: &impl AsRawFd, program: &[T]) -> io::Result<()> {
+/// Attaches a classic BPF program to a socket (`SO_ATTACH_FILTER`).
+///
+/// Fails with `InvalidInput`, without a system call, if the program has
+/// more instructions than the 16-bit length of `sock_fprog` can say (the
+/// kernel itself takes at most 4096).
+pub fn attach_filter(fd: &impl AsRawFd, program: &[libc::sock_filter]) -> io::Result<()> {
+    let len = libc::c_ushort::try_from(program.len()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a filter program of {} instructions is too long",
+                program.len()
+            ),
+        )
+    })?;
     let prog = libc::sock_fprog {
-        len: program.len() as libc::c_ushort,
-        filter: program.as_ptr() as *mut libc::sock_filter,
+        len,
+        // The kernel only reads through this pointer (it copies the program).
+        filter: program.as_ptr().cast_mut(),
     };
-    debug_assert_eq!(size_of::<T>(), size_of::<libc::sock_filter>());
-    setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)
+    // SAFETY: `prog` is a fully initialised sock_fprog passed with its exact
+    // size; its `filter` points to `len` sock_filter values (`len` is the
+    // slice's length, checked above to fit), borrowed for the duration of the
+    // call, which the kernel copies and does not write.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &prog as *const libc::sock_fprog as *const libc::c_void,
+            size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
 }
 
-/// `getsockopt` into a plain-old-data value.
-pub fn getsockopt<T: Copy>(
+/// `getsockopt` into a plain-old-data value (see [`SockOptValue`]).
+///
+/// Fails with `InvalidData` if the kernel returns a value of another size
+/// than `T` (the wrong type for the option).
+pub fn getsockopt<T: SockOptValue>(
     fd: &impl AsRawFd,
     level: libc::c_int,
     name: libc::c_int,
 ) -> io::Result<T> {
     let mut value = MaybeUninit::<T>::zeroed();
     let mut len = size_of::<T>() as libc::socklen_t;
-    // SAFETY: `value` has room for `len` bytes; the kernel writes at most `len`.
+    // SAFETY: `value` is writable for `len` bytes and `len` is a valid,
+    // writable socklen_t; the kernel writes at most `len` bytes of the value
+    // and then the length it wrote.
     check(unsafe {
         libc::getsockopt(
             fd.as_raw_fd(),
@@ -82,8 +193,18 @@ pub fn getsockopt<T: Copy>(
             &mut len,
         )
     })?;
-    // SAFETY: zero-initialised and then (partly) written by the kernel; every
-    // bit pattern is valid for the plain-data option types used here.
+    if len as usize != size_of::<T>() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "socket option {level}/{name}: the kernel returned {len} bytes for a {}-byte value",
+                size_of::<T>()
+            ),
+        ));
+    }
+    // SAFETY: every byte was zeroed and then possibly overwritten by the
+    // kernel, so all are initialised, and every bit pattern is a valid T
+    // (SockOptValue).
     Ok(unsafe { value.assume_init() })
 }
 
@@ -135,8 +256,10 @@ impl Mapping {
     /// Maps `len` bytes of the socket's ring, pre-faulted (MAP_POPULATE) so the
     /// first pass over the ring does not pay page faults.
     pub fn new(fd: &impl AsRawFd, len: usize) -> io::Result<Mapping> {
-        // SAFETY: a fresh shared mapping of the socket; the kernel validates
-        // `len` against the ring it set up.
+        // SAFETY: a null address lets the kernel choose where to map, so no
+        // existing mapping is replaced; `len` and the descriptor are checked
+        // by the kernel (a ring of another size fails). Nothing is read or
+        // written here.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -181,12 +304,24 @@ impl Drop for Mapping {
 }
 
 /// `ioctl` on an interface with an `ifreq` (name filled in by the caller).
-pub fn ifreq_ioctl(
+///
+/// # Safety
+///
+/// Some interface requests make the kernel follow a pointer stored in
+/// `req.ifr_ifru` (`ifru_data`: SIOCSHWTSTAMP, SIOCETHTOOL, ...) and read or
+/// write the memory there. For such a `request`, that pointer must be valid
+/// for every read and write the request does (for its whole size), and
+/// nothing else may access that memory during the call. Requests that use
+/// only the `ifreq` itself (SIOCGIFINDEX, SIOCGIFFLAGS, SIOCGIFMTU, ...) have
+/// no requirement.
+pub unsafe fn ifreq_ioctl(
     fd: &impl AsRawFd,
     request: libc::c_ulong,
     req: &mut libc::ifreq,
 ) -> io::Result<()> {
-    // SAFETY: `req` is a valid ifreq the kernel may read and write.
+    // SAFETY: `req` is a valid, exclusively borrowed ifreq the kernel may read
+    // and write in full; any pointer inside it is valid for `request`, as
+    // the caller guarantees.
     check(unsafe { libc::ioctl(fd.as_raw_fd(), request as _, req as *mut libc::ifreq) }).map(drop)
 }
 
@@ -213,7 +348,10 @@ pub fn enable_hw_timestamps(fd: &impl AsRawFd, name: &str) -> io::Result<()> {
     };
     let mut req = ifreq(name);
     req.ifr_ifru.ifru_data = &mut config as *mut libc::hwtstamp_config as *mut libc::c_char;
-    ifreq_ioctl(fd, libc::SIOCSHWTSTAMP, &mut req)
+    // SAFETY: SIOCSHWTSTAMP reads and writes back one hwtstamp_config through
+    // `ifru_data`, which points to `config`, alive and otherwise unused until
+    // the call returns.
+    unsafe { ifreq_ioctl(fd, libc::SIOCSHWTSTAMP, &mut req) }
 }
 
 /// Sends one frame on a bound packet socket.
@@ -264,4 +402,62 @@ pub fn prefetch(bytes: &[u8]) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = bytes;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixDatagram;
+
+    /// `ret #k`.
+    fn ret(k: u32) -> libc::sock_filter {
+        libc::sock_filter {
+            code: 0x06,
+            jt: 0,
+            jf: 0,
+            k,
+        }
+    }
+
+    #[test]
+    fn sock_opt_values_have_no_padding() {
+        use std::mem::size_of;
+        let c_int = size_of::<libc::c_int>();
+        let c_uint = size_of::<libc::c_uint>();
+        assert_eq!(size_of::<libc::packet_mreq>(), c_int + 2 + 2 + 8);
+        assert_eq!(size_of::<libc::tpacket_req3>(), 7 * c_uint);
+        assert_eq!(size_of::<libc::tpacket_stats>(), 2 * c_uint);
+        assert_eq!(size_of::<libc::tpacket_stats_v3>(), 3 * c_uint);
+    }
+
+    #[test]
+    fn attach_filter_attaches_and_refuses_overlong_programs() {
+        let (a, b) = UnixDatagram::pair().unwrap();
+        // A socket filter works on any socket: reject everything.
+        attach_filter(&b, &[ret(0)]).unwrap();
+        a.send(b"x").unwrap();
+        b.set_nonblocking(true).unwrap();
+        assert!(b.recv(&mut [0u8; 4]).is_err(), "the filter did not apply");
+        // 65537 instructions do not fit the 16-bit length: refused, not cut
+        // to the 1 instruction a truncated length would say.
+        let (_, c) = UnixDatagram::pair().unwrap();
+        let long = vec![ret(0); 65_537];
+        let e = attach_filter(&c, &long).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        let e = attach_filter(&c, &long[..65_536]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    }
+
+    #[test]
+    fn getsockopt_checks_the_size_the_kernel_returns() {
+        let s = UnixDatagram::unbound().unwrap();
+        setsockopt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, &(64 << 10)).unwrap();
+        let n: libc::c_int = getsockopt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF).unwrap();
+        assert!(n >= 64 << 10, "{n}");
+        // SO_RCVBUF is an int: reading it as a 12-byte struct is an error, not
+        // a value with 8 bytes of zeros.
+        let e = getsockopt::<libc::tpacket_stats_v3>(&s, libc::SOL_SOCKET, libc::SO_RCVBUF)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+    }
 }

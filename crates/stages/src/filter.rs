@@ -37,6 +37,19 @@ pub enum Target<'a> {
     },
 }
 
+/// libpcap's DLT_ value for a file's LINKTYPE_ value: the same number except
+/// for the few link types whose DLT_ numbers differ between systems (libpcap's
+/// `linktype_to_dlt`), raw IP (LINKTYPE_RAW 101) above all.
+pub fn dlt_of_linktype(linktype: i32) -> i32 {
+    match linktype {
+        100 => 11, // ATM_RFC1483
+        101 => 12, // RAW
+        102 => 15, // SLIP_BSDOS
+        103 => 16, // PPP_BSDOS
+        other => other,
+    }
+}
+
 /// Compiles `expression` for link type `linktype` (a DLT/LINKTYPE number) and
 /// makes every accepting return keep `snaplen` bytes. An empty expression
 /// accepts everything.
@@ -71,7 +84,8 @@ pub fn compile(
         cap.compile(expression, true)
             .map_err(|e| err(e.to_string()))?
     } else {
-        let cap = pcap::Capture::dead(pcap::Linktype(linktype)).map_err(|e| err(e.to_string()))?;
+        let cap = pcap::Capture::dead(pcap::Linktype(dlt_of_linktype(linktype)))
+            .map_err(|e| err(e.to_string()))?;
         cap.compile(expression, true)
             .map_err(|e| err(e.to_string()))?
     };
@@ -107,6 +121,19 @@ fn mentions_vlan(expression: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raw_ip_link_type_compiles() {
+        let p = compile("udp", 101, 65535, Target::Offline).unwrap();
+        // An IPv4 UDP packet with no link header: protocol at byte 9.
+        let mut ip = [0u8; 28];
+        ip[0] = 0x45;
+        ip[3] = 28;
+        ip[9] = 17;
+        assert_eq!(p.run(&ip, 28), 65535);
+        ip[9] = 6;
+        assert_eq!(p.run(&ip, 28), 0);
+    }
 
     #[test]
     fn compiles_and_sets_snaplen() {

@@ -1,4 +1,5 @@
-//! The stages between the source and the sink: filter, sample, truncate.
+//! The stages between the source and the sink: filter, sample, truncate,
+//! transform.
 //!
 //! Live captures run as much of this as possible inside the kernel: the filter,
 //! the snap length and the random and per-flow samplers are one classic BPF
@@ -10,9 +11,11 @@
 pub mod bpf;
 pub mod filter;
 pub mod sample;
+pub mod transform;
 pub mod truncate;
 
-pub use bpf::{Instruction, Program};
+pub use bpf::{CheckedProgram, Instruction, Program, MAX_INSTRUCTIONS};
 pub use filter::{compile, FilterError};
 pub use sample::{SampleMode, Sampling, UserSampler};
+pub use transform::{Transform, TransformFactory};
 pub use truncate::Snap;

@@ -16,12 +16,14 @@ pub enum Snap {
 
 /// Bytes the kernel copies beyond `--headers-max` in headers mode.
 ///
-/// The header walk needs the whole of the header that straddles `max` to
-/// know that the headers reach `max`; cut at `max`, it would stop at the end
-/// of the previous header. 128 bytes cover every single header the walk
-/// reads (IPv4 and TCP at most 60, an ICMP error with its quoted headers 76)
-/// except IPv6 extension and AH headers longer than 128 bytes, for which
-/// the result stops before that header.
+/// A header cut short by the end of the copy counts as header up to the cut,
+/// so a copy cut at `max` would already keep a header that straddles `max`
+/// up to `max`, but only on trust: the fields that show a header is
+/// malformed or not understood (a TCP data offset below 5, GRE routing, the
+/// VXLAN I flag, ...) can lie beyond `max`, and with them the answer is to
+/// stop before that header. 128 bytes cover every single header the walk
+/// reads (IPv4 and TCP at most 60, an ICMP error with its quoted headers 76);
+/// an IPv6 extension or AH header longer than that is kept up to `max`.
 pub const HEADERS_SLACK: u32 = 128;
 
 impl Snap {
@@ -81,8 +83,42 @@ mod tests {
         let snap = Snap::Headers { max: 40 };
         let copied = &f[..f.len().min(snap.kernel_snaplen() as usize)];
         assert_eq!(snap.keep_len(copied, 0), 40);
-        // What a kernel cut at `max` would have produced instead.
-        assert_eq!(snap.keep_len(&f[..40], 0), 34);
+        // A kernel cut at `max` gives the same here (a header cut short is
+        // still header) ...
+        assert_eq!(snap.keep_len(&f[..40], 0), 40);
+        // ... but only the slack shows a straddling header to be malformed:
+        // ports are fine, yet as TCP, a data offset of 2 (byte 46) is not.
+        f[23] = 6;
+        f[17] = 46; // IPv4 total length
+        f.resize(60, 0);
+        f[46] = 0x20;
+        let copied = &f[..f.len().min(snap.kernel_snaplen() as usize)];
+        assert_eq!(snap.keep_len(copied, 0), 34);
+        assert_eq!(snap.keep_len(&f[..40], 0), 40);
         assert_eq!(snap.snaplen(), 40);
+    }
+
+    /// Ethernet, IPv4 (total length 30), the first 10 bytes of a TCP header,
+    /// Ethernet padding to 60 bytes.
+    const TCP_CUT_AT_10: [u8; 60] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, //
+        0x45, 0x00, 0x00, 0x1e, 0x00, 0x01, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 0x0a, 0x00, 0x00,
+        0x01, 0x0a, 0x00, 0x00, 0x02, //
+        0x30, 0x39, 0x00, 0x50, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, //
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+
+    #[test]
+    fn headers_cut_by_the_packet_end_are_kept() {
+        let snap = Snap::Headers { max: 256 };
+        // The datagram ends 10 bytes into the TCP header: those 10 bytes are
+        // header, the padding after them is not.
+        assert_eq!(snap.keep_len(&TCP_CUT_AT_10, 0), 44);
+        // The frame itself ends there.
+        assert_eq!(snap.keep_len(&TCP_CUT_AT_10[..44], 0), 44);
+        // With a stripped VLAN tag put back.
+        assert_eq!(snap.keep_len(&TCP_CUT_AT_10, 4), 48);
+        // Capped by max.
+        assert_eq!(Snap::Headers { max: 40 }.keep_len(&TCP_CUT_AT_10, 0), 40);
     }
 }

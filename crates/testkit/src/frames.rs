@@ -736,6 +736,14 @@ pub fn truncated_ipv4(ep: &Endpoints, seq: u32, sport: u16, dport: u16) -> Vec<u
 /// IPv4/TCP whose TCP header is cut after 12 bytes (before the data offset); the
 /// IPv4 total length matches (32), the tag is in the Ethernet trailer.
 pub fn truncated_tcp(ep: &Endpoints, seq: u32, sport: u16, dport: u16) -> Vec<u8> {
+    tcp_header_cut(ep, seq, sport, dport, 12)
+}
+
+/// IPv4/TCP whose packet ends `keep` bytes (at most 20) into its TCP header (a
+/// SYN): the IPv4 total length is 20 + `keep`, the tag is in the Ethernet trailer.
+/// Its protocol headers are `14 + 20 + keep` bytes: a header cut short by the end
+/// of the packet is still header.
+pub fn tcp_header_cut(ep: &Endpoints, seq: u32, sport: u16, dport: u16, keep: usize) -> Vec<u8> {
     let tcp = tcp_segment(
         ep.src_ip.into(),
         ep.dst_ip.into(),
@@ -746,7 +754,16 @@ pub fn truncated_tcp(ep: &Endpoints, seq: u32, sport: u16, dport: u16) -> Vec<u8
         &[],
         &[],
     );
-    let f = ipv4_frame(ep, &V4::simple(ep, proto::TCP, seq as u16), &tcp[..12]);
+    let f = ipv4_frame(ep, &V4::simple(ep, proto::TCP, seq as u16), &tcp[..keep]);
+    trailer_tag(f, seq)
+}
+
+/// IPv4/UDP whose packet ends `keep` bytes (at most 8) into its UDP header: the
+/// IPv4 total length is 20 + `keep`, the tag is in the Ethernet trailer. Its
+/// protocol headers are `14 + 20 + keep` bytes.
+pub fn udp_header_cut(ep: &Endpoints, seq: u32, sport: u16, dport: u16, keep: usize) -> Vec<u8> {
+    let udp = udp_segment(ep.src_ip.into(), ep.dst_ip.into(), sport, dport, &[]);
+    let f = ipv4_frame(ep, &V4::simple(ep, proto::UDP, seq as u16), &udp[..keep]);
     trailer_tag(f, seq)
 }
 
@@ -1260,6 +1277,14 @@ mod tests {
         assert!(f.len() < 14 + 1000);
         let f = truncated_tcp(&ep(), 1, 1, 2);
         assert_eq!(be16(&f, 16), Some(32));
+        let f = tcp_header_cut(&ep(), 7, 1, 2, 10);
+        assert_eq!(be16(&f, 16), Some(30));
+        assert_eq!(f.len(), 60);
+        assert_eq!(seq_of(&f), Some(7));
+        let f = udp_header_cut(&ep(), 8, 1, 2, 4);
+        assert_eq!(be16(&f, 16), Some(24));
+        assert_eq!(f[14 + 9], proto::UDP);
+        assert_eq!(seq_of(&f), Some(8));
         let f = malformed_ihl(&ep(), 1, 1, 2);
         assert_eq!(f[14] & 0xf, 3);
         let f = malformed_tcp_offset(&ep(), 1, 1, 2);

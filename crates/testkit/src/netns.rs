@@ -10,13 +10,13 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::frames::Endpoints;
+pub use crate::tempdir::TempFile;
 
 /// Largest number of frames [`Testbed::send_from_peer`] sends in one call.
 pub const MAX_SEND_FRAMES: usize = 1_000_000;
@@ -99,13 +99,14 @@ fn random_u64() -> u64 {
 }
 
 /// A name unique in this process and, with high probability, across processes:
-/// used for namespaces and temporary files.
-pub(crate) fn unique_suffix() -> (u32, u32) {
+/// used for namespaces.
+fn unique_suffix() -> (u32, u32) {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     (n, random_u64() as u32)
 }
 
-fn is_root() -> bool {
+/// True when running as root (effective uid 0).
+pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
@@ -144,13 +145,6 @@ pub fn netns_skip_reason() -> Option<String> {
             }
         })
         .clone()
-}
-
-/// True when the tests can make namespaces (root and `ip` present, and a probe
-/// namespace could be created). Integration tests print `SKIP: ...` and return
-/// when false; see [`crate::skip_unless_netns!`].
-pub fn can_run_netns_tests() -> bool {
-    netns_skip_reason().is_none()
 }
 
 /// Runs `program args`, returning its output, or an error with its stderr if it
@@ -427,8 +421,8 @@ impl Testbed {
             ));
         }
         let file = TempFile::new("send", "pcap")?;
-        write_pcap(&file.0, frames)?;
-        let path = file.0.to_string_lossy().into_owned();
+        write_pcap(file.path(), frames)?;
+        let path = file.path().to_string_lossy().into_owned();
         let mut cmd = self.in_peer_ns("tcpreplay");
         let pps_s = pps.to_string();
         if pps == 0 {
@@ -534,33 +528,6 @@ pub fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) -> io::Result<()> 
         w.write_all(f)?;
     }
     w.flush()
-}
-
-/// A file in the temp directory removed on drop.
-#[derive(Debug)]
-pub struct TempFile(pub PathBuf);
-
-impl TempFile {
-    /// A fresh, not yet created path `TMPDIR/rc-tk-<pid>-<n>-<rand>-<tag>.<ext>`.
-    pub fn new(tag: &str, ext: &str) -> io::Result<TempFile> {
-        let (n, r) = unique_suffix();
-        let p = std::env::temp_dir().join(format!(
-            "rc-tk-{}-{n}-{r:08x}-{tag}.{ext}",
-            std::process::id()
-        ));
-        Ok(TempFile(p))
-    }
-
-    /// The path.
-    pub fn path(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 impl Drop for Testbed {

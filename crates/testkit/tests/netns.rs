@@ -1,5 +1,6 @@
 //! Tests of the testkit itself against real namespaces, veth pairs, tcpreplay and
-//! tcpdump. Each skips (prints `SKIP: ...`) when namespaces cannot be made here.
+//! tcpdump. Each skips (prints `SKIP: ...`, or fails when
+//! `RINGCAP_REQUIRE_PRIVILEGED_TESTS=1`) when namespaces cannot be made here.
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -7,8 +8,8 @@ use std::time::Duration;
 
 use ringcap_testkit::capture::{self, start_tcpdump};
 use ringcap_testkit::frames::{self, mixed_shape, Shape};
-use ringcap_testkit::netns::{have_program, TempFile};
-use ringcap_testkit::{read_pcap, skip_unless_netns, Testbed, TestbedOptions};
+use ringcap_testkit::netns::have_program;
+use ringcap_testkit::{read_pcap, skip, skip_unless_netns, TempFile, Testbed, TestbedOptions};
 
 fn netns_list() -> String {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
@@ -24,7 +25,7 @@ fn ns_exists(name: &str) -> bool {
 fn skip_without_tools() -> bool {
     for p in ["tcpreplay", "tcpdump", "ethtool"] {
         if !have_program(p) {
-            println!("SKIP: {p} not installed");
+            skip(format!("{p} not installed"));
             return true;
         }
     }
@@ -81,7 +82,7 @@ fn mixed_frames_arrive_byte_for_byte() {
 fn names_unique_and_drop_removes_namespaces() {
     skip_unless_netns!();
     if !have_program("ethtool") {
-        println!("SKIP: ethtool not installed");
+        skip("ethtool not installed");
         return;
     }
     let a = Testbed::new().expect("testbed a");
@@ -157,7 +158,7 @@ fn names_unique_and_drop_removes_namespaces() {
 fn options_ipv6_link_down_mtu() {
     skip_unless_netns!();
     if !have_program("ethtool") {
-        println!("SKIP: ethtool not installed");
+        skip("ethtool not installed");
         return;
     }
     let tb = Testbed::with_options(TestbedOptions {

@@ -36,13 +36,21 @@ pub struct GrePacket<'a> {
 impl<'a> GrePacket<'a> {
     /// Wraps `buf`, checking the version is 0 or 1, no routing is present,
     /// and every optional word announced by the flags is present.
+    ///
+    /// The routing bit (first byte) and the version (second byte) are
+    /// checked as soon as their byte is present: [`Error::Truncated`] means
+    /// the bytes there could begin a supported header.
     #[inline]
     pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
-        need(buf, MIN_HEADER_LEN)?;
-        let g = GrePacket { buf };
-        if g.version() > 1 || g.routing_present() {
+        if buf
+            .first()
+            .is_some_and(|&b| (u16::from(b) << 8) & FLAG_R != 0)
+            || buf.get(1).is_some_and(|&b| b & 0x7 > 1)
+        {
             return Err(Error::Unsupported);
         }
+        need(buf, MIN_HEADER_LEN)?;
+        let g = GrePacket { buf };
         need(buf, g.header_len())?;
         Ok(g)
     }
@@ -229,5 +237,9 @@ mod tests {
             Err(Error::Unsupported)
         );
         assert_eq!(GrePacket::new_checked(&[0, 0, 8]), Err(Error::Truncated));
+        // Seen in a header cut short.
+        assert_eq!(GrePacket::new_checked(&[0x40]), Err(Error::Unsupported));
+        assert_eq!(GrePacket::new_checked(&[0, 2]), Err(Error::Unsupported));
+        assert_eq!(GrePacket::new_checked(&[0x30, 1]), Err(Error::Truncated));
     }
 }

@@ -36,8 +36,7 @@
 //!   * ICMP / ICMPv6: 8 bytes. For error messages (ICMP types 3, 4, 5, 11,
 //!     12; ICMPv6 types 1 to 4) the quoted IP header (IPv4 with options, or
 //!     the IPv6 fixed header) and the 8 bytes after it count as headers too,
-//!     as tcpdump shows them. If fewer than 8 bytes follow the quoted IP
-//!     header, the walk stops after that header.
+//!     as tcpdump shows them (or as many of them as there are).
 //!   * SCTP: the 12-byte common header (chunks are payload).
 //!   * GRE (versions 0 and 1): 4 bytes plus the checksum, key, sequence and
 //!     (version 1) acknowledgment words announced by the flags; then the
@@ -47,10 +46,19 @@
 //!   * IPIP (4) and IPv6-in-IP (41): the inner IP packet is walked.
 //!   * ESP (50): the 8-byte SPI and sequence number.
 //!   * Anything else: stop after the IP header (and its extensions).
-//! * Fallback: when a header is not understood, is cut short by the capture,
-//!   or has an invalid length field (IHL < 5, TCP data offset < 5, AH length
-//!   0, ...), the result is the end of the last header understood
-//!   completely. It never exceeds `max` or `frame.len()`.
+//! * Cut short: a header cut short by the end of the frame (or of the IP
+//!   datagram that holds it, or of the ICMP message quoting it) is still
+//!   header, not payload: the result is that end. This applies to the
+//!   mandatory part of every header above and to the length it claims
+//!   (a TCP header with a data offset of 15 and 24 bytes present keeps the
+//!   24), provided the fields present are valid: the IP version and IHL
+//!   (first byte), the TCP data offset (13th byte), the AH length (2nd
+//!   byte), the GRE routing bit and version (first two bytes), the VXLAN I
+//!   flag (first byte; without it, the UDP payload is payload).
+//! * Fallback: when a header is not understood or has an invalid field
+//!   (IHL < 5, TCP data offset < 5, AH length 0, a wrong IP version, GRE
+//!   routing, ...), even in a header cut short, the result is the end of the
+//!   last header before it. It never exceeds `max` or `frame.len()`.
 
 use crate::arp::ArpPacket;
 use crate::esp::EspPacket;
@@ -69,6 +77,7 @@ use crate::tcp::TcpPacket;
 use crate::udp::{self, UdpPacket};
 use crate::vlan::VlanTag;
 use crate::vxlan::{self, VxlanPacket};
+use crate::Error;
 
 /// Where the walk resumes after entering a tunnel.
 #[derive(Clone, Copy)]
@@ -77,6 +86,19 @@ enum Resume {
     Ethernet,
     /// The payload of something that announced this EtherType (GRE, IPIP).
     EtherType(u16),
+}
+
+/// Where the walk ends when the header at `off` of `buf` could not be
+/// viewed: a header cut short by the end of `buf` (the frame, or the IP
+/// datagram holding it) is still header, so the walk ends there; a
+/// malformed or unsupported header ends the walk before it.
+#[inline(always)]
+fn cut(buf: &[u8], off: usize, e: Error) -> usize {
+    if e == Error::Truncated {
+        buf.len().max(off)
+    } else {
+        off
+    }
 }
 
 /// Outcome of walking one encapsulation level.
@@ -92,8 +114,9 @@ enum Step {
 /// `frame` is the captured bytes (possibly shorter than the packet on the
 /// wire). The result is the number of leading bytes that are protocol
 /// headers and nothing of the payload, never more than `max` and never more
-/// than `frame.len()`. See the [module documentation](self) for the rules and
-/// the fallback for truncated or malformed frames.
+/// than `frame.len()`. A header cut short by the end of the frame is header:
+/// it is kept up to the end. See the [module documentation](self) for the
+/// rules and the fallback for malformed frames.
 ///
 /// ```
 /// // Ethernet + IPv4 + UDP + 4 bytes of payload.
@@ -104,15 +127,18 @@ enum Step {
 /// f.extend_from_slice(b"data");
 /// assert_eq!(ringcap_wire::header_len(&f, usize::MAX), 42);
 /// assert_eq!(ringcap_wire::header_len(&f, 40), 40);
-/// assert_eq!(ringcap_wire::header_len(&f[..30], usize::MAX), 14);
+/// // Cut 16 bytes into the IPv4 header: those 16 bytes are header.
+/// assert_eq!(ringcap_wire::header_len(&f[..30], usize::MAX), 30);
+/// // Cut 4 bytes into the UDP header.
+/// assert_eq!(ringcap_wire::header_len(&f[..38], usize::MAX), 38);
 /// ```
 #[inline]
 pub fn header_len(frame: &[u8], max: usize) -> usize {
     walk(frame, max).min(max).min(frame.len())
 }
 
-/// Walks the headers; returns the end of the last complete header (or
-/// something at least `max` once that is reached).
+/// Walks the headers; returns the end of the headers (or something at least
+/// `max` once that is reached).
 ///
 /// The common path (Ethernet, VLANs, IP, transport) is straight-line code
 /// through inlined helpers; only tunnels go round the loop.
@@ -147,7 +173,7 @@ fn link(buf: &mut &[u8], mut off: usize, resume: Resume) -> Step {
                 off += eth.header_len();
                 eth.ethertype()
             }
-            Err(_) => return Step::Done(off),
+            Err(e) => return Step::Done(cut(buf, off, e)),
         },
     };
     while ethertype::is_vlan(et) {
@@ -156,15 +182,16 @@ fn link(buf: &mut &[u8], mut off: usize, resume: Resume) -> Step {
                 off += tag.header_len();
                 et = tag.ethertype();
             }
-            Err(_) => return Step::Done(off),
+            Err(e) => return Step::Done(cut(buf, off, e)),
         }
     }
     match et {
         ethertype::IPV4 => ipv4(buf, off),
         ethertype::IPV6 => ipv6(buf, off),
-        ethertype::ARP => {
-            Step::Done(ArpPacket::new_checked(tail(buf, off)).map_or(off, |a| off + a.packet_len()))
-        }
+        ethertype::ARP => Step::Done(match ArpPacket::new_checked(tail(buf, off)) {
+            Ok(a) => off + a.packet_len(),
+            Err(e) => cut(buf, off, e),
+        }),
         ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST => mpls(buf, off),
         _ => Step::Done(off),
     }
@@ -174,8 +201,9 @@ fn link(buf: &mut &[u8], mut off: usize, resume: Resume) -> Step {
 #[inline(never)]
 fn mpls(buf: &mut &[u8], mut off: usize) -> Step {
     loop {
-        let Ok(label) = MplsLabel::new_checked(tail(buf, off)) else {
-            return Step::Done(off);
+        let label = match MplsLabel::new_checked(tail(buf, off)) {
+            Ok(label) => label,
+            Err(e) => return Step::Done(cut(buf, off, e)),
         };
         off += label.header_len();
         if label.bottom_of_stack() {
@@ -191,8 +219,9 @@ fn mpls(buf: &mut &[u8], mut off: usize) -> Step {
 /// IPv4 header, then the upper layer unless this is a non-first fragment.
 #[inline(always)]
 fn ipv4(buf: &mut &[u8], off: usize) -> Step {
-    let Ok(ip) = Ipv4Packet::new_checked(tail(buf, off)) else {
-        return Step::Done(off);
+    let ip = match Ipv4Packet::new_checked(tail(buf, off)) {
+        Ok(ip) => ip,
+        Err(e) => return Step::Done(cut(buf, off, e)),
     };
     let hl = ip.header_len();
     let tl = usize::from(ip.total_len());
@@ -210,8 +239,9 @@ fn ipv4(buf: &mut &[u8], off: usize) -> Step {
 /// IPv6 fixed header, then extension headers and the upper layer.
 #[inline(always)]
 fn ipv6(buf: &mut &[u8], off: usize) -> Step {
-    let Ok(ip) = Ipv6Packet::new_checked(tail(buf, off)) else {
-        return Step::Done(off);
+    let ip = match Ipv6Packet::new_checked(tail(buf, off)) {
+        Ok(ip) => ip,
+        Err(e) => return Step::Done(cut(buf, off, e)),
     };
     let hl = ip.header_len();
     let pl = usize::from(ip.payload_len());
@@ -231,13 +261,15 @@ fn upper(buf: &[u8], mut off: usize, mut proto: u8, v6: bool) -> Step {
         let rest = tail(buf, off);
         match proto {
             ip_proto::TCP => {
-                return Step::Done(
-                    TcpPacket::new_checked(rest).map_or(off, |t| off + t.header_len()),
-                )
+                return Step::Done(match TcpPacket::new_checked(rest) {
+                    Ok(t) => off + t.header_len(),
+                    Err(e) => cut(buf, off, e),
+                })
             }
             ip_proto::UDP => {
-                let Ok(u) = UdpPacket::new_checked(rest) else {
-                    return Step::Done(off);
+                let u = match UdpPacket::new_checked(rest) {
+                    Ok(u) => u,
+                    Err(e) => return Step::Done(cut(buf, off, e)),
                 };
                 off += udp::HEADER_LEN;
                 if u.dst_port() != vxlan::UDP_PORT {
@@ -245,15 +277,21 @@ fn upper(buf: &[u8], mut off: usize, mut proto: u8, v6: bool) -> Step {
                 }
                 return match VxlanPacket::new_checked(u.payload()) {
                     Ok(v) if v.vni_valid() => Step::Inner(Resume::Ethernet, off + v.header_len()),
-                    _ => Step::Done(off),
+                    Ok(_) => Step::Done(off),
+                    // Cut short: VXLAN (and kept) only if the I flag shows it.
+                    Err(e) => match u.payload().first() {
+                        Some(&flags) if flags & vxlan::FLAG_I != 0 => Step::Done(cut(buf, off, e)),
+                        _ => Step::Done(off),
+                    },
                 };
             }
             ip_proto::ICMP => return Step::Done(off + icmp_len(rest, false)),
             ip_proto::ICMPV6 => return Step::Done(off + icmp_len(rest, true)),
             ip_proto::SCTP => {
-                return Step::Done(
-                    SctpPacket::new_checked(rest).map_or(off, |s| off + s.header_len()),
-                )
+                return Step::Done(match SctpPacket::new_checked(rest) {
+                    Ok(s) => off + s.header_len(),
+                    Err(e) => cut(buf, off, e),
+                })
             }
             ip_proto::GRE => {
                 return match GrePacket::new_checked(rest) {
@@ -264,22 +302,23 @@ fn upper(buf: &[u8], mut off: usize, mut proto: u8, v6: bool) -> Step {
                         };
                         Step::Inner(r, off + g.header_len())
                     }
-                    Err(_) => Step::Done(off),
+                    Err(e) => Step::Done(cut(buf, off, e)),
                 };
             }
             ip_proto::IPV4 => return Step::Inner(Resume::EtherType(ethertype::IPV4), off),
             ip_proto::IPV6 => return Step::Inner(Resume::EtherType(ethertype::IPV6), off),
             ip_proto::ESP => {
-                return Step::Done(
-                    EspPacket::new_checked(rest).map_or(off, |e| off + e.header_len()),
-                )
+                return Step::Done(match EspPacket::new_checked(rest) {
+                    Ok(e) => off + e.header_len(),
+                    Err(e) => cut(buf, off, e),
+                })
             }
             ip_proto::AH => match AuthHeader::new_checked(rest) {
                 Ok(ah) => {
                     off += ah.header_len();
                     proto = ah.next_header();
                 }
-                Err(_) => return Step::Done(off),
+                Err(e) => return Step::Done(cut(buf, off, e)),
             },
             ip_proto::HOP_BY_HOP | ip_proto::IPV6_ROUTING | ip_proto::IPV6_DEST_OPTS if v6 => {
                 match Ipv6ExtHeader::new_checked(rest) {
@@ -287,7 +326,7 @@ fn upper(buf: &[u8], mut off: usize, mut proto: u8, v6: bool) -> Step {
                         off += ext.header_len();
                         proto = ext.next_header();
                     }
-                    Err(_) => return Step::Done(off),
+                    Err(e) => return Step::Done(cut(buf, off, e)),
                 }
             }
             ip_proto::IPV6_FRAGMENT if v6 => match Ipv6FragmentHeader::new_checked(rest) {
@@ -298,7 +337,7 @@ fn upper(buf: &[u8], mut off: usize, mut proto: u8, v6: bool) -> Step {
                     }
                     proto = frag.next_header();
                 }
-                Err(_) => return Step::Done(off),
+                Err(e) => return Step::Done(cut(buf, off, e)),
             },
             _ => return Step::Done(off),
         }
@@ -306,20 +345,20 @@ fn upper(buf: &[u8], mut off: usize, mut proto: u8, v6: bool) -> Step {
 }
 
 /// Header bytes of the ICMP (`v6 == false`) or ICMPv6 message at the start
-/// of `rest`: 0 if the 8-byte header is incomplete, 8 for informational
-/// messages, and for errors also the quoted IP header plus 8 bytes when
-/// present.
+/// of `rest`: the 8-byte header, and for errors also the quoted IP header
+/// plus the 8 bytes after it; each of them up to the end of `rest` if cut
+/// short by it.
 #[inline]
 fn icmp_len(rest: &[u8], v6: bool) -> usize {
     let (is_error, quoted) = if v6 {
         match Icmpv6Packet::new_checked(rest) {
             Ok(p) => (p.is_error(), p.payload()),
-            Err(_) => return 0,
+            Err(e) => return cut(rest, 0, e),
         }
     } else {
         match Icmpv4Packet::new_checked(rest) {
             Ok(p) => (p.is_error(), p.payload()),
-            Err(_) => return 0,
+            Err(e) => return cut(rest, 0, e),
         }
     };
     if !is_error {
@@ -330,11 +369,11 @@ fn icmp_len(rest: &[u8], v6: bool) -> usize {
     } else {
         Ipv4Packet::new_checked(quoted).map(|p| p.header_len())
     };
-    match inner {
-        Ok(hl) if quoted.len() >= hl + 8 => crate::icmp::HEADER_LEN + hl + 8,
-        Ok(hl) => crate::icmp::HEADER_LEN + hl,
-        Err(_) => crate::icmp::HEADER_LEN,
-    }
+    crate::icmp::HEADER_LEN
+        + match inner {
+            Ok(hl) => (hl + 8).min(quoted.len()),
+            Err(e) => cut(quoted, 0, e),
+        }
 }
 
 #[cfg(test)]
@@ -436,18 +475,16 @@ mod tests {
 
     const DATA: &[u8] = b"0123456789abcdef";
 
-    /// Checks the full frame gives the last boundary, and every truncation
-    /// gives the largest boundary not past the cut.
+    /// Checks the full frame gives the last of `bounds` (where each header
+    /// ends), every truncation within the headers keeps everything up to the
+    /// cut (a header cut short is still header), and every truncation after
+    /// them keeps the headers.
     fn check_boundaries(frame: &[u8], bounds: &[usize]) {
+        assert!(bounds.windows(2).all(|w| w[0] < w[1]), "{bounds:?}");
         let last = *bounds.last().unwrap();
         assert_eq!(hl(frame), last, "full frame");
         for cut in 0..=frame.len() {
-            let expect = bounds
-                .iter()
-                .copied()
-                .filter(|&b| b <= cut)
-                .max()
-                .unwrap_or(0);
+            let expect = cut.min(last);
             assert_eq!(hl(&frame[..cut]), expect, "cut at {cut} of {bounds:?}");
         }
     }
@@ -680,21 +717,21 @@ mod tests {
         let ip6 = ipv6(6, &tcp(0, DATA));
         assert_eq!(hl(&eth(0x0800, &ip6)), 14);
         assert_eq!(hl(&eth(0x86dd, &ipv4(6, &tcp(0, DATA)))), 14);
-        // IHL claims more than captured.
+        // IHL claims more than captured: cut short, kept.
         let mut ip = ipv4(6, &[]);
         ip[0] = 0x4f;
-        assert_eq!(hl(&eth(0x0800, &ip)), 14);
+        assert_eq!(hl(&eth(0x0800, &ip)), 34);
         // TCP data offset 2.
         let mut t = tcp(0, DATA);
         t[12] = 0x20;
         assert_eq!(hl(&eth(0x0800, &ipv4(6, &t))), 34);
-        // TCP data offset claims 60 bytes with 36 present.
+        // TCP data offset claims 60 bytes with 36 present: cut short, kept.
         let mut t = tcp(0, DATA);
         t[12] = 0xf0;
-        assert_eq!(hl(&eth(0x0800, &ipv4(6, &t))), 34);
-        // Extension header claiming more than captured.
+        assert_eq!(hl(&eth(0x0800, &ipv4(6, &t))), 70);
+        // Extension header claiming more than captured: cut short, kept.
         let f = eth(0x86dd, &ipv6(0, &ext(6, 200, &[])[..16]));
-        assert_eq!(hl(&f), 54);
+        assert_eq!(hl(&f), 70);
         // AH with length 0.
         let mut a = ah(6, 4, &tcp(0, DATA));
         a[1] = 0;
@@ -712,6 +749,206 @@ mod tests {
         // Total length 10 (< IHL*4): not confined either.
         ip[3] = 10;
         assert_eq!(hl(&eth(0x0800, &ip)), 54);
+    }
+
+    // Headers cut short by the end of the frame (or of the IP datagram):
+    // literal frames, smoltcp style. A header cut short is still header, so
+    // everything up to the cut is kept; a header whose bytes present already
+    // show it is malformed or unsupported is not a header.
+
+    /// Ethernet, IPv4 (total length 44), TCP (20 bytes, SYN), 4 bytes of data.
+    static ETH_IPV4_TCP: [u8; 58] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, //
+        0x45, 0x00, 0x00, 0x2c, 0x00, 0x01, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 0x0a, 0x00, 0x00,
+        0x01, 0x0a, 0x00, 0x00, 0x02, //
+        0x30, 0x39, 0x00, 0x50, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x50, 0x02, 0xff,
+        0xff, 0x00, 0x00, 0x00, 0x00, //
+        0x64, 0x61, 0x74, 0x61,
+    ];
+
+    /// Ethernet, IPv4 (total length 30), the first 10 bytes of a TCP header,
+    /// then 16 bytes of Ethernet padding (a NIC pads to 60 bytes).
+    static ETH_IPV4_TCP10_PADDED: [u8; 60] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, //
+        0x45, 0x00, 0x00, 0x1e, 0x00, 0x01, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 0x0a, 0x00, 0x00,
+        0x01, 0x0a, 0x00, 0x00, 0x02, //
+        0x30, 0x39, 0x00, 0x50, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, //
+        0x50, 0x02, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00,
+    ];
+
+    /// Ethernet, IPv4 (total length 32), UDP (8 bytes), 4 bytes of data.
+    static ETH_IPV4_UDP: [u8; 46] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, //
+        0x45, 0x00, 0x00, 0x20, 0x00, 0x01, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0x0a, 0x00, 0x00,
+        0x01, 0x0a, 0x00, 0x00, 0x02, //
+        0x30, 0x39, 0x00, 0x35, 0x00, 0x0c, 0x00, 0x00, //
+        0x64, 0x61, 0x74, 0x61,
+    ];
+
+    /// Ethernet, 802.1Q tag (VID 100, IPv4), IPv4 (total length 28), UDP.
+    static ETH_VLAN_IPV4_UDP: [u8; 46] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x81, 0x00, //
+        0x00, 0x64, 0x08, 0x00, //
+        0x45, 0x00, 0x00, 0x1c, 0x00, 0x01, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0x0a, 0x00, 0x00,
+        0x01, 0x0a, 0x00, 0x00, 0x02, //
+        0x30, 0x39, 0x00, 0x35, 0x00, 0x08, 0x00, 0x00,
+    ];
+
+    /// Ethernet, IPv6 (payload length 32), hop-by-hop options (8 bytes, PadN),
+    /// fragment header (offset 0, M set), UDP (8 bytes), 8 bytes of data.
+    static ETH_IPV6_HBH_FRAG_UDP: [u8; 86] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x86, 0xdd, //
+        0x60, 0x00, 0x00, 0x00, 0x00, 0x20, 0x00, 0x40, //
+        0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x01, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x02, //
+        0x2c, 0x00, 0x01, 0x04, 0x00, 0x00, 0x00, 0x00, //
+        0x11, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x2a, //
+        0x30, 0x39, 0x00, 0x35, 0x00, 0x10, 0x00, 0x00, //
+        0x64, 0x61, 0x74, 0x61, 0x64, 0x61, 0x74, 0x61,
+    ];
+
+    #[test]
+    fn literal_frames_whole() {
+        assert_eq!(hl(&ETH_IPV4_TCP), 54);
+        assert_eq!(hl(&ETH_IPV4_UDP), 42);
+        assert_eq!(hl(&ETH_VLAN_IPV4_UDP), 46);
+        assert_eq!(hl(&ETH_IPV6_HBH_FRAG_UDP), 78);
+    }
+
+    #[test]
+    fn tcp_header_cut_at_10_bytes_is_kept() {
+        // The frame ends 10 bytes into the TCP header.
+        assert_eq!(hl(&ETH_IPV4_TCP[..44]), 44);
+        // The IP datagram ends 10 bytes into the TCP header; padding follows.
+        assert_eq!(hl(&ETH_IPV4_TCP10_PADDED), 44);
+        // Cut at 13 bytes: the data offset (5) is present and valid.
+        assert_eq!(hl(&ETH_IPV4_TCP[..47]), 47);
+        // Cut at 13 bytes with a data offset of 2: malformed, not a header.
+        let mut f = ETH_IPV4_TCP;
+        f[46] = 0x20;
+        assert_eq!(hl(&f[..47]), 34);
+        // A TCP header claiming 60 bytes (data offset 15) with 24 present.
+        let mut f = ETH_IPV4_TCP;
+        f[46] = 0xf0;
+        assert_eq!(hl(&f), 58);
+    }
+
+    #[test]
+    fn udp_header_cut_at_4_bytes_is_kept() {
+        assert_eq!(hl(&ETH_IPV4_UDP[..38]), 38);
+        assert_eq!(hl(&ETH_IPV4_UDP[..35]), 35);
+        assert_eq!(hl(&ETH_IPV4_UDP[..34]), 34);
+        // UDP to the VXLAN port: a VXLAN header cut short is kept when the
+        // byte holding the I flag is there and has it set.
+        let mut f = ETH_IPV4_UDP.to_vec();
+        f[36..38].copy_from_slice(&vxlan::UDP_PORT.to_be_bytes());
+        f[42] = 0x08;
+        assert_eq!(hl(&f), 46);
+        f[42] = 0x00;
+        assert_eq!(hl(&f), 42);
+    }
+
+    #[test]
+    fn ipv4_header_cut_at_12_bytes_is_kept() {
+        assert_eq!(hl(&ETH_IPV4_UDP[..26]), 26);
+        assert_eq!(hl(&ETH_IPV4_UDP[..15]), 15);
+        // An IHL claiming 60 bytes with 20 present (then UDP).
+        let mut f = ETH_IPV4_UDP;
+        f[14] = 0x4f;
+        assert_eq!(hl(&f), 46);
+        // The first byte shows a wrong version or an IHL below 5.
+        let mut f = ETH_IPV4_UDP;
+        f[14] = 0x65;
+        assert_eq!(hl(&f[..26]), 14);
+        f[14] = 0x43;
+        assert_eq!(hl(&f[..26]), 14);
+    }
+
+    #[test]
+    fn ethernet_and_vlan_cut_are_kept() {
+        assert_eq!(hl(&ETH_IPV4_TCP[..10]), 10);
+        assert_eq!(hl(&ETH_IPV4_TCP[..1]), 1);
+        // VLAN tag cut after 2 bytes.
+        assert_eq!(hl(&ETH_VLAN_IPV4_UDP[..16]), 16);
+        assert_eq!(hl(&ETH_VLAN_IPV4_UDP[..14]), 14);
+        // IPv4 under the tag cut at 12 bytes.
+        assert_eq!(hl(&ETH_VLAN_IPV4_UDP[..30]), 30);
+    }
+
+    #[test]
+    fn ipv6_and_extension_headers_cut_are_kept() {
+        // IPv6 fixed header cut at 30 bytes.
+        assert_eq!(hl(&ETH_IPV6_HBH_FRAG_UDP[..44]), 44);
+        // Hop-by-hop header cut at 4 bytes, fragment header cut at 6.
+        assert_eq!(hl(&ETH_IPV6_HBH_FRAG_UDP[..58]), 58);
+        assert_eq!(hl(&ETH_IPV6_HBH_FRAG_UDP[..68]), 68);
+        // UDP after them cut at 4.
+        assert_eq!(hl(&ETH_IPV6_HBH_FRAG_UDP[..74]), 74);
+        // Wrong version in the first byte: not IPv6.
+        let mut f = ETH_IPV6_HBH_FRAG_UDP;
+        f[14] = 0x40;
+        assert_eq!(hl(&f[..44]), 14);
+        // An AH (instead of the fragment header) with length 0 (malformed)
+        // cut short is not a header.
+        let mut f = ETH_IPV6_HBH_FRAG_UDP;
+        f[54] = 51;
+        f[63] = 0;
+        assert_eq!(hl(&f[..68]), 62);
+        // AH with a valid length (24 bytes) cut short is kept.
+        f[63] = 4;
+        assert_eq!(hl(&f[..68]), 68);
+    }
+
+    #[test]
+    fn other_headers_cut_are_kept() {
+        // ICMP echo header cut at 5 bytes.
+        let mut f = ETH_IPV4_UDP;
+        f[23] = 1;
+        f[34..42].copy_from_slice(&[8, 0, 0, 0, 0, 1, 0, 1]);
+        assert_eq!(hl(&f[..39]), 39);
+        // ICMP error whose quoted IPv4 header is cut at 4 bytes.
+        let mut e = ETH_IPV4_UDP[..34].to_vec();
+        e[23] = 1;
+        e.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 0]);
+        e.extend_from_slice(&ETH_IPV4_UDP[14..18]);
+        let tl = (e.len() - 14) as u16;
+        e[16..18].copy_from_slice(&tl.to_be_bytes());
+        assert_eq!(hl(&e), 46);
+        // ... and whose quoted transport header is cut at 4 bytes.
+        let mut e = ETH_IPV4_UDP[..34].to_vec();
+        e[23] = 1;
+        e.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 0]);
+        e.extend_from_slice(&ETH_IPV4_UDP[14..38]);
+        let tl = (e.len() - 14) as u16;
+        e[16..18].copy_from_slice(&tl.to_be_bytes());
+        assert_eq!(hl(&e), 66);
+        // ARP cut at 20 bytes.
+        let arp = [
+            0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x02, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0,
+            0, 0, 0, 0, 10, 0, 0, 2,
+        ];
+        assert_eq!(hl(&eth(0x0806, &arp[..20])), 34);
+        // MPLS label cut at 2 bytes.
+        assert_eq!(hl(&eth(0x8847, &[0x00, 0x01])), 16);
+        // GRE with key cut at 6 bytes; with the routing bit, not a header.
+        let g = [0x20, 0x00, 0x08, 0x00, 0, 0];
+        let mut f = ETH_IPV4_UDP[..34].to_vec();
+        f[23] = 47;
+        f.extend_from_slice(&g);
+        assert_eq!(hl(&f), 40);
+        f[34] = 0x40;
+        assert_eq!(hl(&f), 34);
+        f[34] = 0x00;
+        f[35] = 0x02; // version 2
+        assert_eq!(hl(&f), 34);
+        // ESP and SCTP cut at 4 bytes.
+        let mut f = ETH_IPV4_UDP[..38].to_vec();
+        f[23] = 50;
+        assert_eq!(hl(&f), 38);
+        f[23] = 132;
+        assert_eq!(hl(&f), 38);
     }
 
     #[test]
@@ -736,8 +973,8 @@ mod tests {
         assert_eq!(header_len(&f, 40), 40);
         assert_eq!(header_len(&f, 74), 74);
         assert_eq!(header_len(&f, 75), 74);
-        assert_eq!(header_len(&f[..50], 60), 34);
-        assert_eq!(header_len(&f[..10], 5), 0);
+        assert_eq!(header_len(&f[..50], 60), 50);
+        assert_eq!(header_len(&f[..10], 5), 5);
     }
 
     /// xorshift64* — deterministic, no dependency.

@@ -27,13 +27,18 @@ pub struct Ipv4Packet<'a> {
 impl<'a> Ipv4Packet<'a> {
     /// Wraps `buf`, checking the version is 4, the IHL is at least 5 and the
     /// whole header (IHL * 4 bytes) is present.
+    ///
+    /// The version and IHL are checked as soon as their byte is present:
+    /// [`Error::Truncated`] means the bytes there could begin a valid header.
     #[inline]
     pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
+        if let Some(&b) = buf.first() {
+            if b >> 4 != 4 || b & 0x0f < 5 {
+                return Err(Error::Malformed);
+            }
+        }
         need(buf, MIN_HEADER_LEN)?;
         let p = Ipv4Packet { buf };
-        if p.version() != 4 || p.ihl() < 5 {
-            return Err(Error::Malformed);
-        }
         need(buf, p.header_len())?;
         Ok(p)
     }
@@ -233,6 +238,11 @@ mod tests {
         let mut b = PKT;
         b[0] = 0x43; // IHL 3
         assert_eq!(Ipv4Packet::new_checked(&b), Err(Error::Malformed));
+        // Seen in a header cut short.
+        assert_eq!(Ipv4Packet::new_checked(&b[..1]), Err(Error::Malformed));
+        assert_eq!(Ipv4Packet::new_checked(&[0x65]), Err(Error::Malformed));
+        assert_eq!(Ipv4Packet::new_checked(&[0x45]), Err(Error::Truncated));
+        assert_eq!(Ipv4Packet::new_checked(&[]), Err(Error::Truncated));
         b[0] = 0x65; // version 6
         assert_eq!(Ipv4Packet::new_checked(&b), Err(Error::Malformed));
     }

@@ -25,14 +25,16 @@ pub struct Ipv6Packet<'a> {
 impl<'a> Ipv6Packet<'a> {
     /// Wraps `buf`, checking the version is 6 and the 40-byte header is
     /// present.
+    ///
+    /// The version is checked as soon as its byte is present:
+    /// [`Error::Truncated`] means the bytes there could begin a valid header.
     #[inline]
     pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
-        need(buf, HEADER_LEN)?;
-        let p = Ipv6Packet { buf };
-        if p.version() != 6 {
+        if buf.first().is_some_and(|&b| b >> 4 != 6) {
             return Err(Error::Malformed);
         }
-        Ok(p)
+        need(buf, HEADER_LEN)?;
+        Ok(Ipv6Packet { buf })
     }
 
     /// The underlying bytes.
@@ -154,5 +156,8 @@ mod tests {
         let mut b = PKT;
         b[0] = 0x45;
         assert_eq!(Ipv6Packet::new_checked(&b), Err(Error::Malformed));
+        // Seen in a header cut short.
+        assert_eq!(Ipv6Packet::new_checked(&b[..3]), Err(Error::Malformed));
+        assert_eq!(Ipv6Packet::new_checked(&PKT[..3]), Err(Error::Truncated));
     }
 }

@@ -159,13 +159,16 @@ impl<'a> AuthHeader<'a> {
 
     /// Wraps `buf`, checking the length field covers at least the fixed
     /// fields (`payload_len >= 1`) and the whole header is present.
+    ///
+    /// The length field is checked as soon as its byte is present:
+    /// [`Error::Truncated`] means the bytes there could begin a valid header.
     #[inline]
     pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
-        need(buf, Self::MIN_LEN)?;
-        let h = AuthHeader { buf };
-        if h.payload_len() < 1 {
+        if buf.get(1).is_some_and(|&len| len < 1) {
             return Err(Error::Malformed);
         }
+        need(buf, Self::MIN_LEN)?;
+        let h = AuthHeader { buf };
         need(buf, h.header_len())?;
         Ok(h)
     }
@@ -285,6 +288,9 @@ mod tests {
         assert_eq!(AuthHeader::new_checked(&b[..23]), Err(Error::Truncated));
         b[1] = 0;
         assert_eq!(AuthHeader::new_checked(&b), Err(Error::Malformed));
+        // Seen in a header cut short.
+        assert_eq!(AuthHeader::new_checked(&b[..2]), Err(Error::Malformed));
+        assert_eq!(AuthHeader::new_checked(&b[..1]), Err(Error::Truncated));
     }
 
     #[test]

@@ -16,8 +16,8 @@
 //!
 //! * it needs the exact *length* of the protocol headers of frames that may
 //!   be truncated by the snap length or malformed, with a defined fallback:
-//!   keep everything up to the end of the last header understood completely
-//!   (see [`header_len`]);
+//!   a header cut short by the end of the frame is kept up to that end, a
+//!   malformed or unsupported one is not (see [`header_len`]);
 //! * it must look through GRE, VXLAN, MPLS, ESP and SCTP, and into the
 //!   datagram quoted by ICMP errors;
 //! * it runs once per captured packet, so it must be allocation free and
@@ -63,7 +63,9 @@ use core::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Error {
     /// The buffer is shorter than the header (or the length the header
-    /// itself claims).
+    /// itself claims), and the fields it does hold are valid: it could be
+    /// the start of a header cut short. (A field that makes the header
+    /// malformed or unsupported is reported as such even in a short buffer.)
     Truncated,
     /// A field has a value that makes the header impossible to interpret,
     /// e.g. a wrong IP version or an IPv4 IHL below 5.

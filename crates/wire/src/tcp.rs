@@ -49,13 +49,16 @@ pub struct TcpPacket<'a> {
 impl<'a> TcpPacket<'a> {
     /// Wraps `buf`, checking the data offset is at least 5 and the whole
     /// header (data offset * 4 bytes) is present.
+    ///
+    /// The data offset is checked as soon as its byte is present:
+    /// [`Error::Truncated`] means the bytes there could begin a valid header.
     #[inline]
     pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
-        need(buf, MIN_HEADER_LEN)?;
-        let p = TcpPacket { buf };
-        if p.data_offset() < 5 {
+        if buf.get(12).is_some_and(|&b| b >> 4 < 5) {
             return Err(Error::Malformed);
         }
+        need(buf, MIN_HEADER_LEN)?;
+        let p = TcpPacket { buf };
         need(buf, p.header_len())?;
         Ok(p)
     }
@@ -228,5 +231,9 @@ mod tests {
         let mut b = SYN;
         b[12] = 0x20; // data offset 2
         assert_eq!(TcpPacket::new_checked(&b), Err(Error::Malformed));
+        // Seen in a header cut short.
+        assert_eq!(TcpPacket::new_checked(&b[..13]), Err(Error::Malformed));
+        assert_eq!(TcpPacket::new_checked(&b[..12]), Err(Error::Truncated));
+        assert_eq!(TcpPacket::new_checked(&SYN[..13]), Err(Error::Truncated));
     }
 }

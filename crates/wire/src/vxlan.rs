@@ -13,6 +13,9 @@ use crate::{be32, need, tail, Result};
 /// Length of the VXLAN header.
 pub const HEADER_LEN: usize = 8;
 
+/// The I flag (first byte): the VNI is valid. RFC 7348 requires it.
+pub const FLAG_I: u8 = 0x08;
+
 /// IANA-assigned UDP destination port for VXLAN.
 pub const UDP_PORT: u16 = 4789;
 
@@ -39,7 +42,7 @@ impl<'a> VxlanPacket<'a> {
     /// I flag: the VNI is valid (must be set for RFC 7348 VXLAN).
     #[inline]
     pub fn vni_valid(&self) -> bool {
-        self.flags() & 0x08 != 0
+        self.flags() & FLAG_I != 0
     }
 
     /// VXLAN network identifier (24 bits).

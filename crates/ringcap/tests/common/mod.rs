@@ -9,10 +9,9 @@ use ringcap_testkit::capture::{self, wait_for_stderr_line, CapturedPacket, Child
 use ringcap_testkit::frames;
 use ringcap_testkit::Testbed;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The ringcap binary cargo built for these tests.
 pub fn bin() -> &'static str {
@@ -26,42 +25,7 @@ pub const SETTLE: Duration = Duration::from_millis(300);
 /// Longest a ringcap process may take to exit after SIGINT or by itself.
 pub const EXIT_LIMIT: Duration = Duration::from_secs(15);
 
-/// A temporary directory removed (with its contents) on drop.
-pub struct TempDir(pub PathBuf);
-
-static DIRS: AtomicU32 = AtomicU32::new(0);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        let n = DIRS.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let p = std::env::temp_dir().join(format!(
-            "rc-it-{}-{n}-{nanos:08x}-{tag}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&p).expect("create temp dir");
-        TempDir(p)
-    }
-
-    /// `DIR/name` as a path.
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// `DIR/name` as a string (for command-line arguments).
-    pub fn file(&self, name: &str) -> String {
-        self.path(name).to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use ringcap_testkit::TempDir;
 
 /// A finished ringcap process.
 #[derive(Debug)]
@@ -140,10 +104,10 @@ pub struct Running {
     pub ready_line: String,
 }
 
-/// `ringcap capture -i CAPTURE_IF -B 8 ARGS...` in the capture namespace,
+/// `ringcap capture -i CAPTURE_IF -B 8M ARGS...` in the capture namespace,
 /// stdout discarded; waits for `capturing on `.
 pub fn start(tb: &Testbed, args: &[&str]) -> Running {
-    start_with(tb, &["-i", &tb.capture_if, "-B", "8"], args, Stdio::null())
+    start_with(tb, &["-i", &tb.capture_if, "-B", "8M"], args, Stdio::null())
 }
 
 /// `ringcap capture BASE... ARGS...` in the capture namespace with the given stdout;
@@ -359,18 +323,6 @@ pub fn by_seq(sent: &[Vec<u8>]) -> HashMap<u32, usize> {
         .enumerate()
         .map(|(i, f)| (frames::seq_of(f).expect("sent frames are tagged"), i))
         .collect()
-}
-
-/// Waits until `path` exists (ringcap renames its output at exit).
-pub fn wait_exists(path: &Path, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if path.exists() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    path.exists()
 }
 
 /// True when `program` runs (`program --version`).

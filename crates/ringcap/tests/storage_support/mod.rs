@@ -9,75 +9,33 @@ use std::ffi::OsStr;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use ringcap_testkit::capture::{read_capture, wait_for_stderr_line, CaptureFile};
 use ringcap_testkit::frames::{self, Endpoints};
-use ringcap_testkit::netns::have_program;
-use ringcap_testkit::{CapturedPacket, ChildGuard, StderrLog, Testbed};
+use ringcap_testkit::netns::{have_program, is_root};
+use ringcap_testkit::{skip, CapturedPacket, ChildGuard, StderrLog, Testbed};
 
 /// The ringcap binary cargo built for these tests.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ringcap"))
 }
 
-/// True (after printing SKIP) when one of the programs is missing.
+/// True (after [`skip`]) when one of the programs is missing.
 pub fn skip_without(programs: &[&str]) -> bool {
     for p in programs {
         if !have_program(p) {
-            println!("SKIP: {p} not installed");
+            skip(format!("{p} not installed"));
             return true;
         }
     }
     false
 }
 
-/// True when running as root.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 // ---------------------------------------------------------------------------
 // Temporary directories
 
-static DIRS: AtomicU32 = AtomicU32::new(0);
-
-/// A directory under cargo's target tmp dir (a real disk, not tmpfs), removed on drop.
-#[derive(Debug)]
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    /// A fresh directory named after `tag`.
-    pub fn new(tag: &str) -> TempDir {
-        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let p = base.join(format!(
-            "storage-{}-{}-{tag}",
-            std::process::id(),
-            DIRS.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("create temp dir");
-        TempDir(p)
-    }
-
-    /// The path.
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-
-    /// A path inside.
-    pub fn join(&self, name: impl AsRef<Path>) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use ringcap_testkit::TempDir;
 
 /// A tmpfs of `size` (e.g. "2m") mounted on a fresh directory; unmounted on drop.
 #[derive(Debug)]
@@ -88,10 +46,10 @@ pub struct TmpfsMount {
 }
 
 impl TmpfsMount {
-    /// Mounts; `None` (after printing SKIP) when mounting is not possible here.
+    /// Mounts; `None` (after [`skip`]) when mounting is not possible here.
     pub fn new(size: &str) -> Option<TmpfsMount> {
         if !is_root() {
-            println!("SKIP: mounting a tmpfs needs root");
+            skip("mounting a tmpfs needs root");
             return None;
         }
         let parent = TempDir::new("tmpfs");
@@ -108,7 +66,7 @@ impl TmpfsMount {
             .arg(&dir)
             .status();
         if !matches!(st, Ok(s) if s.success()) {
-            println!("SKIP: cannot mount a tmpfs: {st:?}");
+            skip(format!("cannot mount a tmpfs: {st:?}"));
             return None;
         }
         Some(TmpfsMount {
@@ -143,10 +101,10 @@ pub struct LoopExt4 {
 }
 
 impl LoopExt4 {
-    /// Makes and mounts it; `None` (after printing SKIP) when that is not possible here.
+    /// Makes and mounts it; `None` (after [`skip`]) when that is not possible here.
     pub fn new(size_mib: u64) -> Option<LoopExt4> {
         if !is_root() {
-            println!("SKIP: a loop filesystem needs root");
+            skip("a loop filesystem needs root");
             return None;
         }
         let parent = TempDir::new("loopfs");
@@ -167,7 +125,7 @@ impl LoopExt4 {
             .arg(&img)
             .output();
         if !matches!(&mkfs, Ok(o) if o.status.success()) {
-            println!("SKIP: mkfs.ext4 failed: {mkfs:?}");
+            skip(format!("mkfs.ext4 failed: {mkfs:?}"));
             return None;
         }
         let lo = Command::new("losetup")
@@ -179,7 +137,7 @@ impl LoopExt4 {
                 me.device = Some(String::from_utf8_lossy(&o.stdout).trim().to_string())
             }
             other => {
-                println!("SKIP: losetup failed: {other:?}");
+                skip(format!("losetup failed: {other:?}"));
                 return None;
             }
         }
@@ -188,7 +146,7 @@ impl LoopExt4 {
             .arg(&me.dir)
             .status();
         if !matches!(st, Ok(s) if s.success()) {
-            println!("SKIP: cannot mount the loop filesystem: {st:?}");
+            skip(format!("cannot mount the loop filesystem: {st:?}"));
             return None;
         }
         me.mounted = true;
@@ -226,10 +184,10 @@ pub struct TestUser {
 }
 
 impl TestUser {
-    /// Creates the user; `None` (after printing SKIP) when that is not possible.
+    /// Creates the user; `None` (after [`skip`]) when that is not possible.
     pub fn new() -> Option<TestUser> {
         if !is_root() || !have_program("useradd") && !Path::new("/usr/sbin/useradd").exists() {
-            println!("SKIP: cannot create users here");
+            skip("cannot create users here");
             return None;
         }
         let name = format!("rcst{}", std::process::id() % 1_000_000);
@@ -243,7 +201,7 @@ impl TestUser {
             .arg(&name)
             .status();
         if !matches!(st, Ok(s) if s.success()) {
-            println!("SKIP: useradd failed: {st:?}");
+            skip(format!("useradd failed: {st:?}"));
             return None;
         }
         let id = |flag: &str| -> u32 {
@@ -445,7 +403,7 @@ impl Live {
     /// Starts `ringcap capture -i CAPTURE_IF -B 8 EXTRA...` and waits for "capturing on".
     pub fn start(tb: &Testbed, extra: &[std::ffi::OsString]) -> Live {
         let mut cmd = tb.in_capture_ns(bin().to_str().expect("utf-8 path"));
-        cmd.args(["capture", "-i", &tb.capture_if, "-B", "8"]);
+        cmd.args(["capture", "-i", &tb.capture_if, "-B", "8M"]);
         cmd.args(extra);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -1,0 +1,805 @@
+//! One capture: [`Capture::start`] checks a [`CaptureSpec`], opens everything
+//! (so every error shows before a packet is read), starts the threads and
+//! hands back a handle. The handle stops this capture only, snapshots its
+//! counters, streams its [`Event`]s and joins it. Many captures may run in
+//! one process, on the same interfaces or not.
+//!
+//! Threads: one per (interface, fanout member) for a live capture, one for
+//! all the files of an offline capture; the sink's writer thread; and a
+//! supervisor that enforces the duration, watches the writer, turns the
+//! writer's log into events and, at the end, joins everything.
+
+use crate::error::EngineError;
+use crate::event::Event;
+use crate::interfaces::Lease;
+use crate::source::file::{self, FileSource};
+use crate::source::live::LiveSource;
+use crate::source::SourceError;
+use crate::spec::{CaptureSpec, LiveSpec, SourceSpec};
+use crate::stages::Stages;
+use crate::worker::Worker;
+use crossbeam_channel::{Receiver, Sender};
+use ringcap_sink::writer::Shared;
+use ringcap_sink::{Batch, Encoder, RecordFormat, SinkInterface, Writer, WriterConfig};
+use ringcap_source::socket::CountingSocket;
+use ringcap_source::{CaptureSocket, Interface, RingGeometry, SocketOptions, TimestampSource};
+use ringcap_stages::filter::Target;
+use ringcap_stages::{CheckedProgram, Program, Snap, UserSampler};
+use ringcap_stats::{Board, Counters};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Bytes per ring block (rings smaller than 32 MiB get smaller blocks, so
+/// they still have eight; see `RingGeometry::with_total`). Measured on the
+/// testbed (4 M x 64-byte frames at ~0.5 Mpps, snaplen 64, to disk, CPU of
+/// the capture process per packet):
+/// 128 KiB 170 ns, 1 MiB 85-110 ns, 4 MiB 67-72 ns, 16 MiB 67-70 ns. Larger
+/// blocks mean fewer hand-overs and wake-ups; beyond 4 MiB nothing is gained
+/// and a ring of a few blocks holds packets back longer.
+pub const BLOCK_SIZE: u32 = 4 << 20;
+/// Block retire timeout: the longest a packet waits in a partly filled block
+/// at low rates (at high rates blocks fill long before it).
+pub const RETIRE_TIMEOUT_MS: u32 = 50;
+/// Size of one output batch.
+pub const BATCH_SIZE: usize = 4 << 20;
+/// Output buffer per input file: reading a file waits for free buffers
+/// instead of dropping, so a few batches are enough, and a big pool only
+/// costs time to set up.
+const FILE_BUFFER_BYTES: u64 = 32 << 20;
+/// How often the supervisor looks at the writer, the clock and the threads.
+const SUPERVISE_INTERVAL: Duration = Duration::from_millis(250);
+
+/// What a started capture is doing, for a front end to show.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// Interface names, or input file paths.
+    pub inputs: Vec<String>,
+    /// Link type of the first input.
+    pub linktype: u32,
+    /// Truncation.
+    pub snap: Snap,
+    /// Threads per interface (1 for files).
+    pub threads: u32,
+    /// Kernel ring bytes per interface (0 for files).
+    pub ring_bytes: u64,
+    /// True for interfaces, false for files.
+    pub live: bool,
+}
+
+/// How a capture ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Counters per input, and their sum.
+    pub per_input: Vec<(String, Counters)>,
+    /// Sum of all inputs.
+    pub total: Counters,
+    /// Seconds from start to end.
+    pub seconds: f64,
+    /// Why it ended early, if it failed: a write or socket failure
+    /// (`Runtime`), or a malformed input file (`Usage`; the packets before the
+    /// damage were written).
+    pub error: Option<EngineError>,
+}
+
+struct LiveState {
+    interfaces: Vec<Interface>,
+    counting: Mutex<Vec<Option<CountingSocket>>>,
+}
+
+impl LiveState {
+    fn refresh(&self, board: &Board) {
+        for (i, iface) in self.interfaces.iter().enumerate() {
+            let c = iface.counters();
+            board.set_interface_now(i, c.packets, c.dropped);
+        }
+        if let Ok(counting) = self.counting.lock() {
+            for (i, c) in counting.iter().enumerate() {
+                if let Some(Ok(n)) = c.as_ref().map(|c| c.accepted()) {
+                    board.set_filter_count(i, n);
+                }
+            }
+        }
+    }
+}
+
+struct Inner {
+    board: Arc<Board>,
+    stop: Arc<AtomicBool>,
+    writer: Arc<Shared>,
+    live: Option<LiveState>,
+}
+
+/// A running capture.
+pub struct Capture {
+    inner: Arc<Inner>,
+    events: Receiver<Event>,
+    started: Started,
+    began: Instant,
+    supervisor: Option<JoinHandle<Option<EngineError>>>,
+}
+
+fn sock_filter(p: &Program) -> Vec<libc::sock_filter> {
+    p.instructions
+        .iter()
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect()
+}
+
+/// The writer and what the producers need to reach it.
+struct SinkSetup {
+    writer: ringcap_sink::WriterHandle,
+    full: Sender<Batch>,
+    pools: Vec<Receiver<Batch>>,
+}
+
+fn start_sink(
+    spec: &CaptureSpec,
+    interfaces: Vec<SinkInterface>,
+    producers: &[usize],
+    buffer_bytes: u64,
+    board: Arc<Board>,
+    live: bool,
+) -> Result<SinkSetup, EngineError> {
+    let sink = &spec.sink;
+    let per_pool = ((buffer_bytes / BATCH_SIZE as u64) as usize).max(2);
+    let mut senders = Vec::new();
+    let mut pools = Vec::new();
+    for (pool, entry) in producers.iter().enumerate() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for _ in 0..per_pool {
+            let _ = tx.send(Batch::new(BATCH_SIZE, *entry, pool));
+        }
+        senders.push(tx);
+        pools.push(rx);
+    }
+    let (full, full_rx) = crossbeam_channel::unbounded();
+    let cfg = WriterConfig {
+        plan: sink.output.clone(),
+        format: sink.format,
+        interfaces,
+        comment: sink.comment.clone(),
+        rotation: sink.rotation,
+        retention: sink.retention,
+        mode: sink.write_mode,
+        flush_interval: sink.flush_interval,
+        isb_interval: Duration::from_secs(60).min(
+            sink.rotation
+                .seconds
+                .map(Duration::from_secs)
+                .unwrap_or(Duration::MAX),
+        ),
+        post_rotate: sink.post_rotate.clone(),
+        overwrite: sink.overwrite,
+        file_mode: sink.file_mode,
+        owner: sink.owner,
+        wall_clock: live,
+    };
+    let writer = Writer::spawn(cfg, board, full_rx, senders).map_err(|e| {
+        let msg = format!("cannot write the output: {e}");
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            EngineError::usage(msg)
+        } else {
+            EngineError::runtime(msg)
+        }
+    })?;
+    Ok(SinkSetup {
+        writer,
+        full,
+        pools,
+    })
+}
+
+fn compile(spec: &CaptureSpec, linktype: u32, target: Target<'_>) -> Result<Program, EngineError> {
+    ringcap_stages::compile(
+        &spec.filter,
+        linktype as i32,
+        spec.snap.kernel_snaplen(),
+        target,
+    )
+    .map_err(|e| EngineError::usage(e.to_string()))
+}
+
+fn spawn<F: FnOnce() -> Result<(), SourceError> + Send + 'static>(
+    name: String,
+    f: F,
+) -> Result<JoinHandle<Result<(), SourceError>>, EngineError> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(f)
+        .map_err(|e| EngineError::runtime(format!("starting a capture thread: {e}")))
+}
+
+/// Threads of a capture, plus what to give back when they end.
+struct Running {
+    threads: Vec<JoinHandle<Result<(), SourceError>>>,
+    leases: Vec<Lease>,
+    /// The sink's writer, and the encoders' way to it (dropped once the
+    /// capture threads are joined, so that the writer sees the end).
+    writer: ringcap_sink::WriterHandle,
+    full: Sender<Batch>,
+}
+
+impl Capture {
+    /// Checks `spec`, opens its inputs and outputs, and starts capturing.
+    pub fn start(spec: CaptureSpec) -> Result<Capture, EngineError> {
+        let (tx, events) = crossbeam_channel::unbounded();
+        let stop = Arc::new(AtomicBool::new(false));
+        let budget = spec.count.map(|c| Arc::new(AtomicU64::new(c)));
+        let (inner, started, running) = match &spec.source {
+            SourceSpec::Live(live) => start_live(&spec, live, &tx, &stop, &budget)?,
+            SourceSpec::Files(paths) => start_files(&spec, paths, &stop, &budget)?,
+        };
+        let inner = Arc::new(inner);
+        let began = Instant::now();
+        let sup = {
+            let inner = inner.clone();
+            let duration = spec.duration;
+            std::thread::Builder::new()
+                .name("ringcap-supervisor".into())
+                .spawn(move || supervise(inner, running, duration, tx, began))
+                .map_err(|e| EngineError::runtime(format!("starting a capture thread: {e}")))?
+        };
+        Ok(Capture {
+            inner,
+            events,
+            started,
+            began,
+            supervisor: Some(sup),
+        })
+    }
+
+    /// What the capture is doing.
+    pub fn started(&self) -> &Started {
+        &self.started
+    }
+
+    /// Stops this capture (others in the process go on): threads drain what
+    /// is already on its way, the sink writes it, then the capture ends.
+    pub fn stop(&self) {
+        self.inner.stop.store(true, Ordering::Relaxed);
+        if let Some(s) = &self.supervisor {
+            s.thread().unpark();
+        }
+    }
+
+    /// The flag [`stop`](Self::stop) sets, for a signal handler to set
+    /// directly (capture threads look at it between ring blocks).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.inner.stop.clone()
+    }
+
+    /// True once the capture has ended (by itself, a stop or a failure).
+    pub fn is_finished(&self) -> bool {
+        self.supervisor.as_ref().is_none_or(|s| s.is_finished())
+    }
+
+    /// Starts a new output file now (a rotating series).
+    pub fn rotate_now(&self) {
+        self.inner.writer.rotate_now.store(true, Ordering::Relaxed);
+    }
+
+    /// The file being written, if any.
+    pub fn current_file(&self) -> Option<String> {
+        self.inner
+            .writer
+            .current
+            .lock()
+            .ok()
+            .and_then(|c| c.clone())
+    }
+
+    /// Counters now, per input and in total.
+    pub fn counters(&self) -> (Vec<(String, Counters)>, Counters) {
+        if let Some(live) = &self.inner.live {
+            live.refresh(&self.inner.board);
+        }
+        self.inner.board.snapshot()
+    }
+
+    /// The capture's events, in order; [`Event::Finished`] is the last.
+    pub fn events(&self) -> &Receiver<Event> {
+        &self.events
+    }
+
+    /// Waits for the capture to end and says how it went.
+    pub fn join(mut self) -> Outcome {
+        let error = match self.supervisor.take().map(|s| s.join()) {
+            Some(Ok(e)) => e,
+            _ => Some(EngineError::runtime("the capture's supervisor panicked")),
+        };
+        let (per_input, total) = self.inner.board.snapshot();
+        Outcome {
+            per_input,
+            total,
+            seconds: self.began.elapsed().as_secs_f64(),
+            error,
+        }
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        // A capture dropped without join still ends cleanly.
+        if let Some(s) = self.supervisor.take() {
+            self.inner.stop.store(true, Ordering::Relaxed);
+            let _ = s.join();
+        }
+    }
+}
+
+type Parts = (Inner, Started, Running);
+
+fn start_live(
+    spec: &CaptureSpec,
+    live: &LiveSpec,
+    events: &Sender<Event>,
+    stop: &Arc<AtomicBool>,
+    budget: &Option<Arc<AtomicU64>>,
+) -> Result<Parts, EngineError> {
+    if live.interfaces.is_empty() {
+        return Err(EngineError::usage(
+            "give an interface to capture on (or capture files to read)",
+        ));
+    }
+    if !(1..=64).contains(&live.threads) {
+        return Err(EngineError::usage(format!(
+            "{} threads per interface: must be from 1 to 64",
+            live.threads
+        )));
+    }
+    let mut interfaces: Vec<Interface> = Vec::new();
+    for name in &live.interfaces {
+        if interfaces.iter().any(|i| &i.name == name) {
+            return Err(EngineError::usage(format!(
+                "interface '{name}' given twice"
+            )));
+        }
+        interfaces.push(Interface::open(name)?);
+    }
+    let linktypes: Vec<u32> = interfaces
+        .iter()
+        .map(|i| i.linktype().unwrap_or(1))
+        .collect();
+    if matches!(spec.sink.format, RecordFormat::Pcap(_))
+        && linktypes.iter().any(|l| *l != linktypes[0])
+    {
+        return Err(EngineError::usage("these interfaces have different link types, which one pcap file cannot hold: use --format pcapng"));
+    }
+
+    // Kernel programs: filter + snap length + sampler; a filter-only program
+    // for counting when the sampler runs in the kernel.
+    let mut programs = Vec::new();
+    let mut counting_programs = Vec::new();
+    for (iface, lt) in interfaces.iter().zip(&linktypes) {
+        let base = compile(
+            spec,
+            *lt,
+            Target::Kernel {
+                interface: &iface.name,
+            },
+        )?;
+        let mut p = base.clone();
+        p.add_sampler(spec.sampling).map_err(EngineError::usage)?;
+        let kernel_sampling = p != base;
+        programs.push(p);
+        counting_programs.push(kernel_sampling.then_some(base));
+    }
+
+    let threads = live.threads as usize;
+    let board = Arc::new(Board::new(
+        &interfaces
+            .iter()
+            .map(|i| (i.name.clone(), threads))
+            .collect::<Vec<_>>(),
+    ));
+    let producers: Vec<usize> = (0..interfaces.len())
+        .flat_map(|i| std::iter::repeat_n(i, threads))
+        .collect();
+    let sink_ifaces: Vec<SinkInterface> = interfaces
+        .iter()
+        .zip(&linktypes)
+        .enumerate()
+        .map(|(n, (i, lt))| SinkInterface {
+            name: i.name.clone(),
+            linktype: *lt,
+            snaplen: spec.snap.snaplen(),
+            filter: (!spec.filter.is_empty()).then(|| spec.filter.clone()),
+            stats: Some(n),
+        })
+        .collect();
+    let SinkSetup {
+        writer,
+        full,
+        pools,
+    } = start_sink(
+        spec,
+        sink_ifaces,
+        &producers,
+        spec.sink.writer_buffer_bytes,
+        board.clone(),
+        true,
+    )?;
+
+    let mut leases = Vec::new();
+    for iface in &interfaces {
+        leases.push(Lease::acquire(
+            &iface.name,
+            live.fix_offloads,
+            live.tstamp == TimestampSource::Adapter,
+            events,
+        )?);
+    }
+
+    // Sockets: counting sockets first (so the filter-only count is never
+    // behind), then the capture sockets of each interface's fanout group.
+    let mut counting = Vec::new();
+    for (iface, prog) in interfaces.iter().zip(&counting_programs) {
+        counting.push(match prog {
+            Some(p) => Some(CountingSocket::open(iface, &sock_filter(p))?),
+            None => None,
+        });
+    }
+    let geometry = RingGeometry::with_total(
+        live.ring_bytes / u64::from(live.threads),
+        BLOCK_SIZE,
+        RETIRE_TIMEOUT_MS,
+    );
+    let mut sockets = Vec::new();
+    for (i, iface) in interfaces.iter().enumerate() {
+        let mut fanout_id = None;
+        for _ in 0..threads {
+            let s = CaptureSocket::open(
+                iface,
+                &SocketOptions {
+                    program: sock_filter(&programs[i]),
+                    geometry,
+                    fanout_id,
+                    promiscuous: live.promiscuous,
+                    timestamps: live.tstamp,
+                },
+            )?;
+            fanout_id = Some(s.fanout_id());
+            sockets.push((i, s));
+        }
+    }
+    for (i, iface) in interfaces.iter().enumerate() {
+        let c = iface.counters();
+        board.set_interface_base(i, c.packets, c.dropped);
+    }
+
+    let mut handles = Vec::new();
+    let mut per_iface_thread = vec![0usize; interfaces.len()];
+    let retire = Duration::from_millis(u64::from(RETIRE_TIMEOUT_MS));
+    for (producer, ((i, socket), free)) in sockets.into_iter().zip(pools).enumerate() {
+        let t = per_iface_thread[i];
+        per_iface_thread[i] += 1;
+        let mut encoder = Encoder::new(spec.sink.format, i as u32, free, full.clone());
+        encoder.set_placement(writer.placement.clone(), producer);
+        let worker = Worker {
+            source: LiveSource::new(socket, retire),
+            stages: Stages {
+                filters: None,
+                sampler: UserSampler::live(spec.sampling),
+                snap: spec.snap,
+                max_frame_len: interfaces[i].max_frame_len(),
+                transforms: spec.transforms.iter().map(|f| f()).collect(),
+                linktypes: vec![linktypes[i]],
+                budget: budget.clone(),
+                interface_base: None,
+                current_interface: 0,
+            },
+            encoder,
+            board: board.clone(),
+            slot: (i, t),
+            stop: stop.clone(),
+            flush_interval: spec.sink.flush_interval,
+        };
+        let name = format!("ringcap-{}-{t}", interfaces[i].name);
+        handles.push(spawn(name, move || worker.run())?);
+    }
+    let started = Started {
+        inputs: interfaces.iter().map(|i| i.name.clone()).collect(),
+        linktype: linktypes[0],
+        snap: spec.snap,
+        threads: live.threads,
+        ring_bytes: (geometry.total_bytes() * threads) as u64,
+        live: true,
+    };
+    let inner = Inner {
+        board,
+        stop: stop.clone(),
+        writer: writer.shared.clone(),
+        live: Some(LiveState {
+            interfaces,
+            counting: Mutex::new(counting),
+        }),
+    };
+    Ok((
+        inner,
+        started,
+        Running {
+            threads: handles,
+            leases,
+            writer,
+            full,
+        },
+    ))
+}
+
+fn start_files(
+    spec: &CaptureSpec,
+    paths: &[PathBuf],
+    stop: &Arc<AtomicBool>,
+    budget: &Option<Arc<AtomicU64>>,
+) -> Result<Parts, EngineError> {
+    if paths.is_empty() {
+        return Err(EngineError::usage("give capture files to read"));
+    }
+    // Every input's interfaces, before anything is written: each gets its
+    // own output interface (pcapng) and its own compiled filter.
+    let mut inputs = Vec::new();
+    for path in paths {
+        let ifaces = file::interfaces(path).map_err(EngineError::usage)?;
+        inputs.push(ifaces);
+    }
+    let all_linktypes: Vec<u32> = inputs.iter().flatten().map(|i| i.linktype).collect();
+    let first = all_linktypes.first().copied().unwrap_or(1);
+    if matches!(spec.sink.format, RecordFormat::Pcap(_))
+        && all_linktypes.iter().any(|l| *l != first)
+    {
+        let mut kinds: Vec<u32> = all_linktypes.clone();
+        kinds.sort_unstable();
+        kinds.dedup();
+        return Err(EngineError::usage(format!(
+            "the input has packets of {} link types ({}), which one pcap file cannot hold: use --format pcapng",
+            kinds.len(),
+            kinds.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    // One program per link type, shared by the interfaces that have it.
+    let mut compiled: Vec<(u32, Program)> = Vec::new();
+    for lt in &all_linktypes {
+        if !compiled.iter().any(|(l, _)| l == lt) {
+            compiled.push((*lt, compile(spec, *lt, Target::Offline)?));
+        }
+    }
+    let program_for = |lt: u32| {
+        compiled
+            .iter()
+            .find(|(l, _)| *l == lt)
+            .map(|(_, p)| p.clone())
+    };
+    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let board = Arc::new(Board::new(
+        &names.iter().map(|n| (n.clone(), 1)).collect::<Vec<_>>(),
+    ));
+    let mut sink_ifaces = Vec::new();
+    let mut bases = Vec::new();
+    for (f, ifaces) in inputs.iter().enumerate() {
+        bases.push(sink_ifaces.len() as u32);
+        if ifaces.is_empty() {
+            // A file with no interface (no packets): still one entry, so
+            // the output describes it.
+            sink_ifaces.push(SinkInterface {
+                name: names[f].clone(),
+                linktype: first,
+                snaplen: spec.snap.snaplen(),
+                filter: (!spec.filter.is_empty()).then(|| spec.filter.clone()),
+                stats: Some(f),
+            });
+        }
+        for (k, i) in ifaces.iter().enumerate() {
+            let name = match (&i.name, ifaces.len()) {
+                (Some(n), _) => format!("{}:{n}", names[f]),
+                (None, 1) => names[f].clone(),
+                (None, _) => format!("{}#{k}", names[f]),
+            };
+            sink_ifaces.push(SinkInterface {
+                name,
+                linktype: i.linktype,
+                snaplen: spec.snap.snaplen(),
+                filter: (!spec.filter.is_empty()).then(|| spec.filter.clone()),
+                stats: (k == 0).then_some(f),
+            });
+        }
+    }
+    let producers: Vec<usize> = (0..paths.len()).collect();
+    let SinkSetup {
+        writer,
+        full,
+        pools,
+    } = start_sink(
+        spec,
+        sink_ifaces,
+        &producers,
+        spec.sink.writer_buffer_bytes.min(FILE_BUFFER_BYTES),
+        board.clone(),
+        false,
+    )?;
+    let mut workers = Vec::new();
+    for (i, (path, free)) in paths.iter().zip(pools).enumerate() {
+        let linktypes: Vec<u32> = inputs[i].iter().map(|x| x.linktype).collect();
+        let programs: Vec<Program> = if linktypes.is_empty() {
+            vec![compile(spec, first, Target::Offline)?]
+        } else {
+            linktypes.iter().filter_map(|lt| program_for(*lt)).collect()
+        };
+        let filters = programs
+            .into_iter()
+            .map(|p| {
+                CheckedProgram::new(p).ok_or_else(|| {
+                    EngineError::usage("libpcap compiled a filter program it does not accept")
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut encoder = Encoder::new(spec.sink.format, bases[i], free, full.clone());
+        encoder.set_blocking(true);
+        encoder.set_placement(writer.placement.clone(), i);
+        workers.push((
+            path.clone(),
+            Stages {
+                filters: Some(filters),
+                sampler: UserSampler::offline(spec.sampling, 0x5eed ^ i as u64),
+                snap: spec.snap,
+                max_frame_len: u32::MAX,
+                transforms: spec.transforms.iter().map(|f| f()).collect(),
+                linktypes,
+                budget: budget.clone(),
+                interface_base: Some(bases[i]),
+                current_interface: 0,
+            },
+            encoder,
+        ));
+    }
+    let board2 = board.clone();
+    let stop2 = stop.clone();
+    let writer_shared = writer.shared.clone();
+    let flush_interval = spec.sink.flush_interval;
+    // The files one after another on one thread, so the output holds them
+    // in order.
+    let handle = spawn("ringcap-read".into(), move || {
+        for (i, (path, stages, encoder)) in workers.into_iter().enumerate() {
+            let quit = stop2.load(Ordering::Relaxed)
+                || writer_shared.failure.lock().is_ok_and(|f| f.is_some());
+            if quit || stages.count_reached() {
+                break;
+            }
+            let source = FileSource::open(&path).map_err(SourceError::Input)?;
+            let worker = Worker {
+                source,
+                stages,
+                encoder,
+                board: board2.clone(),
+                slot: (i, 0),
+                stop: stop2.clone(),
+                flush_interval,
+            };
+            worker.run()?;
+        }
+        Ok(())
+    })?;
+    let started = Started {
+        inputs: names,
+        linktype: first,
+        snap: spec.snap,
+        threads: 1,
+        ring_bytes: 0,
+        live: false,
+    };
+    let inner = Inner {
+        board,
+        stop: stop.clone(),
+        writer: writer.shared.clone(),
+        live: None,
+    };
+    Ok((
+        inner,
+        started,
+        Running {
+            threads: vec![handle],
+            leases: Vec::new(),
+            writer,
+            full,
+        },
+    ))
+}
+
+fn drain_log(shared: &Shared, completed_seen: &mut usize, tx: &Sender<Event>) {
+    if let Ok(mut l) = shared.log.lock() {
+        for m in l.drain(..) {
+            let _ = tx.send(Event::Notice(m));
+        }
+    }
+    if let Ok(c) = shared.completed.lock() {
+        for p in c.iter().skip(*completed_seen) {
+            let _ = tx.send(Event::FileCompleted(p.clone()));
+        }
+        *completed_seen = c.len();
+    }
+}
+
+fn supervise(
+    inner: Arc<Inner>,
+    running: Running,
+    duration: Option<Duration>,
+    tx: Sender<Event>,
+    began: Instant,
+) -> Option<EngineError> {
+    let mut error: Option<EngineError> = None;
+    let mut completed_seen = 0;
+    loop {
+        let mut nap = SUPERVISE_INTERVAL;
+        if let Some(d) = duration {
+            nap = nap.min(d.saturating_sub(began.elapsed()));
+        }
+        // Park rather than sleep so that nothing else is needed to wake it:
+        // a stop is noticed within one interval.
+        std::thread::park_timeout(nap.max(Duration::from_millis(1)));
+        if duration.is_some_and(|d| began.elapsed() >= d) {
+            inner.stop.store(true, Ordering::Relaxed);
+        }
+        if error.is_none() {
+            if let Some(f) = inner.writer.failure.lock().ok().and_then(|f| f.clone()) {
+                let _ = tx.send(Event::Error(f.clone()));
+                error = Some(EngineError::runtime(f));
+                inner.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        drain_log(&inner.writer, &mut completed_seen, &tx);
+        if running.threads.iter().any(|h| h.is_finished()) {
+            inner.stop.store(true, Ordering::Relaxed);
+        }
+        if inner.stop.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    // Count the interfaces first, then let the threads drain the rings.
+    if let Some(live) = &inner.live {
+        live.refresh(&inner.board);
+    }
+    let Running {
+        threads,
+        leases,
+        writer,
+        full,
+    } = running;
+    for h in threads {
+        let failed = match h.join() {
+            Ok(Ok(())) => None,
+            Ok(Err(SourceError::Input(m))) => Some(EngineError::usage(format!(
+                "{m} (the packets before it were written)"
+            ))),
+            Ok(Err(SourceError::Os(m))) => Some(EngineError::runtime(m)),
+            Err(_) => Some(EngineError::runtime("a capture thread panicked")),
+        };
+        if let Some(f) = failed {
+            if error.is_none() {
+                let _ = tx.send(Event::Error(f.message.clone()));
+                error = Some(f);
+            }
+        }
+    }
+    drop(full);
+    writer.join();
+    if let Some(live) = &inner.live {
+        live.refresh(&inner.board);
+    }
+    if let Some(f) = inner.writer.failure.lock().ok().and_then(|f| f.clone()) {
+        // A write failure outranks what it caused.
+        if !matches!(&error, Some(e) if e.message == f) {
+            error = Some(EngineError::runtime(f));
+        }
+    }
+    drain_log(&inner.writer, &mut completed_seen, &tx);
+    drop(leases);
+    let _ = tx.send(Event::Finished);
+    error
+}

@@ -1,0 +1,91 @@
+//! The live source: one AF_PACKET socket with its TPACKET_V3 ring. The
+//! filter, the snap length and (where it can) the sampler already ran in the
+//! kernel; each call hands over one ring block and gives it back after.
+
+use super::{Flow, Next, Packet, Source, SourceError};
+use ringcap_source::CaptureSocket;
+use ringcap_stats::CaptureCounts;
+use std::time::Duration;
+
+/// A capture socket as a [`Source`].
+pub struct LiveSource {
+    socket: CaptureSocket,
+    retire_timeout: Duration,
+}
+
+impl LiveSource {
+    /// Reads from `socket`, whose ring retires partly filled blocks after
+    /// `retire_timeout`.
+    pub fn new(socket: CaptureSocket, retire_timeout: Duration) -> LiveSource {
+        LiveSource {
+            socket,
+            retire_timeout,
+        }
+    }
+}
+
+impl Source for LiveSource {
+    #[inline]
+    fn next_batch<F: FnMut(Packet<'_>) -> Flow>(
+        &mut self,
+        mut each: F,
+    ) -> Result<Next, SourceError> {
+        let ring = self.socket.ring();
+        let Some(block) = ring.next_block() else {
+            return Ok(Next::Idle);
+        };
+        let total = u64::from(block.packet_count());
+        for (i, p) in block.packets().enumerate() {
+            let packet = Packet {
+                ts_ns: p.ts_ns,
+                wire_len: p.wire_len,
+                data: p.data,
+                // A tag can only go back into a frame that has its MAC addresses.
+                vlan: p.vlan.filter(|_| p.data.len() >= 12).map(|v| v.bytes()),
+                interface: 0,
+            };
+            match each(packet) {
+                Flow::Continue => {}
+                Flow::Done => {
+                    return Ok(Next::Packets {
+                        skipped: total - i as u64 - 1,
+                    })
+                }
+                Flow::Stop => {
+                    return Ok(Next::Packets {
+                        skipped: total - i as u64,
+                    })
+                }
+            }
+        }
+        Ok(Next::Packets { skipped: 0 })
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Result<(), SourceError> {
+        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+        self.socket
+            .wait(ms)
+            .map(drop)
+            .map_err(|e| SourceError::Os(format!("waiting for packets: {e}")))
+    }
+
+    fn refresh(&mut self, counts: &mut CaptureCounts) -> Result<(), SourceError> {
+        let s = self
+            .socket
+            .update_stats()
+            .map_err(|e| SourceError::Os(format!("reading socket statistics: {e}")))?;
+        counts.ring_accepted = s.accepted;
+        counts.dropped_ring = s.dropped;
+        Ok(())
+    }
+
+    fn seen(&self) -> Option<u64> {
+        None
+    }
+
+    fn drain_grace(&self) -> Duration {
+        // Blocks the kernel retires within two retire timeouts hold packets
+        // that arrived before the stop.
+        self.retire_timeout * 2 + Duration::from_millis(20)
+    }
+}

@@ -1,0 +1,93 @@
+//! The source interface: where a capture thread gets its packets. Live
+//! AF_PACKET rings ([`live`]) and capture files ([`file`]) are two
+//! implementations; the capture thread (`crate::worker`) is generic over
+//! them, so both share the stages and the sink with no cost per packet for
+//! the abstraction. An XDP source would be a third.
+
+pub mod file;
+pub mod live;
+
+use ringcap_stats::CaptureCounts;
+use std::time::Duration;
+
+/// One packet as a source hands it over; `data` borrows the source's memory
+/// (a ring block, a read buffer) until the callback returns.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<'a> {
+    /// Capture time, ns since the epoch.
+    pub ts_ns: u64,
+    /// Length on the wire, as the source saw it (without a stripped VLAN tag).
+    pub wire_len: u32,
+    /// The bytes the source has (at most the kernel's snap length).
+    pub data: &'a [u8],
+    /// A VLAN tag the kernel took out of the frame, to put back.
+    pub vlan: Option<[u8; 4]>,
+    /// The source's own interface index (a pcapng file's interface; 0 live).
+    pub interface: usize,
+}
+
+/// What the callback wants after a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Handled; go on.
+    Continue,
+    /// Handled, and the last one wanted (the count was reached with it).
+    Done,
+    /// Not handled (the count was reached before it): stop handing packets over.
+    Stop,
+}
+
+/// What a call to [`Source::next_batch`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// A batch of packets was handed over; `skipped` of them were not
+    /// handled (the callback returned [`Flow::Stop`] for the first of them,
+    /// or [`Flow::Done`] for the one before).
+    Packets {
+        /// Packets of the batch not handled.
+        skipped: u64,
+    },
+    /// Nothing ready now; [`Source::wait`] before asking again.
+    Idle,
+    /// The source has no more packets, ever.
+    End,
+}
+
+/// A source of packets for one capture thread.
+pub trait Source: Send {
+    /// Hands the packets ready now (one ring block, or a bounded run of file
+    /// records) to `each`, in order.
+    fn next_batch<F: FnMut(Packet<'_>) -> Flow>(&mut self, each: F) -> Result<Next, SourceError>;
+
+    /// Waits up to `timeout` for packets.
+    fn wait(&mut self, timeout: Duration) -> Result<(), SourceError>;
+
+    /// Adds what the source itself counts (kernel ring statistics) to `counts`.
+    fn refresh(&mut self, counts: &mut CaptureCounts) -> Result<(), SourceError>;
+
+    /// Packets read from the source so far (files: records read; live: `None`,
+    /// the interface's own counters say it).
+    fn seen(&self) -> Option<u64>;
+
+    /// How long to keep reading after a stop for packets already on their
+    /// way (a ring's blocks still open), or zero.
+    fn drain_grace(&self) -> Duration;
+}
+
+/// A source failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceError {
+    /// The system failed (a socket error).
+    Os(String),
+    /// The input is malformed (a file with bad records): the packets before
+    /// it were handled.
+    Input(String),
+}
+
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceError::Os(m) | SourceError::Input(m) => f.write_str(m),
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The stages a capture thread runs in user space on each packet a source
+//! hands over, in the order of the capture path: filter (where the kernel did
+//! not already run it), sample (what the kernel could not), the `-c` count,
+//! truncate (exact header lengths, VLAN tags put back), encode into the
+//! sink's batch, then the transform chain on the encoded bytes in place.
+
+use crate::source::{Flow, Packet};
+use ringcap_sink::Encoder;
+use ringcap_stages::transform::apply_all;
+use ringcap_stages::{CheckedProgram, Snap, Transform, UserSampler};
+use ringcap_stats::CaptureCounts;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One capture thread's stages.
+pub struct Stages {
+    /// User-space filter per source interface (files); `None` when the
+    /// kernel already filtered (live).
+    pub filters: Option<Vec<CheckedProgram>>,
+    /// Sampling left to user space.
+    pub sampler: UserSampler,
+    /// Truncation.
+    pub snap: Snap,
+    /// Frames longer than this were merged by a receive offload.
+    pub max_frame_len: u32,
+    /// In-place rewrites of kept packets.
+    pub transforms: Vec<Box<dyn Transform>>,
+    /// Link type per source interface (for transforms).
+    pub linktypes: Vec<u32>,
+    /// Packets still to keep with `-c`, shared by the capture's threads.
+    pub budget: Option<Arc<AtomicU64>>,
+    /// Output interface id of source interface 0 when a source has several
+    /// (files); `None` when the encoder's id is fixed.
+    pub interface_base: Option<u32>,
+    /// Source interface of the last packet (files).
+    pub current_interface: usize,
+}
+
+impl Stages {
+    /// True when the `-c` count has been reached.
+    pub fn count_reached(&self) -> bool {
+        self.budget
+            .as_ref()
+            .is_some_and(|b| b.load(Ordering::Relaxed) == 0)
+    }
+
+    /// Runs the stages on one packet.
+    #[inline]
+    pub fn handle(
+        &mut self,
+        p: Packet<'_>,
+        encoder: &mut Encoder,
+        counts: &mut CaptureCounts,
+    ) -> Flow {
+        if let Some(filters) = &self.filters {
+            // Source interface indexes come from the source, which only hands
+            // over packets of interfaces it described; the fallback keeps a
+            // bad index from panicking.
+            let Some(program) = filters.get(p.interface).or(filters.last()) else {
+                return Flow::Continue;
+            };
+            if program.run(p.data, p.wire_len) == 0 {
+                return Flow::Continue;
+            }
+            counts.ring_accepted += 1;
+        }
+        let tag_len = if p.vlan.is_some() { 4 } else { 0 };
+        if p.wire_len > self.max_frame_len {
+            counts.merged_by_offload += 1;
+        }
+        if !self.sampler.keeps_all() && !self.sampler.keep(p.data) {
+            counts.sampled_out += 1;
+            return Flow::Continue;
+        }
+        let mut last = false;
+        if let Some(b) = &self.budget {
+            // Only with -c: one atomic per packet is fine for bounded captures.
+            match b.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)) {
+                Err(_) => return Flow::Stop,
+                Ok(1) => last = true,
+                Ok(_) => {}
+            }
+        }
+        if let Some(base) = self.interface_base {
+            if p.interface != self.current_interface {
+                self.current_interface = p.interface;
+                encoder.set_interface_id(base + p.interface as u32);
+            }
+        }
+        let wire_len = p.wire_len + tag_len as u32;
+        let caplen = self.snap.keep_len(p.data, tag_len);
+        counts.delivered += 1;
+        counts.bytes_on_wire += u64::from(wire_len);
+        let kept = encoder.push(p.ts_ns, wire_len, p.data, p.vlan, caplen);
+        if !self.transforms.is_empty() {
+            if let Some(bytes) = kept {
+                let linktype = self.linktypes.get(p.interface).copied().unwrap_or(1);
+                apply_all(&mut self.transforms, linktype, bytes, wire_len);
+            }
+        }
+        if last {
+            Flow::Done
+        } else {
+            Flow::Continue
+        }
+    }
+}

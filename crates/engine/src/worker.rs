@@ -1,0 +1,133 @@
+//! The capture thread: source → stages → encoder, with counts on the side.
+//!
+//! Generic over the [`Source`], so a ring block's packets go through the
+//! stages with no indirect call. Counts are kept locally and published to the
+//! board once per batch at most every 250 ms (no atomic per packet). A stop
+//! (this capture's own flag) lets the source drain what is already on its
+//! way, then the encoder ships what it holds.
+
+use crate::source::{Flow, Next, Source, SourceError};
+use crate::stages::Stages;
+use ringcap_sink::Encoder;
+use ringcap_stats::{Board, CaptureCounts};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Longest a stopping thread keeps draining a busy source.
+const DRAIN_LIMIT: Duration = Duration::from_secs(3);
+/// How often kernel statistics are read and counts published while busy.
+const PUBLISH_INTERVAL: Duration = Duration::from_millis(250);
+
+/// One capture thread's job.
+pub struct Worker<S: Source> {
+    /// Where packets come from.
+    pub source: S,
+    /// What happens to each.
+    pub stages: Stages,
+    /// Where kept packets go.
+    pub encoder: Encoder,
+    /// Counters.
+    pub board: Arc<Board>,
+    /// Board entry (interface) and thread slot.
+    pub slot: (usize, usize),
+    /// The capture's stop flag.
+    pub stop: Arc<AtomicBool>,
+    /// Ship a partial batch after this long.
+    pub flush_interval: Duration,
+}
+
+impl<S: Source> Worker<S> {
+    /// Runs until the source ends or the capture stops.
+    pub fn run(mut self) -> Result<(), SourceError> {
+        let mut counts = CaptureCounts::default();
+        let mut last_publish = Instant::now();
+        let mut draining_since: Option<Instant> = None;
+        // The wait only bounds how late a stop or a partial-batch flush is
+        // noticed (a retired block wakes it at once); each wake-up costs tens
+        // of microseconds in a VM.
+        let nap = self
+            .flush_interval
+            .clamp(Duration::from_millis(10), PUBLISH_INTERVAL);
+        let mut exhausted = false;
+        let mut result = Ok(());
+        loop {
+            if draining_since.is_none() && (self.stop.load(Ordering::Relaxed) || exhausted) {
+                draining_since = Some(Instant::now());
+            }
+            let next = if exhausted {
+                self.source.next_batch(|_| Flow::Stop)
+            } else {
+                let (stages, encoder, c) = (&mut self.stages, &mut self.encoder, &mut counts);
+                self.source.next_batch(|p| stages.handle(p, encoder, c))
+            };
+            let next = match next {
+                Ok(n) => n,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            let got = matches!(next, Next::Packets { .. });
+            if let Next::Packets { skipped } = next {
+                counts.after_count += skipped;
+            }
+            if next == Next::End {
+                break;
+            }
+            if !exhausted && self.stages.count_reached() {
+                exhausted = true;
+                // This capture only: its other threads drain and stop too.
+                self.stop.store(true, Ordering::Relaxed);
+            }
+            if let Some(since) = draining_since {
+                let grace = self.source.drain_grace();
+                if grace.is_zero()
+                    || (!got && since.elapsed() > grace)
+                    || since.elapsed() > DRAIN_LIMIT
+                {
+                    break;
+                }
+            }
+            if !got || last_publish.elapsed() >= PUBLISH_INTERVAL {
+                if last_publish.elapsed() >= PUBLISH_INTERVAL {
+                    if let Err(e) = self.source.refresh(&mut counts) {
+                        result = Err(e);
+                        break;
+                    }
+                    last_publish = Instant::now();
+                }
+                if self
+                    .encoder
+                    .oldest()
+                    .is_some_and(|t| t.elapsed() >= self.flush_interval)
+                {
+                    self.encoder.flush();
+                }
+                self.publish(&counts);
+            }
+            if !got {
+                if let Err(e) = self.source.wait(nap) {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.encoder.close();
+        if let Err(e) = self.source.refresh(&mut counts) {
+            result = result.and(Err(e));
+        }
+        self.publish(&counts);
+        result
+    }
+
+    fn publish(&self, counts: &CaptureCounts) {
+        let mut c = *counts;
+        c.dropped_writer = self.encoder.dropped;
+        let (i, t) = self.slot;
+        self.board.interfaces[i].threads[t].publish(&c);
+        if let Some(seen) = self.source.seen() {
+            self.board.set_interface_now(i, seen, 0);
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! The command line as a tcpdump user meets it (issue 13's defects): outputs
+//! opened before anything starts, `-w /dev/null`, `--help` grouped with every
+//! enumerated value listed, unknown options reported as options, and offline
+//! pcapng input with several link types.
+
+mod common;
+
+use common::*;
+use ringcap_format::pcapng;
+use ringcap_format::read::Reader;
+use ringcap_testkit::frames::{self, Endpoints};
+use ringcap_testkit::{skip_unless_netns, Testbed};
+use std::net::Ipv4Addr;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn endpoints() -> Endpoints {
+    Endpoints::new([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .with_ipv4(Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2))
+}
+
+/// A pcapng file with two interfaces, Ethernet (0) and raw IP (1), and the
+/// same frames on both (the raw-IP copies without their Ethernet header).
+fn two_linktypes(path: &std::path::Path) -> Vec<(u32, Vec<u8>)> {
+    let ep = endpoints();
+    let mut packets = Vec::new();
+    for seq in 0..40u32 {
+        let f = match seq % 3 {
+            0 => frames::udp4(&ep, seq, 4000, 53, 40),
+            1 => frames::tcp4_with_options(&ep, seq, 4001, 80, 30),
+            _ => frames::icmp4_echo(&ep, seq, 7, 20),
+        };
+        packets.push((0u32, f.clone()));
+        packets.push((1u32, f[14..].to_vec()));
+    }
+    let mut b = pcapng::section_header("test", "test", None);
+    for (lt, name) in [(1u16, "eth"), (101u16, "raw")] {
+        b.extend_from_slice(&pcapng::interface_description(
+            &pcapng::InterfaceDescription {
+                linktype: lt,
+                snaplen: 65535,
+                name,
+                filter: None,
+                description: None,
+            },
+        ));
+    }
+    for (i, (iface, data)) in packets.iter().enumerate() {
+        let mut rec = vec![0u8; pcapng::epb_len(data.len())];
+        let len = data.len() as u32;
+        pcapng::write_epb_header(
+            &mut rec,
+            *iface,
+            1_700_000_000_000_000_000 + i as u64,
+            len,
+            len,
+        );
+        rec[pcapng::EPB_DATA_OFFSET..pcapng::EPB_DATA_OFFSET + data.len()].copy_from_slice(data);
+        pcapng::write_epb_trailer(&mut rec, len);
+        b.extend_from_slice(&rec);
+    }
+    std::fs::write(path, b).unwrap();
+    packets
+}
+
+/// (interface id, link type, bytes) of every packet of a pcapng file.
+fn packets_of(path: &std::path::Path) -> Vec<(usize, u32, Vec<u8>)> {
+    let mut r = Reader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet().unwrap() {
+        let (i, d) = (p.interface, p.data.to_vec());
+        out.push((i, r.interfaces()[i].linktype, d));
+    }
+    out
+}
+
+#[test]
+fn pcapng_input_with_two_link_types_is_filtered_per_link_type() {
+    let dir = TempDir::new("two-linktypes");
+    let input = dir.join("in.pcapng");
+    let sent = two_linktypes(&input);
+    let out = dir.file("out.pcapng");
+    let fin = ringcap(&[
+        "capture",
+        "-r",
+        input.to_str().unwrap(),
+        "--format",
+        "pcapng",
+        "-w",
+        &out,
+        "udp",
+    ]);
+    fin.assert_ok("two link types, pcapng out");
+    let got = packets_of(std::path::Path::new(&out));
+    // What the filter selects on each link type: the UDP frames, both copies.
+    let want: Vec<(usize, u32, Vec<u8>)> = sent
+        .iter()
+        .filter(|(iface, f)| {
+            let ip = if *iface == 0 { &f[14..] } else { &f[..] };
+            ip[9] == 17
+        })
+        .map(|(iface, f)| {
+            (
+                *iface as usize,
+                if *iface == 0 { 1 } else { 101 },
+                f.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(want.len(), 28);
+    assert_eq!(
+        got, want,
+        "one interface per input interface, filtered per link type"
+    );
+    // tshark agrees on the interfaces and lengths.
+    if ringcap_testkit::netns::have_program("tshark") {
+        let t = Command::new("tshark")
+            .args([
+                "-r",
+                &out,
+                "-T",
+                "fields",
+                "-e",
+                "frame.interface_id",
+                "-e",
+                "frame.len",
+            ])
+            .output()
+            .unwrap();
+        let lines: Vec<String> = String::from_utf8_lossy(&t.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let expect: Vec<String> = want
+            .iter()
+            .map(|(i, _, f)| format!("{i}\t{}", f.len()))
+            .collect();
+        assert_eq!(lines, expect, "tshark's view of the output");
+    }
+    // pcap output cannot hold two link types: refused before writing.
+    let pcap_out = dir.file("out.pcap");
+    let fin = ringcap(&["capture", "-r", input.to_str().unwrap(), "-w", &pcap_out]);
+    assert_eq!(fin.code(), Some(2), "{}", fin.stderr);
+    assert!(
+        fin.stderr.contains("link types") && fin.stderr.contains("pcapng"),
+        "{}",
+        fin.stderr
+    );
+    assert!(
+        !std::path::Path::new(&pcap_out).exists(),
+        "refused, yet wrote {pcap_out}"
+    );
+}
+
+#[test]
+fn dev_null_is_a_valid_output() {
+    let dir = TempDir::new("devnull");
+    let input = dir.join("in.pcap");
+    let sent = frames::mixed_sequence(&endpoints(), 50);
+    ringcap_testkit::netns::write_pcap(&input, &sent).unwrap();
+    for format in ["pcap", "pcapng"] {
+        let json = dir.file(&format!("stats-{format}.json"));
+        let fin = ringcap(&[
+            "capture",
+            "-r",
+            input.to_str().unwrap(),
+            "--format",
+            format,
+            "-w",
+            "/dev/null",
+            "--stats-json",
+            &json,
+        ]);
+        fin.assert_ok(&format!("-w /dev/null --format {format}"));
+        let recs = json_records(&json);
+        let f = final_record(&recs);
+        assert_eq!(num(f, "packets_written"), sent.len() as u64, "{f}");
+    }
+    assert!(std::path::Path::new("/dev/null").exists());
+}
+
+#[test]
+fn help_is_grouped_and_lists_values() {
+    let out = Command::new(bin())
+        .args(["capture", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // clap wraps lines to the terminal width: compare with single spaces.
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    for heading in [
+        "Input:",
+        "Output:",
+        "What to keep:",
+        "Capture:",
+        "Files: rotation and retention:",
+        "Reporting:",
+    ] {
+        assert!(text.contains(heading), "no heading {heading:?} in:\n{text}");
+    }
+    for values in [
+        "[possible values: pcap, pcapng]",
+        "[possible values: direct, uring, buffered]",
+        "[possible values: random, count]",
+        "[possible values: host, adapter]",
+        "[possible values: nano, micro]",
+    ] {
+        assert!(flat.contains(values), "no {values:?} in:\n{text}");
+    }
+    let top = Command::new(bin()).arg("--help").output().unwrap();
+    let top = String::from_utf8_lossy(&top.stdout);
+    assert!(
+        !top.contains("bench-sink"),
+        "bench-sink is for bench/, not users:\n{top}"
+    );
+}
+
+#[test]
+fn unknown_option_is_reported_as_an_option() {
+    let fin = ringcap(&[
+        "capture",
+        "-r",
+        "in.pcap",
+        "--anonymise",
+        "KEY",
+        "-w",
+        "out.pcap",
+    ]);
+    assert_eq!(fin.code(), Some(2), "{}", fin.stderr);
+    assert!(fin.stderr.contains("--anonymise"), "{}", fin.stderr);
+    assert!(!fin.stderr.contains("filter expression"), "{}", fin.stderr);
+}
+
+/// A bad --stats-json path fails before the ring is allocated and before
+/// `capturing on` (which scripts wait for), and no output file is made.
+#[test]
+fn bad_stats_json_fails_before_capturing() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let dir = TempDir::new("stats-first");
+    let out = dir.file("out.pcap");
+    let t = Instant::now();
+    let mut cmd = tb.in_capture_ns(bin());
+    cmd.args([
+        "capture",
+        "-i",
+        &tb.capture_if,
+        "-w",
+        &out,
+        "--stats-json",
+        "/nonexistent-rc/x.json",
+    ]);
+    let (status, _, stderr) = run_limited(cmd, Duration::from_secs(15));
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--stats-json"), "{stderr}");
+    assert!(
+        !stderr.contains("capturing on"),
+        "started before failing:\n{stderr}"
+    );
+    assert!(
+        !std::path::Path::new(&out).exists(),
+        "made {out} before failing"
+    );
+    // The default 256 MiB ring was never allocated (that takes ~0.5 s here).
+    assert!(t.elapsed() < Duration::from_secs(5));
+}

@@ -15,7 +15,7 @@ use crate::interfaces::Lease;
 use crate::source::file::{self, FileSource};
 use crate::source::live::LiveSource;
 use crate::source::SourceError;
-use crate::spec::{CaptureSpec, LiveSpec, SourceSpec};
+use crate::spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec};
 use crate::stages::Stages;
 use crate::worker::Worker;
 use crossbeam_channel::{Receiver, Sender};
@@ -141,14 +141,13 @@ struct SinkSetup {
 }
 
 fn start_sink(
-    spec: &CaptureSpec,
+    sink: &SinkSpec,
     interfaces: Vec<SinkInterface>,
     producers: &[usize],
     buffer_bytes: u64,
     board: Arc<Board>,
     live: bool,
 ) -> Result<SinkSetup, EngineError> {
-    let sink = &spec.sink;
     let per_pool = ((buffer_bytes / BATCH_SIZE as u64) as usize).max(2);
     let mut senders = Vec::new();
     let mut pools = Vec::new();
@@ -197,14 +196,28 @@ fn start_sink(
     })
 }
 
+/// The capture's filter program for `linktype`: its own filter, ANDed at the
+/// instruction level with the framework filter when there is one.
 fn compile(spec: &CaptureSpec, linktype: u32, target: Target<'_>) -> Result<Program, EngineError> {
-    ringcap_stages::compile(
-        &spec.filter,
-        linktype as i32,
-        spec.snap.kernel_snaplen(),
-        target,
-    )
-    .map_err(|e| EngineError::usage(e.to_string()))
+    let one = |expr: &str| {
+        ringcap_stages::compile(expr, linktype as i32, spec.snap.kernel_snaplen(), target)
+            .map_err(|e| EngineError::usage(e.to_string()))
+    };
+    let own = one(&spec.filter)?;
+    if spec.framework_filter.trim().is_empty() {
+        return Ok(own);
+    }
+    let framework = one(&spec.framework_filter)?;
+    Program::and(&framework, &own).map_err(EngineError::usage)
+}
+
+/// The filter text recorded in output files.
+fn filter_text(spec: &CaptureSpec) -> Option<String> {
+    match (spec.framework_filter.trim(), spec.filter.trim()) {
+        ("", "") => None,
+        ("", f) | (f, "") => Some(f.to_string()),
+        (fw, f) => Some(format!("({fw}) and ({f})")),
+    }
 }
 
 fn spawn<F: FnOnce() -> Result<(), SourceError> + Send + 'static>(
@@ -411,22 +424,32 @@ fn start_live(
             name: i.name.clone(),
             linktype: *lt,
             snaplen: spec.snap.snaplen(),
-            filter: (!spec.filter.is_empty()).then(|| spec.filter.clone()),
+            filter: filter_text(spec),
             stats: Some(n),
         })
         .collect();
+    // With the front end's own sinks the writer has nothing to write (and
+    // no buffers); it stays for the shape of the capture.
+    let stream = spec.stream.clone();
     let SinkSetup {
         writer,
         full,
         pools,
-    } = start_sink(
-        spec,
-        sink_ifaces,
-        &producers,
-        spec.sink.writer_buffer_bytes,
-        board.clone(),
-        true,
-    )?;
+    } = if stream.is_some() {
+        let mut quiet = spec.clone();
+        quiet.sink.output = ringcap_sink::OutputPlan::Discard;
+        start_sink(&quiet.sink, sink_ifaces, &[], 0, board.clone(), true)?
+    } else {
+        start_sink(
+            &spec.sink,
+            sink_ifaces,
+            &producers,
+            spec.sink.writer_buffer_bytes,
+            board.clone(),
+            true,
+        )?
+    };
+    let mut pools = pools.into_iter();
 
     let mut leases = Vec::new();
     for iface in &interfaces {
@@ -478,32 +501,56 @@ fn start_live(
     let mut handles = Vec::new();
     let mut per_iface_thread = vec![0usize; interfaces.len()];
     let retire = Duration::from_millis(u64::from(RETIRE_TIMEOUT_MS));
-    for (producer, ((i, socket), free)) in sockets.into_iter().zip(pools).enumerate() {
+    for (producer, (i, socket)) in sockets.into_iter().enumerate() {
         let t = per_iface_thread[i];
         per_iface_thread[i] += 1;
-        let mut encoder = Encoder::new(spec.sink.format, i as u32, free, full.clone());
-        encoder.set_placement(writer.placement.clone(), producer);
-        let worker = Worker {
-            source: LiveSource::new(socket, retire),
-            stages: Stages {
-                filters: None,
-                sampler: UserSampler::live(spec.sampling),
-                snap: spec.snap,
-                max_frame_len: interfaces[i].max_frame_len(),
-                transforms: spec.transforms.iter().map(|f| f()).collect(),
-                linktypes: vec![linktypes[i]],
-                budget: budget.clone(),
-                interface_base: None,
-                current_interface: 0,
-            },
-            encoder,
-            board: board.clone(),
-            slot: (i, t),
-            stop: stop.clone(),
-            flush_interval: spec.sink.flush_interval,
+        let stages = Stages {
+            filters: None,
+            sampler: UserSampler::live(spec.sampling),
+            snap: spec.snap,
+            max_frame_len: interfaces[i].max_frame_len(),
+            transforms: spec.transforms.iter().map(|f| f()).collect(),
+            linktypes: vec![linktypes[i]],
+            budget: budget.clone(),
+            interface_base: None,
+            current_interface: 0,
         };
+        let source = LiveSource::new(socket, retire);
         let name = format!("ringcap-{}-{t}", interfaces[i].name);
-        handles.push(spawn(name, move || worker.run())?);
+        let (board, stop) = (board.clone(), stop.clone());
+        let flush_interval = spec.sink.flush_interval;
+        let handle = match &stream {
+            Some(factory) => {
+                let worker = Worker {
+                    source,
+                    stages,
+                    encoder: factory.make(i, t, linktypes[i]),
+                    board,
+                    slot: (i, t),
+                    stop,
+                    flush_interval,
+                };
+                spawn(name, move || worker.run())?
+            }
+            None => {
+                let free = pools.next().ok_or_else(|| {
+                    EngineError::runtime("no output buffers for a capture thread")
+                })?;
+                let mut encoder = Encoder::new(spec.sink.format, i as u32, free, full.clone());
+                encoder.set_placement(writer.placement.clone(), producer);
+                let worker = Worker {
+                    source,
+                    stages,
+                    encoder,
+                    board,
+                    slot: (i, t),
+                    stop,
+                    flush_interval,
+                };
+                spawn(name, move || worker.run())?
+            }
+        };
+        handles.push(handle);
     }
     let started = Started {
         inputs: interfaces.iter().map(|i| i.name.clone()).collect(),
@@ -542,6 +589,11 @@ fn start_files(
 ) -> Result<Parts, EngineError> {
     if paths.is_empty() {
         return Err(EngineError::usage("give capture files to read"));
+    }
+    if spec.stream.is_some() {
+        return Err(EngineError::usage(
+            "captures of files write files: a stream sink is for live captures",
+        ));
     }
     // Every input's interfaces, before anything is written: each gets its
     // own output interface (pcapng) and its own compiled filter.
@@ -592,7 +644,7 @@ fn start_files(
                 name: names[f].clone(),
                 linktype: first,
                 snaplen: spec.snap.snaplen(),
-                filter: (!spec.filter.is_empty()).then(|| spec.filter.clone()),
+                filter: filter_text(spec),
                 stats: Some(f),
             });
         }
@@ -606,7 +658,7 @@ fn start_files(
                 name,
                 linktype: i.linktype,
                 snaplen: spec.snap.snaplen(),
-                filter: (!spec.filter.is_empty()).then(|| spec.filter.clone()),
+                filter: filter_text(spec),
                 stats: (k == 0).then_some(f),
             });
         }
@@ -617,7 +669,7 @@ fn start_files(
         full,
         pools,
     } = start_sink(
-        spec,
+        &spec.sink,
         sink_ifaces,
         &producers,
         spec.sink.writer_buffer_bytes.min(FILE_BUFFER_BYTES),
@@ -802,4 +854,45 @@ fn supervise(
     drop(leases);
     let _ = tx.send(Event::Finished);
     error
+}
+
+/// A file sink for packets a front end brings itself (a client of the
+/// daemon writing what it receives): the writer thread and one encoder,
+/// set up as a live capture's would be. Close the encoder, drop it, then
+/// join the writer.
+pub struct FileSink {
+    /// The writer thread.
+    pub writer: ringcap_sink::WriterHandle,
+    /// Where packets go.
+    pub encoder: Encoder,
+}
+
+impl FileSink {
+    /// Opens the output of `sink` (the first file now) for packets of
+    /// `interfaces`, counting on `board` (entry 0).
+    pub fn open(
+        sink: &SinkSpec,
+        interfaces: Vec<SinkInterface>,
+        board: Arc<Board>,
+    ) -> Result<FileSink, EngineError> {
+        let SinkSetup {
+            writer,
+            full,
+            pools,
+        } = start_sink(
+            sink,
+            interfaces,
+            &[0],
+            sink.writer_buffer_bytes,
+            board,
+            true,
+        )?;
+        let free = pools
+            .into_iter()
+            .next()
+            .ok_or_else(|| EngineError::runtime("no output buffers"))?;
+        let mut encoder = Encoder::new(sink.format, 0, free, full);
+        encoder.set_placement(writer.placement.clone(), 0);
+        Ok(FileSink { writer, encoder })
+    }
 }

@@ -24,20 +24,24 @@
 pub mod capture;
 pub mod error;
 pub mod event;
+pub mod hub;
 pub mod interfaces;
+pub mod sink;
 pub mod source;
 pub mod spec;
 pub mod stages;
 pub mod worker;
 
-pub use capture::{Capture, Outcome, Started, BATCH_SIZE, BLOCK_SIZE, RETIRE_TIMEOUT_MS};
+pub use capture::{Capture, FileSink, Outcome, Started, BATCH_SIZE, BLOCK_SIZE, RETIRE_TIMEOUT_MS};
 pub use error::{EngineError, ErrorKind};
 pub use event::Event;
+pub use sink::{PacketSink, SharedSinkFactory, SinkFactory};
 pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec};
 
 // What a front end needs to fill a spec, without depending on every crate.
 pub use ringcap_sink::files::{OutputPlan, Retention, Rotation};
+pub use ringcap_sink::SinkInterface;
 pub use ringcap_sink::{RecordFormat, WriteMode};
 pub use ringcap_source::TimestampSource;
 pub use ringcap_stages::{SampleMode, Sampling, Snap, Transform, TransformFactory};
-pub use ringcap_stats::Counters;
+pub use ringcap_stats::{Board, Counters};

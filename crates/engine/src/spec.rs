@@ -15,14 +15,23 @@ pub struct CaptureSpec {
     pub source: SourceSpec,
     /// Filter expression, tcpdump syntax ("" = every packet).
     pub filter: String,
+    /// An administrator's filter every packet must pass as well ("" = none):
+    /// compiled on its own and joined to `filter`'s program instruction by
+    /// instruction (`Program::and`), so no text in `filter` can widen it.
+    pub framework_filter: String,
     /// How much of each packet to keep.
     pub snap: Snap,
     /// Which packets to keep of those the filter accepts.
     pub sampling: Sampling,
     /// In-place rewrites of kept packets, in order (see `ringcap_stages::transform`).
     pub transforms: Vec<TransformFactory>,
-    /// Where kept packets go.
+    /// Where kept packets go: files (or a stream) written by the engine's
+    /// writer, unless `stream` is set.
     pub sink: SinkSpec,
+    /// Sinks of the front end's own, one per capture thread (live captures
+    /// only): when set, packets go there and `sink` only gives its flush
+    /// interval.
+    pub stream: Option<crate::sink::SharedSinkFactory>,
     /// Stop after this many kept packets.
     pub count: Option<u64>,
     /// Stop after this long.
@@ -34,10 +43,12 @@ impl std::fmt::Debug for CaptureSpec {
         f.debug_struct("CaptureSpec")
             .field("source", &self.source)
             .field("filter", &self.filter)
+            .field("framework_filter", &self.framework_filter)
             .field("snap", &self.snap)
             .field("sampling", &self.sampling)
             .field("transforms", &self.transforms.len())
             .field("sink", &self.sink)
+            .field("stream", &self.stream.is_some())
             .field("count", &self.count)
             .field("duration", &self.duration)
             .finish()

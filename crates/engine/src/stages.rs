@@ -4,8 +4,8 @@
 //! truncate (exact header lengths, VLAN tags put back), encode into the
 //! sink's batch, then the transform chain on the encoded bytes in place.
 
+use crate::sink::PacketSink;
 use crate::source::{Flow, Packet};
-use ringcap_sink::Encoder;
 use ringcap_stages::transform::apply_all;
 use ringcap_stages::{CheckedProgram, Snap, Transform, UserSampler};
 use ringcap_stats::CaptureCounts;
@@ -46,10 +46,10 @@ impl Stages {
 
     /// Runs the stages on one packet.
     #[inline]
-    pub fn handle(
+    pub fn handle<K: PacketSink>(
         &mut self,
         p: Packet<'_>,
-        encoder: &mut Encoder,
+        encoder: &mut K,
         counts: &mut CaptureCounts,
     ) -> Flow {
         if let Some(filters) = &self.filters {

@@ -6,9 +6,9 @@
 //! (this capture's own flag) lets the source drain what is already on its
 //! way, then the encoder ships what it holds.
 
+use crate::sink::PacketSink;
 use crate::source::{Flow, Next, Source, SourceError};
 use crate::stages::Stages;
-use ringcap_sink::Encoder;
 use ringcap_stats::{Board, CaptureCounts};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -20,13 +20,13 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(3);
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(250);
 
 /// One capture thread's job.
-pub struct Worker<S: Source> {
+pub struct Worker<S: Source, K: PacketSink> {
     /// Where packets come from.
     pub source: S,
     /// What happens to each.
     pub stages: Stages,
     /// Where kept packets go.
-    pub encoder: Encoder,
+    pub encoder: K,
     /// Counters.
     pub board: Arc<Board>,
     /// Board entry (interface) and thread slot.
@@ -37,7 +37,7 @@ pub struct Worker<S: Source> {
     pub flush_interval: Duration,
 }
 
-impl<S: Source> Worker<S> {
+impl<S: Source, K: PacketSink> Worker<S, K> {
     /// Runs until the source ends or the capture stops.
     pub fn run(mut self) -> Result<(), SourceError> {
         let mut counts = CaptureCounts::default();
@@ -123,7 +123,7 @@ impl<S: Source> Worker<S> {
 
     fn publish(&self, counts: &CaptureCounts) {
         let mut c = *counts;
-        c.dropped_writer = self.encoder.dropped;
+        c.dropped_writer = self.encoder.dropped();
         let (i, t) = self.slot;
         self.board.interfaces[i].threads[t].publish(&c);
         if let Some(seen) = self.source.seen() {

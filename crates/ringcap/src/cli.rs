@@ -36,6 +36,8 @@ pub enum Command {
     /// measure the writer without a capture in front of it (used by bench/).
     #[command(hide = true)]
     BenchSink(BenchSinkArgs),
+    /// Show what ringcapd is capturing (your sessions; root sees all).
+    Stats(StatsArgs),
     /// (used by `demo`) send numbered test frames on an interface.
     #[command(hide = true)]
     DemoSend {
@@ -67,6 +69,20 @@ pub struct CaptureArgs {
         help_heading = "Input"
     )]
     pub read: Vec<PathBuf>,
+
+    /// Capture through ringcapd, as an unprivileged user, with what its
+    /// policy allows (the socket: --daemon=PATH, else $RINGCAP_DAEMON, else
+    /// /run/ringcapd/ringcapd.sock). Without CAP_NET_RAW, ringcap uses the
+    /// daemon by itself when the default socket exists.
+    #[arg(
+        long,
+        value_name = "SOCKET",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        help_heading = "Input"
+    )]
+    pub daemon: Option<String>,
 
     /// Write packets to PATH: a file, a directory (ending in /) for a series of files, or - for a pcap stream on stdout. Without -w packets are only counted.
     #[arg(
@@ -298,6 +314,18 @@ pub struct CaptureArgs {
     /// with `-`.
     #[arg(value_name = "FILTER")]
     pub filter: Vec<String>,
+}
+
+/// `ringcap stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The daemon's socket (--daemon=PATH; default $RINGCAP_DAEMON, else
+    /// /run/ringcapd/ringcapd.sock).
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub daemon: Option<String>,
+    /// One JSON object per session instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `ringcap bench-sink`.

@@ -228,6 +228,8 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
             snap,
             sampling,
             transforms: Vec::new(),
+            framework_filter: String::new(),
+            stream: None,
             sink,
             count: a.count,
             duration: a.duration.map(|d| secs("--duration", d)).transpose()?,

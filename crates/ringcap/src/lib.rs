@@ -7,6 +7,7 @@
 pub mod benchsink;
 pub mod cli;
 pub mod config;
+pub mod daemon_client;
 pub mod demo;
 pub mod failure;
 pub mod privileges;

@@ -64,13 +64,15 @@ impl Reporter {
         self.interval.saturating_sub(self.last.elapsed())
     }
 
-    /// Emits an interval record if one is due.
-    pub fn tick(&mut self, capture: &Capture) {
+    /// Emits an interval record if one is due, with the counters `now` gives.
+    pub fn tick(
+        &mut self,
+        now: impl FnOnce() -> (Vec<(String, Counters)>, Counters, Option<String>),
+    ) {
         if !self.until_due().is_zero() {
             return;
         }
-        let (per, total) = capture.counters();
-        let file = capture.current_file();
+        let (per, total, file) = now();
         if self.tty {
             let line = report::status_line(
                 &total,
@@ -171,6 +173,9 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     };
     spec.sink.owner = owner.map(|o| (o.uid, o.gid));
     let signals = Signals::install();
+    if let Some(socket) = crate::daemon_client::socket_for(args, &spec) {
+        return crate::daemon_client::capture(spec, socket, json, stats_interval, &signals);
+    }
     let capture = Capture::start(spec).map_err(Failure::from)?;
     // From now on a stop signal reaches the capture threads at once.
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -212,7 +217,10 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
             capture.rotate_now();
         }
         if !stopping {
-            reporter.tick(&capture);
+            reporter.tick(|| {
+                let (per, total) = capture.counters();
+                (per, total, capture.current_file())
+            });
         }
     }
     let outcome = capture.join();

@@ -112,7 +112,8 @@ fn parse_instruction(s: &str) -> Option<Instruction> {
     Some(Instruction { code, jt, jf, k })
 }
 
-fn mentions_vlan(expression: &str) -> bool {
+/// True if `expression` tests VLAN tags (and so must see them in the frame).
+pub fn mentions_vlan(expression: &str) -> bool {
     expression
         .split(|c: char| !c.is_ascii_alphanumeric())
         .any(|w| w == "vlan")

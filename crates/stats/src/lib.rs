@@ -24,6 +24,11 @@ pub struct Counters {
     pub packets_dropped_ring: u64,
     /// Packets left out by sampling.
     pub packets_sampled_out: u64,
+    /// Packets refused by a daemon session's rate limits (0 for local captures).
+    pub packets_rate_limited: u64,
+    /// Packets a daemon dropped because its client's ring was full (0 for
+    /// local captures).
+    pub packets_dropped_client: u64,
     /// Packets that reached user space and were kept by every stage.
     pub packets_delivered: u64,
     /// Packets read from the ring after the `-c` count was reached: not kept.
@@ -48,6 +53,8 @@ impl Counters {
         self.packets_filter_accepted += o.packets_filter_accepted;
         self.packets_dropped_ring += o.packets_dropped_ring;
         self.packets_sampled_out += o.packets_sampled_out;
+        self.packets_rate_limited += o.packets_rate_limited;
+        self.packets_dropped_client += o.packets_dropped_client;
         self.packets_delivered += o.packets_delivered;
         self.packets_after_count += o.packets_after_count;
         self.packets_written += o.packets_written;
@@ -60,14 +67,14 @@ impl Counters {
     /// Packets that matched the filter and were sampled in but are not in the
     /// output: ring drops plus writer drops.
     pub fn lost(&self) -> u64 {
-        self.packets_dropped_ring + self.packets_dropped_writer
+        self.packets_dropped_ring + self.packets_dropped_client + self.packets_dropped_writer
     }
 
     /// Lost packets as a percentage of those that should have been kept.
     pub fn lost_pct(&self) -> f64 {
-        let wanted = self
-            .packets_filter_accepted
-            .saturating_sub(self.packets_sampled_out + self.packets_after_count);
+        let wanted = self.packets_filter_accepted.saturating_sub(
+            self.packets_sampled_out + self.packets_after_count + self.packets_rate_limited,
+        );
         if wanted == 0 {
             0.0
         } else {

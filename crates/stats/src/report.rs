@@ -93,6 +93,14 @@ pub fn final_report(per: &[(String, Counters)], total: &Counters, seconds: f64) 
         line(out, "sampled out", c.packets_sampled_out);
         line(out, "detected (delivered)", c.packets_delivered);
         line(out, "not detected (dropped ring)", c.packets_dropped_ring);
+        if c.packets_rate_limited + c.packets_dropped_client > 0 {
+            line(out, "rate-limited (daemon policy)", c.packets_rate_limited);
+            line(
+                out,
+                "dropped in the client's ring",
+                c.packets_dropped_client,
+            );
+        }
         if c.packets_after_count > 0 {
             line(out, "read after the -c count", c.packets_after_count);
         }

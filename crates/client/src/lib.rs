@@ -1,0 +1,389 @@
+//! The Rust client of `ringcapd` (the successor of pktd's libwire): connect
+//! to the daemon's Unix socket, open a capture session that the daemon holds
+//! to its policy, read the packets it delivers through the session's
+//! shared-memory ring, ask for counters, replace the filter, close. The
+//! command line (`ringcap capture --daemon`) and the C and Python bindings
+//! sit on this crate.
+//!
+//! ```no_run
+//! use ringcap_client::{Client, OpenRequest};
+//! let mut session = Client::connect_default()?.open(OpenRequest::new("eth0", "udp"))?;
+//! loop {
+//!     session.wait(std::time::Duration::from_millis(100))?;
+//!     session.packets(|p| println!("{} bytes at {}", p.wire_len, p.ts_ns))?;
+//!     if session.ended().is_some() { break; }
+//! }
+//! # Ok::<(), ringcap_client::ClientError>(())
+//! ```
+
+use ringcap_proto::{
+    decode_response, encode_request, transport, Effective, Request, Response, SampleRequest,
+    SessionInfo, SnapRequest, MAX_DATAGRAM,
+};
+use ringcap_shm::RingReader;
+use std::fmt;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use ringcap_proto::{
+    OutputFormat, SampleRequest as Sample, SessionCounters, SnapRequest as Snap,
+};
+
+/// Where the daemon listens unless `RINGCAP_DAEMON` says otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/ringcapd/ringcapd.sock";
+
+/// The daemon's socket: `$RINGCAP_DAEMON`, else [`DEFAULT_SOCKET`].
+pub fn default_socket() -> PathBuf {
+    std::env::var_os("RINGCAP_DAEMON")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
+}
+
+/// Bytes of a record header in the ring (pcap, nanosecond, little endian).
+const RECORD_HEADER: usize = 16;
+
+/// Why a call failed.
+#[derive(Debug)]
+pub enum ClientError {
+    /// The socket or the ring failed.
+    Io(io::Error),
+    /// The daemon's policy refused the request.
+    Refused {
+        /// The grant whose rule refused it (`None`: no grant matched).
+        grant: Option<u32>,
+        /// Which rule.
+        rule: String,
+        /// Why, in words.
+        reason: String,
+    },
+    /// The daemon answered with an error.
+    Daemon(String),
+    /// The daemon's answer did not make sense.
+    Protocol(String),
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Io(e) => write!(f, "{e}"),
+            ClientError::Refused {
+                grant,
+                rule,
+                reason,
+            } => match grant {
+                // Texts count grants from 1, in file order, like `ringcapd --check`.
+                Some(g) => write!(
+                    f,
+                    "refused by grant {}, rule {rule}: {reason}",
+                    u64::from(*g) + 1
+                ),
+                None => write!(f, "refused ({rule}): {reason}"),
+            },
+            ClientError::Daemon(m) => write!(f, "ringcapd: {m}"),
+            ClientError::Protocol(m) => write!(f, "unexpected answer from ringcapd: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+impl From<io::Error> for ClientError {
+    fn from(e: io::Error) -> ClientError {
+        ClientError::Io(e)
+    }
+}
+
+/// A capture request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenRequest {
+    /// Interfaces to capture on.
+    pub interfaces: Vec<String>,
+    /// Filter (tcpdump syntax; the daemon ANDs it with the grant's).
+    pub filter: String,
+    /// Snap length (the daemon caps it).
+    pub snaplen: SnapRequest,
+    /// Sampling (the daemon may force stricter).
+    pub sample: Option<SampleRequest>,
+    /// Stop after this long (the daemon may cap it).
+    pub duration: Option<Duration>,
+    /// Stop after this many packets.
+    pub count: Option<u64>,
+}
+
+impl OpenRequest {
+    /// Whole packets on `interface` matching `filter`.
+    pub fn new(interface: &str, filter: &str) -> OpenRequest {
+        OpenRequest {
+            interfaces: vec![interface.to_string()],
+            filter: filter.to_string(),
+            snaplen: SnapRequest::Bytes(262_144),
+            sample: None,
+            duration: None,
+            count: None,
+        }
+    }
+}
+
+/// A connection to the daemon.
+pub struct Client {
+    conn: OwnedFd,
+    buf: Box<[u8; MAX_DATAGRAM]>,
+    /// An `Ended` that arrived while waiting for another answer.
+    ended: Option<(String, SessionCounters)>,
+}
+
+impl Client {
+    /// Connects to the daemon at `path`.
+    pub fn connect(path: &Path) -> Result<Client, ClientError> {
+        let conn = transport::connect(path).map_err(|e| {
+            ClientError::Io(io::Error::new(
+                e.kind(),
+                format!("cannot reach ringcapd at {}: {e}", path.display()),
+            ))
+        })?;
+        Ok(Client {
+            conn,
+            buf: Box::new([0u8; MAX_DATAGRAM]),
+            ended: None,
+        })
+    }
+
+    /// Connects to the daemon at [`default_socket`].
+    pub fn connect_default() -> Result<Client, ClientError> {
+        Client::connect(&default_socket())
+    }
+
+    fn send(&mut self, req: &Request) -> Result<(), ClientError> {
+        transport::send(&self.conn, &encode_request(req), &[])?;
+        Ok(())
+    }
+
+    /// The next message from the daemon, whatever it is.
+    fn message(&mut self) -> Result<(Response, Vec<OwnedFd>), ClientError> {
+        let Some((len, fds)) = transport::recv(&self.conn, &mut self.buf)? else {
+            return Err(ClientError::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "ringcapd closed the connection",
+            )));
+        };
+        let r =
+            decode_response(&self.buf[..len]).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        Ok((r, fds))
+    }
+
+    /// The next answer that is not an `Ended` notice (those are kept).
+    fn answer(&mut self) -> Result<(Response, Vec<OwnedFd>), ClientError> {
+        loop {
+            let (r, fds) = self.message()?;
+            match r {
+                Response::Ended { reason, counters } => self.ended = Some((reason, counters)),
+                Response::Error { message } => return Err(ClientError::Daemon(message)),
+                Response::Refused {
+                    grant,
+                    rule,
+                    reason,
+                } => {
+                    return Err(ClientError::Refused {
+                        grant,
+                        rule,
+                        reason,
+                    })
+                }
+                other => return Ok((other, fds)),
+            }
+        }
+    }
+
+    /// Opens a capture session.
+    pub fn open(mut self, req: OpenRequest) -> Result<Session, ClientError> {
+        self.send(&Request::Open {
+            interfaces: req.interfaces,
+            filter: req.filter,
+            snaplen: req.snaplen,
+            sample: req.sample,
+            format: OutputFormat::Pcap,
+            dump: None,
+            duration_s: req.duration.map(|d| d.as_secs_f64()),
+            count: req.count,
+            compress: false,
+        })?;
+        let (r, fds) = self.answer()?;
+        let Response::Accepted {
+            session, effective, ..
+        } = r
+        else {
+            return Err(ClientError::Protocol(format!("{r:?} instead of Accepted")));
+        };
+        let [data, consumer, event] = transport::expect_fds::<3>(fds)?;
+        let ring = RingReader::map(data, consumer, event)?;
+        Ok(Session {
+            client: self,
+            ring,
+            id: session,
+            effective,
+        })
+    }
+
+    /// The daemon's sessions (a user sees their own; root sees all).
+    pub fn sessions(&mut self) -> Result<Vec<SessionInfo>, ClientError> {
+        self.send(&Request::Sessions)?;
+        match self.answer()? {
+            (Response::Sessions { sessions }, _) => Ok(sessions),
+            (r, _) => Err(ClientError::Protocol(format!("{r:?} instead of Sessions"))),
+        }
+    }
+}
+
+/// One packet delivered by the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet<'a> {
+    /// Capture time, ns since the epoch.
+    pub ts_ns: u64,
+    /// Length on the wire.
+    pub wire_len: u32,
+    /// The bytes the policy lets this client have.
+    pub data: &'a [u8],
+}
+
+/// A running capture session.
+pub struct Session {
+    client: Client,
+    ring: RingReader,
+    /// The daemon's number for it.
+    pub id: u64,
+    /// What the policy allowed.
+    pub effective: Effective,
+}
+
+impl Session {
+    /// Waits up to `timeout` for packets (or the end); true if woken.
+    pub fn wait(&mut self, timeout: Duration) -> Result<bool, ClientError> {
+        Ok(self.ring.wait(timeout)?)
+    }
+
+    /// Hands every packet in the ring now to `f`, then gives the space back
+    /// to the daemon; returns how many there were.
+    pub fn packets(&mut self, mut f: impl FnMut(Packet<'_>)) -> Result<u64, ClientError> {
+        let mut n = 0u64;
+        loop {
+            let chunk = self
+                .ring
+                .next_chunk()
+                .map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let Some(chunk) = chunk else { break };
+            let mut p = chunk.payload;
+            while p.len() >= RECORD_HEADER {
+                let word = |i: usize| u32::from_le_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
+                let (sec, nsec, caplen, wire_len) = (word(0), word(4), word(8), word(12));
+                let end = RECORD_HEADER + caplen as usize;
+                if end > p.len() {
+                    return Err(ClientError::Protocol(format!(
+                        "a record of {caplen} bytes runs past its chunk"
+                    )));
+                }
+                f(Packet {
+                    ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
+                    wire_len,
+                    data: &p[RECORD_HEADER..end],
+                });
+                n += 1;
+                p = &p[end..];
+            }
+        }
+        self.ring.release();
+        Ok(n)
+    }
+
+    /// Packets the daemon dropped because this ring was full, and the ring's
+    /// other counters.
+    pub fn ring_counters(&self) -> ringcap_shm::RingCounters {
+        self.ring.counters()
+    }
+
+    /// The session's counters (asks the daemon).
+    pub fn stats(&mut self) -> Result<SessionCounters, ClientError> {
+        self.client.send(&Request::Stats)?;
+        match self.client.answer()? {
+            (Response::Stats { counters }, _) => Ok(counters),
+            (r, _) => Err(ClientError::Protocol(format!("{r:?} instead of Stats"))),
+        }
+    }
+
+    /// Replaces the filter (still ANDed with the grant's).
+    pub fn set_filter(&mut self, filter: &str) -> Result<(), ClientError> {
+        self.client.send(&Request::SetFilter {
+            filter: filter.to_string(),
+        })?;
+        match self.client.answer()? {
+            (Response::Ok, _) => Ok(()),
+            (r, _) => Err(ClientError::Protocol(format!("{r:?} instead of Ok"))),
+        }
+    }
+
+    /// If the daemon has ended the session: why, and the final counters.
+    /// Does not block.
+    pub fn ended(&mut self) -> Option<(String, SessionCounters)> {
+        if self.client.ended.is_none() {
+            self.poll_notices();
+        }
+        self.client.ended.clone()
+    }
+
+    fn poll_notices(&mut self) {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(&self.client.conn, PollFlags::IN)];
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        if matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0) {
+            // Only an Ended notice can come unasked; a closed connection
+            // means the session is over.
+            match self.client.message() {
+                Ok((Response::Ended { reason, counters }, _)) => {
+                    self.client.ended = Some((reason, counters))
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.client.ended = Some((
+                        format!("the connection to ringcapd ended: {e}"),
+                        SessionCounters::default(),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Asks the daemon to end the session and waits until it has: returns
+    /// why and the final counters. The ring stays mapped and holds every
+    /// packet the daemon delivered before the end that was not read yet
+    /// (the counters count them as delivered): read them with
+    /// [`Session::packets`].
+    pub fn stop(&mut self) -> Result<(String, SessionCounters), ClientError> {
+        if let Some(e) = self.client.ended.clone() {
+            return Ok(e);
+        }
+        self.client.send(&Request::Close)?;
+        loop {
+            match self.client.message()? {
+                (Response::Ended { reason, counters }, _) => {
+                    self.client.ended = Some((reason.clone(), counters));
+                    return Ok((reason, counters));
+                }
+                (Response::Error { message }, _) => return Err(ClientError::Daemon(message)),
+                // Answers to earlier requests: nothing to do with them now.
+                _ => {}
+            }
+        }
+    }
+
+    /// Ends the session; returns the final counters. Packets still in the
+    /// ring are discarded: use [`Session::stop`] and [`Session::packets`] to
+    /// keep them.
+    pub fn close(mut self) -> Result<(String, SessionCounters), ClientError> {
+        self.stop()
+    }
+}

@@ -1,0 +1,21 @@
+//! ringcapd: one privileged daemon owns the capture devices; unprivileged
+//! local clients get exactly what the administrator's policy allows.
+//!
+//! - [`server`]: the Unix socket, one thread per connection, identity from
+//!   the kernel, requests decoded in one place (`ringcap_proto`);
+//! - [`session`]: a request held to the policy (`ringcap_policy`) and run
+//!   as an engine capture (`ringcap_engine`) — the one place a session's
+//!   settings are decided;
+//! - [`ring_sink`]: the session's sink, the client's shared-memory ring
+//!   (`ringcap_shm`), with its rate limits ([`rate`]);
+//! - [`audit`]: a line per session start, change, end and refusal.
+//!
+//! No client ever receives a packet socket: only its control connection,
+//! its ring (read-only, sealed) and its read-position page.
+
+pub mod audit;
+pub mod privilege;
+pub mod rate;
+pub mod ring_sink;
+pub mod server;
+pub mod session;

@@ -1,0 +1,115 @@
+//! `ringcapd`: the capture daemon (see the crate docs and README).
+
+use clap::Parser;
+use ringcap_daemon::server::{self, Shared};
+use ringcap_policy::Policy;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Shares capture devices with unprivileged local clients, each held to the
+/// administrator's policy.
+#[derive(Debug, Parser)]
+#[command(name = "ringcapd", version)]
+struct Args {
+    /// The policy file (TOML).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/etc/ringcapd/ringcapd.toml"
+    )]
+    config: PathBuf,
+    /// Check the policy, print each grant as the daemon understands it, and exit
+    /// (0 if it is valid, 2 with the line and reason if not).
+    #[arg(long)]
+    check: bool,
+    /// Listen here instead of the policy's `socket`.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Started as root: once the socket is bound, become USER and keep only
+    /// CAP_NET_RAW and CAP_NET_ADMIN (the systemd unit does this itself).
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+}
+
+fn main() {
+    let args = Args::parse();
+    let policy = match Policy::load(&args.config) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("ringcapd: {}: {e}", args.config.display());
+            std::process::exit(2);
+        }
+    };
+    if args.check {
+        print!("{}", policy.describe());
+        return;
+    }
+    let path = args.socket.clone().unwrap_or_else(|| policy.socket.clone());
+    let listener = match server::listen(&path) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("ringcapd: cannot listen on {}: {e}", path.display());
+            std::process::exit(1);
+        }
+    };
+    if let Some(user) = &args.user {
+        if let Err(e) = ringcap_daemon::privilege::drop_to(user) {
+            eprintln!("ringcapd: cannot drop privileges: {e}");
+            let _ = std::fs::remove_file(&path);
+            std::process::exit(1);
+        }
+        eprintln!(
+            "ringcapd: running as {user} with {}",
+            ringcap_daemon::privilege::effective().join(", ")
+        );
+    }
+    let shared = Shared::new(policy);
+    let stop = Arc::new(AtomicBool::new(false));
+    let hup = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(sig, stop.clone());
+    }
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone());
+    {
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ringcapd-accept".into())
+            .spawn(move || server::serve(listener, s));
+        if let Err(e) = spawned {
+            eprintln!("ringcapd: cannot start: {e}");
+            std::process::exit(1);
+        }
+    }
+    eprintln!("ringcapd: listening on {}", path.display());
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if hup.swap(false, Ordering::Relaxed) {
+            match Policy::load(&args.config) {
+                Ok(p) => {
+                    shared.replace_policy(p);
+                    eprintln!("ringcapd: policy reloaded from {}", args.config.display());
+                }
+                Err(e) => eprintln!(
+                    "ringcapd: policy not reloaded, the old one stays: {}: {e}",
+                    args.config.display()
+                ),
+            }
+        }
+    }
+    shared.stopping.store(true, Ordering::Relaxed);
+    let _ = std::fs::remove_file(&path);
+    // Connections notice within a tick and end their sessions.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline
+        && shared
+            .sessions
+            .lock()
+            .map(|m| !m.is_empty())
+            .unwrap_or(false)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("ringcapd: stopped");
+}

@@ -1,0 +1,190 @@
+//! A session's sink: kept packets go into the client's shared-memory ring as
+//! pcap records (16-byte record header with nanosecond timestamps, little
+//! endian, then the bytes), a chunk of many packets at a time. A capture
+//! thread fills a chunk in its own buffer and appends it to the ring under a
+//! lock once per chunk (never per packet); a chunk that does not fit because
+//! the client has not read is dropped whole and counted in the ring's
+//! header: a slow client loses only its own packets and nobody waits for it.
+//! The session's rate limits (token buckets on the packets' timestamps) are
+//! applied here, before the copy.
+
+use crate::rate::Limits;
+use ringcap_engine::{PacketSink, SinkFactory};
+use ringcap_shm::RingWriter;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Largest chunk: a few hundred short packets, bounded latency.
+pub const CHUNK_BYTES: usize = 256 << 10;
+/// Bytes of a pcap record header.
+pub const RECORD_HEADER: usize = 16;
+
+/// What a session's sinks count, shared with the session.
+#[derive(Debug, Default)]
+pub struct SinkCounters {
+    /// Refused by the rate limits.
+    pub rate_limited: AtomicU64,
+    /// Dropped because the client's ring was full.
+    pub dropped_client: AtomicU64,
+    /// Handed to the client's ring.
+    pub delivered: AtomicU64,
+    /// Bytes of records handed to the client's ring.
+    pub bytes_delivered: AtomicU64,
+}
+
+/// Makes the sinks of one session's capture threads.
+pub struct RingSinks {
+    /// The client's ring.
+    pub ring: Arc<Mutex<RingWriter>>,
+    /// The session's counters.
+    pub counters: Arc<SinkCounters>,
+    /// Packets per second allowed (split over the capture threads).
+    pub max_pps: Option<u64>,
+    /// Bits per second allowed (split over the capture threads).
+    pub max_bps: Option<u64>,
+    /// Capture threads in all (for splitting the limits).
+    pub threads: u64,
+}
+
+impl SinkFactory for RingSinks {
+    fn make(&self, _input: usize, _thread: usize, _linktype: u32) -> Box<dyn PacketSink> {
+        let n = self.threads.max(1);
+        Box::new(RingSink {
+            ring: self.ring.clone(),
+            counters: self.counters.clone(),
+            limits: Limits::new(
+                self.max_pps.map(|r| (r / n).max(1)),
+                self.max_bps.map(|r| (r / n).max(1)),
+            ),
+            buf: vec![0u8; CHUNK_BYTES].into_boxed_slice(),
+            len: 0,
+            packets: 0,
+            started: None,
+            dropped: 0,
+            closed: false,
+        })
+    }
+}
+
+/// One capture thread's sink.
+pub struct RingSink {
+    ring: Arc<Mutex<RingWriter>>,
+    counters: Arc<SinkCounters>,
+    limits: Limits,
+    /// The chunk being filled: `buf[..len]`.
+    buf: Box<[u8]>,
+    len: usize,
+    packets: u32,
+    started: Option<Instant>,
+    dropped: u64,
+    closed: bool,
+}
+
+impl RingSink {
+    fn ship(&mut self) {
+        if self.packets == 0 {
+            return;
+        }
+        let ok = match self.ring.lock() {
+            Ok(mut r) => r.append(&self.buf[..self.len], self.packets),
+            Err(_) => false,
+        };
+        if ok {
+            self.counters
+                .delivered
+                .fetch_add(u64::from(self.packets), Ordering::Relaxed);
+            self.counters
+                .bytes_delivered
+                .fetch_add(self.len as u64, Ordering::Relaxed);
+        } else {
+            self.dropped += u64::from(self.packets);
+            self.counters
+                .dropped_client
+                .fetch_add(u64::from(self.packets), Ordering::Relaxed);
+        }
+        self.len = 0;
+        self.packets = 0;
+        self.started = None;
+    }
+}
+
+impl PacketSink for RingSink {
+    #[inline]
+    fn push(
+        &mut self,
+        ts_ns: u64,
+        wire_len: u32,
+        data: &[u8],
+        tag: Option<[u8; 4]>,
+        caplen: usize,
+    ) -> Option<&mut [u8]> {
+        if self.closed {
+            self.dropped += 1;
+            self.counters.dropped_client.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        if !self.limits.unlimited() && !self.limits.admit(ts_ns, wire_len) {
+            self.counters.rate_limited.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let need = RECORD_HEADER + caplen;
+        if need > self.buf.len() {
+            // Longer than any chunk (it cannot happen with 256 KiB chunks and
+            // 64 KiB + 4 frames, but a sink must not panic).
+            self.dropped += 1;
+            self.counters.dropped_client.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        if self.len + need > self.buf.len() {
+            self.ship();
+        }
+        if self.started.is_none() {
+            self.started = Some(Instant::now());
+        }
+        let at = self.len;
+        let rec = &mut self.buf[at..at + need];
+        rec[0..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
+        rec[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
+        rec[8..12].copy_from_slice(&(caplen as u32).to_le_bytes());
+        rec[12..16].copy_from_slice(&wire_len.to_le_bytes());
+        let body = &mut rec[RECORD_HEADER..];
+        match tag {
+            Some(tag) if data.len() >= 12 && caplen >= 12 => {
+                body[..12].copy_from_slice(&data[..12]);
+                let tag_len = (caplen - 12).min(4);
+                body[12..12 + tag_len].copy_from_slice(&tag[..tag_len]);
+                let rest = caplen - 12 - tag_len;
+                body[12 + tag_len..].copy_from_slice(&data[12..12 + rest]);
+            }
+            _ => {
+                // Never short of caplen, whatever the input said.
+                let n = caplen.min(data.len());
+                body[..n].copy_from_slice(&data[..n]);
+                body[n..].fill(0);
+            }
+        }
+        self.len += need;
+        self.packets += 1;
+        Some(&mut self.buf[at + RECORD_HEADER..at + need])
+    }
+
+    fn flush(&mut self) {
+        self.ship();
+    }
+
+    fn oldest(&self) -> Option<Instant> {
+        self.started
+    }
+
+    fn close(&mut self) {
+        self.ship();
+        self.closed = true;
+    }
+
+    fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    fn set_interface_id(&mut self, _id: u32) {}
+}

@@ -1,0 +1,624 @@
+//! The control loop: a listening Unix socket, one thread per connection, and
+//! the state they share (the policy, swapped whole on reload; the session
+//! list for `Sessions`). Identity comes from the kernel (SO_PEERCRED, and the
+//! uid's groups from the system's group database), never from the client.
+//! Every request is decoded by `ringcap_proto::decode_request` — the one
+//! place client bytes become a request — and answered; a connection that
+//! keeps sending garbage is closed.
+
+use crate::audit;
+use crate::session::{admit, OpenRequest, Session};
+use nix::sys::socket::{getsockopt, sockopt};
+use ringcap_policy::{Peer, Policy};
+use ringcap_proto::{
+    decode_request, encode_response, transport, Request, Response, SessionCounters, SessionInfo,
+    MAX_DATAGRAM,
+};
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+/// Connections served at once; more are told so and closed.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Sessions one user may run at once (each holds a kernel ring and a
+/// shared-memory ring).
+pub const MAX_SESSIONS_PER_USER: usize = 16;
+/// Malformed messages in a row before a connection is closed.
+pub const MAX_BAD_MESSAGES: u32 = 8;
+/// Stack of a connection thread. Decoding a request recurses once per
+/// level of JSON nesting, up to serde_json's limit of 128 levels, and a
+/// level of an internally tagged enum costs ~2.5 KiB of stack in a debug
+/// build: 256 KiB overflowed at 100 levels of `{"a":` — one datagram from
+/// any local user aborted the daemon — and the 128 levels serde_json allows
+/// need ~330 KiB. 4 MiB leaves a wide margin; only touched pages are
+/// committed, so 256 connections cost little more than before.
+pub const CONNECTION_STACK: usize = 4 << 20;
+/// Longest the daemon waits to hand a client an answer (SO_SNDTIMEO): a
+/// client whose socket stays full that long is not reading its answers and
+/// is disconnected, which ends its session.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often a connection looks at its session and the policy.
+const TICK: Duration = Duration::from_millis(200);
+
+/// What the connections share.
+pub struct Shared {
+    /// The policy in force, and its generation (bumped on reload).
+    pub policy: RwLock<(Arc<Policy>, u64)>,
+    /// Set when the daemon is stopping.
+    pub stopping: AtomicBool,
+    /// Sessions, for `Sessions` and per-user limits.
+    pub sessions: Mutex<HashMap<u64, SessionInfo>>,
+    next_session: AtomicU64,
+    connections: AtomicUsize,
+}
+
+impl Shared {
+    /// State for `policy`.
+    pub fn new(policy: Policy) -> Arc<Shared> {
+        Arc::new(Shared {
+            policy: RwLock::new((Arc::new(policy), 0)),
+            stopping: AtomicBool::new(false),
+            sessions: Mutex::new(HashMap::new()),
+            next_session: AtomicU64::new(1),
+            connections: AtomicUsize::new(0),
+        })
+    }
+
+    /// The policy in force and its generation.
+    pub fn policy(&self) -> (Arc<Policy>, u64) {
+        let g = self.policy.read().unwrap_or_else(|e| e.into_inner());
+        (g.0.clone(), g.1)
+    }
+
+    /// Puts `policy` in force; running sessions are held to it at their next tick.
+    pub fn replace_policy(&self, policy: Policy) {
+        let mut g = self.policy.write().unwrap_or_else(|e| e.into_inner());
+        let generation = g.1 + 1;
+        *g = (Arc::new(policy), generation);
+    }
+}
+
+/// The peer's identity, from the kernel: uid and gid (SO_PEERCRED) and
+/// supplementary groups (SO_PEERGROUPS), as the peer's process had them
+/// when it connected — what file permissions would go by. Not the group
+/// database: a process that dropped a group (or was given one) is judged
+/// by the groups it has.
+pub fn peer_of(conn: &impl AsFd) -> std::io::Result<Peer> {
+    let cred = getsockopt(conn, sockopt::PeerCredentials)?;
+    let (uid, gid) = (cred.uid(), cred.gid());
+    let groups = peer_groups(conn)?;
+    Ok(Peer { uid, gid, groups })
+}
+
+/// SO_PEERGROUPS: the peer's supplementary groups at connect().
+fn peer_groups(conn: &impl AsFd) -> std::io::Result<Vec<u32>> {
+    use std::os::fd::AsRawFd;
+    const GID: usize = std::mem::size_of::<libc::gid_t>();
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut len = (groups.len() * GID) as libc::socklen_t;
+        // SAFETY: getsockopt(2) writes at most `len` bytes into `groups`,
+        // which holds that many, and sets `len` to the bytes written (or,
+        // with ERANGE, to the bytes needed).
+        let r = unsafe {
+            libc::getsockopt(
+                conn.as_fd().as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            groups.truncate(len as usize / GID);
+            return Ok(groups);
+        }
+        let e = std::io::Error::last_os_error();
+        let needed = len as usize / GID;
+        if e.raw_os_error() == Some(libc::ERANGE) && needed > groups.len() && needed <= 1 << 16 {
+            groups.resize(needed, 0);
+            continue;
+        }
+        return Err(e);
+    }
+}
+
+/// Accepts connections on `listener` until the daemon stops.
+pub fn serve(listener: OwnedFd, shared: Arc<Shared>) {
+    loop {
+        let conn = match transport::accept(&listener) {
+            Ok(c) => c,
+            Err(e) => {
+                if shared.stopping.load(Ordering::Relaxed) {
+                    return;
+                }
+                eprintln!("ringcapd: accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        if shared.stopping.load(Ordering::Relaxed) {
+            return;
+        }
+        if shared.connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            shared.connections.fetch_sub(1, Ordering::AcqRel);
+            let _ = send(
+                &conn,
+                &Response::Error {
+                    message: format!(
+                        "ringcapd serves {MAX_CONNECTIONS} connections at most; try again later"
+                    ),
+                },
+            );
+            continue;
+        }
+        // A client that does not read its answers must not hold the
+        // connection's thread in a send: it would never again look at its
+        // session (a policy reload could not end it, nor could a stop).
+        let timeout = nix::sys::time::TimeVal::new(SEND_TIMEOUT.as_secs() as _, 0);
+        if let Err(e) = nix::sys::socket::setsockopt(&conn, sockopt::SendTimeout, &timeout) {
+            eprintln!("ringcapd: cannot set a send timeout on a connection: {e}");
+            shared.connections.fetch_sub(1, Ordering::AcqRel);
+            continue;
+        }
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ringcapd-conn".into())
+            .stack_size(CONNECTION_STACK)
+            .spawn(move || {
+                Connection::new(conn, s.clone()).run();
+                s.connections.fetch_sub(1, Ordering::AcqRel);
+            });
+        if let Err(e) = spawned {
+            shared.connections.fetch_sub(1, Ordering::AcqRel);
+            eprintln!("ringcapd: cannot start a connection thread: {e}");
+        }
+    }
+}
+
+fn send(conn: &impl AsFd, r: &Response) -> std::io::Result<()> {
+    transport::send(conn, &encode_response(r), &[])
+}
+
+/// One client connection: at most one session.
+struct Connection {
+    conn: OwnedFd,
+    shared: Arc<Shared>,
+    session: Option<Session>,
+    generation: u64,
+}
+
+impl Connection {
+    fn new(conn: OwnedFd, shared: Arc<Shared>) -> Connection {
+        Connection {
+            conn,
+            shared,
+            session: None,
+            generation: 0,
+        }
+    }
+
+    fn run(mut self) {
+        let peer = match peer_of(&self.conn) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("ringcapd: cannot read the peer's credentials: {e}");
+                return;
+            }
+        };
+        let mut buf = Box::new([0u8; MAX_DATAGRAM]);
+        let mut bad = 0u32;
+        loop {
+            if self.shared.stopping.load(Ordering::Relaxed) {
+                self.end("the daemon is stopping", &peer);
+                return;
+            }
+            match ready(&self.conn, TICK) {
+                Ok(false) => {}
+                Ok(true) => match transport::recv(&self.conn, &mut buf) {
+                    Ok(None) => break,
+                    Ok(Some((len, fds))) => {
+                        // Requests carry no descriptors: any sent are closed here.
+                        drop(fds);
+                        match decode_request(&buf[..len]) {
+                            Ok(req) => {
+                                bad = 0;
+                                if !self.handle(req, &peer) {
+                                    break;
+                                }
+                            }
+                            Err(e) => {
+                                bad += 1;
+                                let _ = send(
+                                    &self.conn,
+                                    &Response::Error {
+                                        message: e.to_string(),
+                                    },
+                                );
+                                if bad >= MAX_BAD_MESSAGES {
+                                    audit::log(
+                                        "disconnect",
+                                        None,
+                                        peer.uid,
+                                        "too many malformed messages",
+                                    );
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        bad += 1;
+                        let _ = send(
+                            &self.conn,
+                            &Response::Error {
+                                message: e.to_string(),
+                            },
+                        );
+                        if bad >= MAX_BAD_MESSAGES {
+                            break;
+                        }
+                    }
+                },
+                Err(_) => break,
+            }
+            self.tick(&peer);
+        }
+        self.end("the client went away", &peer);
+    }
+
+    /// Looks at the session: ended by itself, or no longer allowed.
+    fn tick(&mut self, peer: &Peer) {
+        let Some(s) = &self.session else {
+            return;
+        };
+        if s.finished() {
+            self.end("the capture ended (count, duration or failure)", peer);
+            return;
+        }
+        let (policy, generation) = self.shared.policy();
+        if generation != self.generation {
+            self.generation = generation;
+            let Some(s) = &mut self.session else {
+                return;
+            };
+            match admit(&policy, peer, &s.request) {
+                Err(Response::Refused { rule, reason, .. }) => {
+                    self.end(&format!("the policy was reloaded and no longer allows this session ({rule}: {reason})"), peer);
+                    return;
+                }
+                Err(_) => {
+                    self.end(
+                        "the policy was reloaded and no longer allows this session",
+                        peer,
+                    );
+                    return;
+                }
+                Ok(a) => {
+                    if a.effective != s.admitted.effective {
+                        let id = s.id;
+                        if let Err(e) = s.restart(a) {
+                            self.end(&format!("the policy was reloaded and the session could not be restarted: {e}"), peer);
+                            return;
+                        }
+                        audit::log("change", Some(id), peer.uid, "held to the reloaded policy");
+                    }
+                }
+            }
+        }
+        if let Some(s) = &self.session {
+            if let Ok(mut all) = self.shared.sessions.lock() {
+                if let Some(info) = all.get_mut(&s.id) {
+                    info.counters = s.counters();
+                }
+            }
+        }
+    }
+
+    /// Ends the session, if any, telling the client why.
+    fn end(&mut self, reason: &str, peer: &Peer) {
+        let Some(s) = self.session.take() else {
+            return;
+        };
+        let id = s.id;
+        let (counters, failure) = s.end();
+        let reason = match failure {
+            Some(f) => format!("{reason}: {f}"),
+            None => reason.to_string(),
+        };
+        if let Ok(mut all) = self.shared.sessions.lock() {
+            all.remove(&id);
+        }
+        audit::log(
+            "end",
+            Some(id),
+            peer.uid,
+            &format!("reason={reason:?} {}", audit::counters(&counters)),
+        );
+        let _ = send(&self.conn, &Response::Ended { reason, counters });
+    }
+
+    /// Answers one request; false to close the connection.
+    fn handle(&mut self, req: Request, peer: &Peer) -> bool {
+        let reply = match req {
+            Request::Open {
+                interfaces,
+                filter,
+                snaplen,
+                sample,
+                format: _,
+                dump,
+                duration_s,
+                count,
+                compress,
+            } => {
+                if self.session.is_some() {
+                    Response::Error {
+                        message: "this connection already has a session: close it first".into(),
+                    }
+                } else if dump.is_some() {
+                    Response::Error {
+                        message: "daemon dumps are not built yet in this ringcapd".into(),
+                    }
+                } else if compress {
+                    Response::Error {
+                        message: "compressed streams are not built yet in this ringcapd".into(),
+                    }
+                } else {
+                    let request = OpenRequest {
+                        interfaces,
+                        filter,
+                        snap: snaplen,
+                        sample,
+                        duration: duration_s.map(Duration::from_secs_f64),
+                        count,
+                    };
+                    return self.open(request, peer);
+                }
+            }
+            Request::SetFilter { filter } => self.set_filter(filter, peer),
+            Request::Stats => match &self.session {
+                Some(s) => Response::Stats {
+                    counters: s.counters(),
+                },
+                None => Response::Error {
+                    message: "no session".into(),
+                },
+            },
+            Request::Flush => match &self.session {
+                // Chunks are handed over at least every FLUSH_INTERVAL.
+                Some(_) => Response::Ok,
+                None => Response::Error {
+                    message: "no session".into(),
+                },
+            },
+            Request::Checkpoint => Response::Error {
+                message:
+                    "checkpoints rotate daemon dumps, which are not built yet in this ringcapd"
+                        .into(),
+            },
+            Request::Close => {
+                if self.session.is_some() {
+                    self.end("closed by the client", peer);
+                    return true;
+                }
+                Response::Error {
+                    message: "no session".into(),
+                }
+            }
+            Request::ListDumps | Request::FetchDump { .. } | Request::DeleteDump { .. } => {
+                Response::Error {
+                    message: "daemon dumps are not built yet in this ringcapd".into(),
+                }
+            }
+            Request::Sessions => {
+                let all = self
+                    .shared
+                    .sessions
+                    .lock()
+                    .map(|m| m.clone())
+                    .unwrap_or_default();
+                let mut sessions: Vec<SessionInfo> = all
+                    .into_values()
+                    .filter(|s| peer.uid == 0 || s.uid == peer.uid)
+                    .collect();
+                sessions.sort_by_key(|s| s.session);
+                Response::Sessions { sessions }
+            }
+        };
+        send(&self.conn, &reply).is_ok()
+    }
+
+    fn open(&mut self, request: OpenRequest, peer: &Peer) -> bool {
+        let (policy, generation) = self.shared.policy();
+        let admitted = match admit(&policy, peer, &request) {
+            Ok(a) => a,
+            Err(r) => {
+                if let Response::Refused { rule, reason, .. } = &r {
+                    audit::log(
+                        "refuse",
+                        None,
+                        peer.uid,
+                        &format!(
+                            "interfaces={:?} filter={:?} rule={rule:?} reason={reason:?}",
+                            request.interfaces, request.filter
+                        ),
+                    );
+                }
+                return send(&self.conn, &r).is_ok();
+            }
+        };
+        let running = self
+            .shared
+            .sessions
+            .lock()
+            .map(|m| m.values().filter(|s| s.uid == peer.uid).count())
+            .unwrap_or(0);
+        if running >= MAX_SESSIONS_PER_USER {
+            let r = Response::Refused {
+                grant: Some(admitted.grant as u32),
+                rule: "sessions".into(),
+                reason: format!(
+                    "uid {} already runs {MAX_SESSIONS_PER_USER} sessions, the most one user may",
+                    peer.uid
+                ),
+            };
+            return send(&self.conn, &r).is_ok();
+        }
+        let id = self.shared.next_session.fetch_add(1, Ordering::Relaxed);
+        let effective = admitted.effective.clone();
+        let session = match Session::start(id, peer.clone(), request, admitted) {
+            Ok(s) => s,
+            Err(e) => {
+                audit::log("fail", Some(id), peer.uid, &e);
+                return send(&self.conn, &Response::Error { message: e }).is_ok();
+            }
+        };
+        self.generation = generation;
+        let capacity = session
+            .ring
+            .lock()
+            .map(|r| r.capacity() as u64)
+            .unwrap_or(0);
+        let reply = Response::Accepted {
+            session: id,
+            effective: effective.clone(),
+            ring: ringcap_proto::RingInfo { capacity },
+        };
+        let sent = {
+            let ring = session.ring.lock();
+            match ring {
+                Ok(r) => {
+                    let (data, consumer, event) = r.fds();
+                    transport::send(
+                        &self.conn,
+                        &encode_response(&reply),
+                        &[data, consumer, event],
+                    )
+                }
+                Err(_) => Err(std::io::Error::other("ring lock poisoned")),
+            }
+        };
+        audit::log(
+            "start",
+            Some(id),
+            peer.uid,
+            &format!(
+                "interfaces={:?} filter={:?} framework={:?} snap={:?} sample={:?} grant={}",
+                effective.interfaces,
+                effective.filter,
+                effective.framework_filter,
+                effective.snaplen,
+                effective.sample,
+                // Counted from 1, in file order, like `ringcapd --check`.
+                u64::from(effective.grant) + 1
+            ),
+        );
+        if let Ok(mut all) = self.shared.sessions.lock() {
+            all.insert(
+                id,
+                SessionInfo {
+                    session: id,
+                    uid: peer.uid,
+                    interfaces: effective.interfaces.clone(),
+                    filter: effective.filter.clone(),
+                    counters: SessionCounters::default(),
+                    started_s: session.started_s,
+                },
+            );
+        }
+        self.session = Some(session);
+        if sent.is_err() {
+            self.end("the client could not be told", peer);
+            return false;
+        }
+        true
+    }
+
+    fn set_filter(&mut self, filter: String, peer: &Peer) -> Response {
+        let Some(s) = &mut self.session else {
+            return Response::Error {
+                message: "no session".into(),
+            };
+        };
+        let mut request = s.request.clone();
+        request.filter = filter;
+        let (policy, _) = self.shared.policy();
+        let admitted = match admit(&policy, peer, &request) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let id = s.id;
+        match s.restart(admitted) {
+            Ok(()) => {
+                audit::log(
+                    "change",
+                    Some(id),
+                    peer.uid,
+                    &format!("filter={:?}", s.request.filter),
+                );
+                if let Ok(mut all) = self.shared.sessions.lock() {
+                    if let Some(info) = all.get_mut(&id) {
+                        info.filter = s.request.filter.clone();
+                    }
+                }
+                Response::Ok
+            }
+            Err(e) => Response::Error { message: e },
+        }
+    }
+}
+
+/// True when `conn` has something to read (or was closed) within `timeout`.
+fn ready(conn: &impl AsFd, timeout: Duration) -> std::io::Result<bool> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(conn.as_fd(), PollFlags::POLLIN)];
+    let ms =
+        PollTimeout::try_from(timeout.as_millis().min(60_000) as i32).unwrap_or(PollTimeout::ZERO);
+    match poll(&mut fds, ms) {
+        Ok(0) => Ok(false),
+        Ok(_) => Ok(true),
+        Err(nix::errno::Errno::EINTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Makes the socket's directory and the socket, replacing a stale socket
+/// (only a socket: never another kind of file) and letting every local user
+/// connect (the policy decides what they get).
+pub fn listen(path: &Path) -> std::io::Result<OwnedFd> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Some(dir) = path.parent() {
+        if !dir.exists() {
+            std::fs::create_dir_all(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+        }
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            if transport::connect(path).is_ok() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AddrInUse,
+                    format!("another ringcapd is serving {}", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        Ok(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists and is not a socket: not touching it",
+                    path.display()
+                ),
+            ))
+        }
+        Err(_) => {}
+    }
+    let fd = transport::listen(path, 128)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+    Ok(fd)
+}

@@ -1,0 +1,193 @@
+//! A client's output is exactly what tcpdump, run as root with the combined
+//! filter `(framework) and (client)` and the capped snap length, captures on
+//! the same traffic — byte for byte, timestamps and file header included —
+//! and its counters add up.
+
+mod common;
+
+use common::*;
+use ringcap_testkit::{frames, TempDir, Testbed};
+
+/// The grant's framework filter: leaves out flow 1 of every shape.
+const FRAMEWORK: &str = "not port 20001";
+/// The grant's snap cap, in bytes.
+const CAP: u32 = 128;
+
+#[test]
+fn output_is_what_tcpdump_captures_with_the_combined_filter_and_capped_snaplen() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(
+        &tb,
+        &format!(
+            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\ncapture_filter = \"{FRAMEWORK}\"\nmax_snaplen = {CAP}\n",
+            tb.capture_if
+        ),
+    );
+    let out = open_dir("oracle-out");
+    let td = TempDir::new("oracle-tcpdump");
+
+    // A: bytes, asked above the cap. B: headers under the byte cap, which
+    // tcpdump cannot do: its oracle is a whole-packet tcpdump (prefixes).
+    let filter_a = "udp or icmp or arp";
+    let filter_b = "ip or ip6";
+    let a = start_client(&tb, &d, NOBODY, &out, "a", &["-s", "1000", filter_a]);
+    let b = start_client(&tb, &d, NOBODY, &out, "b", &["-s", "headers", filter_b]);
+    assert!(
+        a.ready.contains(&format!("snaplen Bytes({CAP})")) && a.ready.contains("grant 1,"),
+        "client A's effective settings: {}",
+        a.ready
+    );
+    assert!(
+        b.ready
+            .contains(&format!("snaplen Headers {{ max: {CAP} }}")),
+        "client B's effective settings: {}",
+        b.ready
+    );
+    let td_a = start_tcpdump(
+        &tb,
+        &td.join("a.pcap"),
+        CAP,
+        &format!("({FRAMEWORK}) and ({filter_a})"),
+    );
+    let td_b = start_tcpdump(
+        &tb,
+        &td.join("b.pcap"),
+        262_144,
+        &format!("({FRAMEWORK}) and ({filter_b})"),
+    );
+
+    let sent = frames::mixed_sequence(&tb.endpoints(), 23 * 4 * 50);
+    tb.send_from_peer(&sent, 20_000).expect("send");
+    // A is interrupted at once: what the daemon had taken from the kernel
+    // when it was told to close must still reach A's file.
+    let fa = a.interrupt();
+    let fb = b.stop();
+    std::thread::sleep(SETTLE);
+    let want_a = td_a.stop();
+    let want_b = td_b.stop();
+    fa.assert_ok("client A");
+    fb.assert_ok("client B");
+
+    // The oracle saw what the framework allows: a sanity check of the test.
+    let oracle = Oracle::new(FRAMEWORK, filter_a);
+    assert_packets(
+        &want_a,
+        &oracle.expect(&sent, CAP as usize),
+        "tcpdump (the oracle) against the frames sent",
+    );
+    assert!(want_a.len() > 1000, "{} packets", want_a.len());
+
+    // A: the files are the same bytes.
+    let got_a = std::fs::read(&fa.out).expect("A's file");
+    let td_a_bytes = std::fs::read(td.join("a.pcap")).expect("tcpdump's file");
+    if got_a != td_a_bytes {
+        assert_packets(
+            &fa.packets(),
+            &want_a
+                .iter()
+                .map(|p| (p.wire_len, p.data.clone()))
+                .collect::<Vec<_>>(),
+            "client A against tcpdump",
+        );
+        let got = fa.packets();
+        for (i, (g, w)) in got.iter().zip(&want_a).enumerate() {
+            assert_eq!(g.ts_ns, w.ts_ns, "client A: packet {i}'s timestamp");
+        }
+        panic!(
+            "client A's file differs from tcpdump's in its header: {:02x?} vs {:02x?}",
+            &got_a[..24.min(got_a.len())],
+            &td_a_bytes[..24.min(td_a_bytes.len())]
+        );
+    }
+    let ca = fa.final_counters("client A");
+    assert_eq!(num(&ca, "packets_delivered"), want_a.len() as u64, "{ca}");
+    assert_eq!(num(&ca, "packets_written"), want_a.len() as u64, "{ca}");
+    let wire: u64 = want_a.iter().map(|p| u64::from(p.wire_len)).sum();
+    assert_eq!(num(&ca, "bytes_on_wire"), wire, "{ca}");
+
+    // B: the same packets and timestamps; each the headers only: a prefix
+    // of the whole packet, at most the cap, and for plain UDP over IPv4
+    // (42 bytes of headers, 46 with a VLAN tag) exactly the headers.
+    let got_b = fb.packets();
+    assert_eq!(
+        got_b.len(),
+        want_b.len(),
+        "client B: {} packets, tcpdump {}",
+        got_b.len(),
+        want_b.len()
+    );
+    for (i, (g, w)) in got_b.iter().zip(&want_b).enumerate() {
+        let seq = frames::seq_of(&w.data);
+        assert_eq!(
+            (g.ts_ns, g.wire_len),
+            (w.ts_ns, w.wire_len),
+            "client B packet {i} (seq {seq:?})"
+        );
+        assert!(
+            g.data.len() <= CAP as usize && w.data.starts_with(&g.data) && g.data.len() >= 14,
+            "client B packet {i} (seq {seq:?}): {} bytes, not a prefix of at most {CAP} bytes of the packet",
+            g.data.len()
+        );
+        match seq.map(frames::mixed_shape) {
+            Some(frames::Shape::Udp4) => assert_eq!(g.data.len(), 42, "packet {i}: UDP headers"),
+            Some(frames::Shape::VlanUdp4) => {
+                assert_eq!(g.data.len(), 46, "packet {i}: VLAN + UDP headers")
+            }
+            Some(frames::Shape::Udp4Max) => assert_eq!(g.data.len(), 42, "packet {i}"),
+            _ => {}
+        }
+    }
+    let cb = fb.final_counters("client B");
+    assert_eq!(num(&cb, "packets_written"), want_b.len() as u64, "{cb}");
+    d.stop();
+}
+
+/// A client interrupted while packets flow: every packet the daemon
+/// delivered to it before the end is in its file (the first ones the
+/// filters keep, in order), and its final counters add up exactly.
+#[test]
+fn a_client_interrupted_mid_traffic_writes_and_counts_every_delivered_packet() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(
+        &tb,
+        &format!(
+            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\ncapture_filter = \"{FRAMEWORK}\"\nmax_snaplen = {CAP}\n",
+            tb.capture_if
+        ),
+    );
+    let out = open_dir("interrupted");
+    let filter = "udp or icmp or arp";
+    let c = start_client(&tb, &d, NOBODY, &out, "c", &["-s", "1000", filter]);
+    let sent = untagged_frames(&tb, 0..23 * 2000);
+    let f = std::thread::scope(|s| {
+        // As fast as the generator goes: the daemon is busy when told to stop.
+        let sender = s.spawn(|| tb.send_from_peer(&sent, 0));
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        let f = c.interrupt();
+        sender.join().expect("sender thread").expect("send");
+        f
+    });
+    f.assert_ok("client C");
+    let got = f.packets();
+    let want = Oracle::new(FRAMEWORK, filter).expect(&sent, CAP as usize);
+    assert!(
+        !got.is_empty() && got.len() < want.len(),
+        "client C, stopped mid-traffic, has {} of {} packets",
+        got.len(),
+        want.len()
+    );
+    assert_packets(&got, &want[..got.len()], "client C");
+    // What the daemon counts as delivered is what the client wrote...
+    let cc = final_record(&f.json);
+    assert_eq!(num(&cc, "packets_delivered"), got.len() as u64, "{cc}");
+    assert_eq!(num(&cc, "packets_written"), got.len() as u64, "{cc}");
+    // ... and every packet the filters accepted is accounted for.
+    check_identities(&cc, "client C");
+    d.stop();
+}

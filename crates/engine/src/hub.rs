@@ -1,0 +1,469 @@
+//! One live capture of an interface shared by many subscribers, each with
+//! its own filter, snap length, sampling, transforms and sink (pktd's
+//! "filter manager"). The kernel copies each packet once, into one ring;
+//! the hub thread runs every subscriber's stages on it in user space
+//! (libpcap's interpreter for the filter, ~10 ns a packet), so N clients
+//! cost the kernel — and the sender's CPU, where veth's receive work runs —
+//! one socket, not N. Subscribers come and go while it runs; the hub stops
+//! when the last one leaves.
+//!
+//! Accounting per subscriber: `packets_filter_accepted` is what its own
+//! filter accepted; `packets_dropped_ring` is what the shared kernel ring
+//! lost since it joined (before any filter ran, so not necessarily its
+//! packets); `packets_seen_by_interface` is the interface's count since it
+//! joined.
+
+use crate::error::EngineError;
+use crate::sink::PacketSink;
+use crate::source::live::LiveSource;
+use crate::source::{Flow, Next, Source};
+use crate::stages::Stages;
+use ringcap_source::{CaptureSocket, Interface, RingGeometry, SocketOptions, TimestampSource};
+use ringcap_stages::filter::Target;
+use ringcap_stages::{CheckedProgram, Program, Sampling, Snap, TransformFactory, UserSampler};
+use ringcap_stats::{CaptureCounts, Counters};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Kernel ring of a hub (one per interface, whatever the subscribers).
+pub const HUB_RING_BYTES: u64 = 64 << 20;
+/// Bytes the kernel copies of each packet: all of it (subscribers cut).
+pub const HUB_SNAPLEN: u32 = 262_144;
+const PUBLISH: Duration = Duration::from_millis(100);
+const NAP: Duration = Duration::from_millis(50);
+
+/// What a subscriber asks of the shared capture.
+pub struct SubscriptionSpec {
+    /// Its filter (tcpdump syntax).
+    pub filter: String,
+    /// An administrator's filter ANDed with it at the instruction level.
+    pub framework_filter: String,
+    /// Truncation.
+    pub snap: Snap,
+    /// Sampling (all in user space here).
+    pub sampling: Sampling,
+    /// In-place rewrites of its kept packets.
+    pub transforms: Vec<TransformFactory>,
+    /// Stop after this many kept packets.
+    pub count: Option<u64>,
+    /// Where its packets go.
+    pub sink: Box<dyn PacketSink>,
+    /// Longest a kept packet waits in its sink.
+    pub flush_interval: Duration,
+}
+
+#[derive(Debug, Default)]
+struct Published {
+    accepted: AtomicU64,
+    sampled_out: AtomicU64,
+    delivered: AtomicU64,
+    after_count: AtomicU64,
+    dropped_sink: AtomicU64,
+    bytes_on_wire: AtomicU64,
+    finished: AtomicBool,
+}
+
+struct Entry {
+    id: u64,
+    /// Its filter, run here (not in `stages`) on the frame as the kernel
+    /// delivered it — VLAN tag taken out, as a live tcpdump's filter sees
+    /// it — or, for filters that test `vlan`, with the tag put back.
+    filter: CheckedProgram,
+    filter_tagged: bool,
+    stages: Stages,
+    sink: Box<dyn PacketSink>,
+    counts: CaptureCounts,
+    published: Arc<Published>,
+    flush_interval: Duration,
+    done: bool,
+}
+
+impl Entry {
+    fn publish(&self) {
+        let p = &self.published;
+        p.accepted
+            .store(self.counts.ring_accepted, Ordering::Relaxed);
+        p.sampled_out
+            .store(self.counts.sampled_out, Ordering::Relaxed);
+        p.delivered.store(self.counts.delivered, Ordering::Relaxed);
+        p.after_count
+            .store(self.counts.after_count, Ordering::Relaxed);
+        p.dropped_sink.store(self.sink.dropped(), Ordering::Relaxed);
+        p.bytes_on_wire
+            .store(self.counts.bytes_on_wire, Ordering::Relaxed);
+        p.finished.store(self.done, Ordering::Relaxed);
+    }
+}
+
+struct Shared {
+    interface: Interface,
+    added: Mutex<Vec<Entry>>,
+    removed: Mutex<Vec<u64>>,
+    changed: AtomicBool,
+    stop: AtomicBool,
+    /// Kernel ring counters of the hub's socket (accumulated).
+    ring_dropped: AtomicU64,
+    /// An error that ended the hub thread.
+    failure: Mutex<Option<String>>,
+}
+
+struct Hub {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    subscribers: usize,
+}
+
+static HUBS: Mutex<Option<HashMap<String, Hub>>> = Mutex::new(None);
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A subscriber's handle: counters, and leaving (on drop).
+pub struct Subscription {
+    id: u64,
+    interface: String,
+    shared: Arc<Shared>,
+    published: Arc<Published>,
+    base_seen: u64,
+    base_ring_dropped: u64,
+    left: bool,
+}
+
+fn compile(spec: &SubscriptionSpec, linktype: u32) -> Result<CheckedProgram, EngineError> {
+    let one = |expr: &str| {
+        ringcap_stages::compile(
+            expr,
+            linktype as i32,
+            spec.snap.kernel_snaplen(),
+            Target::Offline,
+        )
+        .map_err(|e| EngineError::usage(e.to_string()))
+    };
+    let own = one(&spec.filter)?;
+    let program = if spec.framework_filter.trim().is_empty() {
+        own
+    } else {
+        Program::and(&one(&spec.framework_filter)?, &own).map_err(EngineError::usage)?
+    };
+    CheckedProgram::new(program)
+        .ok_or_else(|| EngineError::usage("libpcap compiled a filter program it does not accept"))
+}
+
+/// Joins the shared capture of `interface` (starting it if it is the first).
+pub fn subscribe(interface: &str, spec: SubscriptionSpec) -> Result<Subscription, EngineError> {
+    let iface = Interface::open(interface)?;
+    let linktype = iface
+        .linktype()
+        .ok_or_else(|| EngineError::system(format!("{interface}: unsupported link type")))?;
+    let filter = compile(&spec, linktype)?;
+    let filter_tagged = ringcap_stages::filter::mentions_vlan(&spec.filter)
+        || ringcap_stages::filter::mentions_vlan(&spec.framework_filter);
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let published = Arc::new(Published::default());
+    let entry = Entry {
+        id,
+        filter,
+        filter_tagged,
+        stages: Stages {
+            filters: None,
+            sampler: UserSampler::offline(spec.sampling, 0x5eed ^ id),
+            snap: spec.snap,
+            max_frame_len: iface.max_frame_len(),
+            transforms: spec.transforms.iter().map(|f| f()).collect(),
+            linktypes: vec![linktype],
+            budget: spec.count.map(|c| Arc::new(AtomicU64::new(c))),
+            interface_base: None,
+            current_interface: 0,
+        },
+        sink: spec.sink,
+        counts: CaptureCounts::default(),
+        published: published.clone(),
+        flush_interval: spec.flush_interval,
+        done: false,
+    };
+    let mut hubs = HUBS.lock().unwrap_or_else(|e| e.into_inner());
+    let map = hubs.get_or_insert_with(HashMap::new);
+    let hub = match map.get_mut(interface) {
+        Some(h) if !h.shared.stop.load(Ordering::Relaxed) => h,
+        _ => {
+            let h = start(iface.clone())?;
+            map.insert(interface.to_string(), h);
+            map.get_mut(interface).expect("just inserted")
+        }
+    };
+    hub.subscribers += 1;
+    let shared = hub.shared.clone();
+    let base_ring_dropped = shared.ring_dropped.load(Ordering::Relaxed);
+    shared
+        .added
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(entry);
+    shared.changed.store(true, Ordering::Release);
+    Ok(Subscription {
+        id,
+        interface: interface.to_string(),
+        shared,
+        published,
+        base_seen: iface.counters().packets,
+        base_ring_dropped,
+        left: false,
+    })
+}
+
+fn start(interface: Interface) -> Result<Hub, EngineError> {
+    let geometry = RingGeometry::with_total(
+        HUB_RING_BYTES,
+        crate::capture::BLOCK_SIZE,
+        crate::capture::RETIRE_TIMEOUT_MS,
+    );
+    let program = Program::accept_all(HUB_SNAPLEN);
+    let socket = CaptureSocket::open(
+        &interface,
+        &SocketOptions {
+            program: program
+                .instructions
+                .iter()
+                .map(|i| libc::sock_filter {
+                    code: i.code,
+                    jt: i.jt,
+                    jf: i.jf,
+                    k: i.k,
+                })
+                .collect(),
+            geometry,
+            fanout_id: None,
+            promiscuous: true,
+            timestamps: TimestampSource::Host,
+        },
+    )?;
+    let shared = Arc::new(Shared {
+        interface: interface.clone(),
+        added: Mutex::new(Vec::new()),
+        removed: Mutex::new(Vec::new()),
+        changed: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        ring_dropped: AtomicU64::new(0),
+        failure: Mutex::new(None),
+    });
+    let s = shared.clone();
+    let retire = Duration::from_millis(u64::from(crate::capture::RETIRE_TIMEOUT_MS));
+    let thread = std::thread::Builder::new()
+        .name(format!("ringcap-hub-{}", interface.name))
+        .spawn(move || run(LiveSource::new(socket, retire), s))
+        .map_err(|e| EngineError::runtime(format!("starting a capture thread: {e}")))?;
+    Ok(Hub {
+        shared,
+        thread: Some(thread),
+        subscribers: 0,
+    })
+}
+
+fn run(mut source: LiveSource, shared: Arc<Shared>) {
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut scratch: Vec<u8> = Vec::with_capacity(HUB_SNAPLEN as usize + 4);
+    let mut ring = CaptureCounts::default();
+    let mut last_publish = Instant::now();
+    loop {
+        if shared.changed.swap(false, Ordering::Acquire) {
+            entries.append(&mut shared.added.lock().unwrap_or_else(|e| e.into_inner()));
+            let gone: Vec<u64> =
+                std::mem::take(&mut *shared.removed.lock().unwrap_or_else(|e| e.into_inner()));
+            entries.retain_mut(|e| {
+                if gone.contains(&e.id) {
+                    e.sink.close();
+                    e.done = true;
+                    e.publish();
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        if shared.stop.load(Ordering::Relaxed) {
+            for e in &mut entries {
+                e.sink.close();
+                e.done = true;
+                e.publish();
+            }
+            return;
+        }
+        let next = source.next_batch(|p| {
+            // The frame with its VLAN tag put back, made once and only if a
+            // subscriber's filter tests VLAN tags.
+            let mut tagged: Option<&[u8]> = None;
+            for e in entries.iter_mut() {
+                if e.done {
+                    continue;
+                }
+                let data = match p.vlan {
+                    Some(tag) if e.filter_tagged && p.data.len() >= 12 => match tagged {
+                        Some(t) => t,
+                        None => {
+                            scratch.clear();
+                            scratch.extend_from_slice(&p.data[..12]);
+                            scratch.extend_from_slice(&tag);
+                            scratch.extend_from_slice(&p.data[12..]);
+                            tagged = Some(&scratch);
+                            &scratch
+                        }
+                    },
+                    _ => p.data,
+                };
+                let wire_len = if data.len() > p.data.len() {
+                    p.wire_len + 4
+                } else {
+                    p.wire_len
+                };
+                if e.filter.run(data, wire_len) == 0 {
+                    continue;
+                }
+                e.counts.ring_accepted += 1;
+                if e.stages.handle(p, &mut e.sink, &mut e.counts) != Flow::Continue {
+                    e.done = true;
+                    e.sink.flush();
+                }
+            }
+            Flow::Continue
+        });
+        let got = match next {
+            Ok(Next::Packets { .. }) => true,
+            Ok(_) => false,
+            Err(e) => {
+                *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
+                for e in &mut entries {
+                    e.sink.close();
+                    e.done = true;
+                    e.publish();
+                }
+                return;
+            }
+        };
+        if !got || last_publish.elapsed() >= PUBLISH {
+            if source.refresh(&mut ring).is_ok() {
+                shared
+                    .ring_dropped
+                    .store(ring.dropped_ring, Ordering::Relaxed);
+            }
+            for e in &mut entries {
+                if e.sink
+                    .oldest()
+                    .is_some_and(|t| t.elapsed() >= e.flush_interval)
+                {
+                    e.sink.flush();
+                }
+                e.publish();
+            }
+            last_publish = Instant::now();
+        }
+        if !got && source.wait(NAP).is_err() {
+            // A failing poll shows in the next next_batch.
+            std::thread::sleep(NAP);
+        }
+    }
+}
+
+impl Subscription {
+    /// Its counters now.
+    pub fn counters(&self) -> Counters {
+        let p = &self.published;
+        let delivered = p.delivered.load(Ordering::Relaxed);
+        let dropped_sink = p.dropped_sink.load(Ordering::Relaxed);
+        Counters {
+            packets_seen_by_interface: self
+                .shared
+                .interface
+                .counters()
+                .packets
+                .saturating_sub(self.base_seen),
+            packets_filter_accepted: p.accepted.load(Ordering::Relaxed),
+            packets_dropped_ring: self
+                .shared
+                .ring_dropped
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.base_ring_dropped),
+            packets_sampled_out: p.sampled_out.load(Ordering::Relaxed),
+            packets_delivered: delivered,
+            packets_after_count: p.after_count.load(Ordering::Relaxed),
+            packets_dropped_writer: dropped_sink,
+            bytes_on_wire: p.bytes_on_wire.load(Ordering::Relaxed),
+            ..Counters::default()
+        }
+    }
+
+    /// True once it has all it asked for (its count), or the hub failed.
+    pub fn is_finished(&self) -> bool {
+        self.published.finished.load(Ordering::Relaxed)
+            || self
+                .shared
+                .failure
+                .lock()
+                .map(|f| f.is_some())
+                .unwrap_or(true)
+    }
+
+    /// Why the shared capture failed, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.failure.lock().ok().and_then(|f| f.clone())
+    }
+}
+
+impl Subscription {
+    /// Leaves the shared capture: its sink gets its last packets and is
+    /// closed; returns its final counters.
+    pub fn leave(mut self) -> Counters {
+        self.depart();
+        self.counters()
+    }
+
+    fn depart(&mut self) {
+        if self.left {
+            return;
+        }
+        self.left = true;
+        self.shared
+            .removed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(self.id);
+        self.shared.changed.store(true, Ordering::Release);
+        let thread = {
+            let mut hubs = HUBS.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(map) = hubs.as_mut() else { return };
+            let last = match map.get_mut(&self.interface) {
+                Some(h) if Arc::ptr_eq(&h.shared, &self.shared) => {
+                    h.subscribers = h.subscribers.saturating_sub(1);
+                    h.subscribers == 0
+                }
+                _ => false,
+            };
+            if !last {
+                None
+            } else {
+                map.remove(&self.interface).and_then(|mut h| {
+                    h.shared.stop.store(true, Ordering::Relaxed);
+                    h.thread.take()
+                })
+            }
+        };
+        if let Some(t) = thread {
+            let _ = t.join();
+        } else {
+            // Wait until the hub thread has closed this subscriber's sink,
+            // so its last packets are handed over before we return.
+            let t0 = Instant::now();
+            while !self.published.finished.load(Ordering::Relaxed)
+                && t0.elapsed() < Duration::from_secs(2)
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.depart();
+    }
+}

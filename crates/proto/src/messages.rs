@@ -1,0 +1,393 @@
+//! The messages themselves: what a client may ask ([`Request`]) and what the
+//! daemon may answer ([`Response`]), as plain serde types.
+//!
+//! Conventions, the same for every type here:
+//! - `#[serde(deny_unknown_fields)]` everywhere: a misspelt or invented key is
+//!   an error, never silently ignored (ignoring it would let a client believe
+//!   an option it misspelt is in force).
+//! - Enums are tagged by `"type"` in `snake_case` at the top level
+//!   (`{"type":"set_filter","filter":"tcp"}`); the small choice enums inside
+//!   a message are externally tagged (`{"bytes":96}`, `{"headers":{"max":128}}`).
+//! - `Option` fields are left out of the encoding when `None`; on decoding
+//!   both a missing key and `null` mean `None`. Every other field is required.
+//! - Unit variants (`{"type":"stats"}`) refuse extra keys too. serde's
+//!   internally tagged enums ignore `deny_unknown_fields` for unit variants
+//!   (`{"type":"stats","x":1}` would decode), so each one is read through
+//!   `no_fields`, which deserializes an empty struct that denies them.
+//! - serde also reads a struct from a JSON array of its fields in order
+//!   (`["set_filter","tcp"]`). That form is left alone: it yields the same
+//!   typed values and goes through the same bounds, so it widens nothing, and
+//!   refusing it would take a hand-written deserializer for every type.
+//!   Encoders always write objects.
+//! - Types only: the bounds on every value live in [`crate::validate`], and
+//!   the only way bytes become these types is [`crate::decode_request`] /
+//!   [`crate::decode_response`], which run serde and then the bounds.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// A client's request to the daemon (client → daemon).
+///
+/// Every request travels without file descriptors; the daemon closes any
+/// that come with one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Start a capture session on this connection.
+    ///
+    /// Answered by [`Response::Accepted`] (with the ring's descriptors) or
+    /// [`Response::Refused`]. One session per connection: closing the
+    /// connection ends it.
+    Open {
+        /// Interfaces to capture on: 1 to 16 names, none repeated.
+        interfaces: Vec<String>,
+        /// The client's own filter (tcpdump syntax, may be empty). The
+        /// daemon ANDs it with the grant's framework filter.
+        filter: String,
+        /// How much of each packet to keep (the grant may cap it further).
+        snaplen: SnapRequest,
+        /// Sampling the client asks for (the grant may force more).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sample: Option<SampleRequest>,
+        /// Format of the records in the ring or the dump files.
+        format: OutputFormat,
+        /// Daemon dump mode: the daemon writes the packets to files it names
+        /// under the user's directory instead of (only) the ring.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dump: Option<DumpRequest>,
+        /// End the session after this many seconds.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration_s: Option<f64>,
+        /// End the session after this many packets delivered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        count: Option<u64>,
+        /// Ask for the compressed header stream instead of raw records.
+        compress: bool,
+    },
+    /// Replace the client's filter of the running session (still ANDed with
+    /// the framework filter).
+    SetFilter {
+        /// The new filter (tcpdump syntax, may be empty).
+        filter: String,
+    },
+    /// Ask for the session's counters: answered by [`Response::Stats`].
+    #[serde(deserialize_with = "no_fields")]
+    Stats,
+    /// Close the current dump file and start the next one now: answered by
+    /// [`Response::DumpPublished`].
+    #[serde(deserialize_with = "no_fields")]
+    Checkpoint,
+    /// Push out whatever the daemon holds for this session (partial ring
+    /// batch, buffered dump data): answered by [`Response::Ok`].
+    #[serde(deserialize_with = "no_fields")]
+    Flush,
+    /// End the session: answered by [`Response::Ended`].
+    #[serde(deserialize_with = "no_fields")]
+    Close,
+    /// List the caller's dump files: answered by [`Response::Dumps`].
+    #[serde(deserialize_with = "no_fields")]
+    ListDumps,
+    /// Open one of the caller's dump files: answered by [`Response::Dump`]
+    /// with a read-only descriptor.
+    FetchDump {
+        /// A bare file name in the caller's dump directory.
+        name: String,
+    },
+    /// Delete one of the caller's dump files: answered by [`Response::Ok`].
+    DeleteDump {
+        /// A bare file name in the caller's dump directory.
+        name: String,
+    },
+    /// List sessions (the caller's own; root sees all): answered by
+    /// [`Response::Sessions`].
+    #[serde(deserialize_with = "no_fields")]
+    Sessions,
+}
+
+/// How much of each packet to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum SnapRequest {
+    /// Keep at most this many bytes: `{"bytes": 96}`, 1..=262144.
+    Bytes(u32),
+    /// Keep exactly the protocol headers, never more than `max` bytes:
+    /// `{"headers": {"max": 128}}`, max 14..=65535.
+    Headers {
+        /// Upper bound on the bytes kept.
+        max: u32,
+    },
+}
+
+/// Sampling: keep one packet (or one flow) in `N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum SampleRequest {
+    /// One packet in N: `{"packets": N}`, 1..=2^31.
+    Packets(u32),
+    /// One flow in N (by a direction-independent 5-tuple hash):
+    /// `{"flows": N}`, 1..=2^31.
+    Flows(u32),
+}
+
+/// The format of the records the client receives or the daemon writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputFormat {
+    /// Classic pcap.
+    Pcap,
+    /// pcapng.
+    Pcapng,
+}
+
+/// Daemon dump mode: when to rotate to a new file (any limit reached
+/// rotates; none given means one file for the whole session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DumpRequest {
+    /// Rotate after this many seconds (≥ 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotate_seconds: Option<u64>,
+    /// Rotate after this many packets (≥ 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotate_packets: Option<u64>,
+    /// Rotate after this many bytes (≥ 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotate_bytes: Option<u64>,
+}
+
+/// The daemon's answer to a request (daemon → client).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Response {
+    /// The session is open, with the settings actually in force.
+    ///
+    /// Sent with exactly [`ACCEPTED_FDS`](crate::ACCEPTED_FDS) descriptors,
+    /// in this order:
+    /// 0. ([`ACCEPTED_FD_RING`](crate::ACCEPTED_FD_RING)) the ring's data
+    ///    memfd (sealed; map it read-only),
+    /// 1. ([`ACCEPTED_FD_CONSUMER`](crate::ACCEPTED_FD_CONSUMER)) the
+    ///    consumer-position memfd (the client writes its read position there;
+    ///    the daemon treats it as untrusted),
+    /// 2. ([`ACCEPTED_FD_EVENT`](crate::ACCEPTED_FD_EVENT)) an eventfd the
+    ///    daemon signals after a batch of records.
+    Accepted {
+        /// The daemon's id for this session (as shown by `Sessions`).
+        session: u64,
+        /// What the policy made of the request.
+        effective: Effective,
+        /// The shared-memory ring's geometry.
+        ring: RingInfo,
+    },
+    /// The request was refused by the policy.
+    Refused {
+        /// Index of the grant that refused it, if one matched at all.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grant: Option<u32>,
+        /// The rule that refused it (e.g. `grant[0].interfaces`).
+        rule: String,
+        /// Why, in words.
+        reason: String,
+    },
+    /// The session's counters.
+    Stats {
+        /// Counters since the session started.
+        counters: SessionCounters,
+    },
+    /// The request was carried out.
+    #[serde(deserialize_with = "no_fields")]
+    Ok,
+    /// The request could not be carried out (or could not be decoded).
+    Error {
+        /// What went wrong, in words.
+        message: String,
+    },
+    /// The session ended (on `Close`, its duration or count limit, a policy
+    /// reload that no longer allows it, or an error).
+    Ended {
+        /// Why, in words.
+        reason: String,
+        /// Final counters.
+        counters: SessionCounters,
+    },
+    /// A dump file was closed and is ready to fetch.
+    DumpPublished {
+        /// Its bare file name.
+        name: String,
+    },
+    /// The caller's dump files.
+    Dumps {
+        /// The files, in the daemon's order (oldest first).
+        files: Vec<DumpFile>,
+    },
+    /// A dump file, opened read-only.
+    ///
+    /// Sent with exactly [`DUMP_FDS`](crate::DUMP_FDS) descriptor: a
+    /// read-only descriptor of the file.
+    Dump {
+        /// Its bare file name.
+        name: String,
+        /// Its size when it was opened.
+        bytes: u64,
+    },
+    /// Sessions the caller may see.
+    Sessions {
+        /// One entry per session.
+        sessions: Vec<SessionInfo>,
+    },
+}
+
+/// The settings in force for a session after the policy was applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Effective {
+    /// Interfaces captured on.
+    pub interfaces: Vec<String>,
+    /// The client's filter, as given.
+    pub filter: String,
+    /// The grant's framework filter every client filter is ANDed with.
+    pub framework_filter: String,
+    /// Snap length after the grant's cap.
+    pub snaplen: SnapRequest,
+    /// Sampling after the grant's forcing (`None`: every packet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<SampleRequest>,
+    /// Packet fields hidden from the client (e.g. `payload`, `ip.id`).
+    pub hide: Vec<String>,
+    /// Whether addresses are anonymized (Crypto-PAn).
+    pub anonymize: bool,
+    /// Rate limit in packets per second, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_packets_per_second: Option<u64>,
+    /// Rate limit in bits per second, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bits_per_second: Option<u64>,
+    /// Longest the session may run, in seconds, if limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration_s: Option<f64>,
+    /// Index of the grant the session was admitted under.
+    pub grant: u32,
+}
+
+/// The shared-memory ring's geometry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RingInfo {
+    /// Size in bytes of the data memfd (≥ 1).
+    pub capacity: u64,
+}
+
+/// Per-session counters, the same identities as `ringcap capture` reports.
+///
+/// Every packet the interface showed the session ends in exactly one of
+/// "not accepted by the filters", sampled out, rate-limited, dropped
+/// (kernel ring or client ring) or delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCounters {
+    /// Packets the interface(s) saw.
+    pub packets_seen_by_interface: u64,
+    /// Packets accepted by the framework and client filters.
+    pub packets_filter_accepted: u64,
+    /// Accepted packets removed by sampling.
+    pub packets_sampled_out: u64,
+    /// Packets over the grant's rate limit (counted, not delivered).
+    pub packets_rate_limited: u64,
+    /// Packets dropped in the kernel's ring (the daemon fell behind).
+    pub packets_dropped_ring: u64,
+    /// Packets dropped because this client's ring was full.
+    pub packets_dropped_client: u64,
+    /// Packets written to the client's ring (or dump).
+    pub packets_delivered: u64,
+    /// Bytes written to the client's ring (or dump).
+    pub bytes_delivered: u64,
+}
+
+/// One of the caller's dump files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DumpFile {
+    /// Bare file name.
+    pub name: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Last modification, seconds since the Unix epoch.
+    pub modified_s: u64,
+}
+
+/// One session, as listed by [`Request::Sessions`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionInfo {
+    /// The daemon's id for the session.
+    pub session: u64,
+    /// The owner's uid (from SO_PEERCRED).
+    pub uid: u32,
+    /// Interfaces captured on.
+    pub interfaces: Vec<String>,
+    /// The client's filter.
+    pub filter: String,
+    /// Counters so far.
+    pub counters: SessionCounters,
+    /// Start time, seconds since the Unix epoch.
+    pub started_s: u64,
+}
+
+impl Request {
+    /// How many file descriptors travel with this request: always 0.
+    pub fn fds_expected(&self) -> usize {
+        0
+    }
+
+    /// The `"type"` tag, for logs.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Request::Open { .. } => "open",
+            Request::SetFilter { .. } => "set_filter",
+            Request::Stats => "stats",
+            Request::Checkpoint => "checkpoint",
+            Request::Flush => "flush",
+            Request::Close => "close",
+            Request::ListDumps => "list_dumps",
+            Request::FetchDump { .. } => "fetch_dump",
+            Request::DeleteDump { .. } => "delete_dump",
+            Request::Sessions => "sessions",
+        }
+    }
+}
+
+impl Response {
+    /// How many file descriptors travel with this response:
+    /// [`ACCEPTED_FDS`](crate::ACCEPTED_FDS) with `Accepted`,
+    /// [`DUMP_FDS`](crate::DUMP_FDS) with `Dump`, none otherwise.
+    pub fn fds_expected(&self) -> usize {
+        match self {
+            Response::Accepted { .. } => crate::ACCEPTED_FDS,
+            Response::Dump { .. } => crate::DUMP_FDS,
+            _ => 0,
+        }
+    }
+
+    /// The `"type"` tag, for logs.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Response::Accepted { .. } => "accepted",
+            Response::Refused { .. } => "refused",
+            Response::Stats { .. } => "stats",
+            Response::Ok => "ok",
+            Response::Error { .. } => "error",
+            Response::Ended { .. } => "ended",
+            Response::DumpPublished { .. } => "dump_published",
+            Response::Dumps { .. } => "dumps",
+            Response::Dump { .. } => "dump",
+            Response::Sessions { .. } => "sessions",
+        }
+    }
+}
+
+/// Deserializes the rest of a unit variant's object (everything but
+/// `"type"`) as a struct with no fields, so that any key is an error.
+fn no_fields<'de, D: Deserializer<'de>>(deserializer: D) -> Result<(), D::Error> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct NoFields {}
+    NoFields::deserialize(deserializer).map(|NoFields {}| ())
+}

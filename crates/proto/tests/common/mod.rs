@@ -1,0 +1,204 @@
+//! Sample messages shared by the codec and mutation tests: at least one of
+//! every variant, with optional fields both present and absent.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use ringcap_proto::*;
+
+pub fn counters(seed: u64) -> SessionCounters {
+    SessionCounters {
+        packets_seen_by_interface: seed * 100,
+        packets_filter_accepted: seed * 50,
+        packets_sampled_out: seed * 10,
+        packets_rate_limited: seed,
+        packets_dropped_ring: 2,
+        packets_dropped_client: 3,
+        packets_delivered: seed * 30,
+        bytes_delivered: u64::MAX,
+    }
+}
+
+pub fn open_minimal() -> Request {
+    Request::Open {
+        interfaces: vec!["eth0".into()],
+        filter: String::new(),
+        snaplen: SnapRequest::Bytes(262_144),
+        sample: None,
+        format: OutputFormat::Pcap,
+        dump: None,
+        duration_s: None,
+        count: None,
+        compress: false,
+    }
+}
+
+pub fn open_full() -> Request {
+    Request::Open {
+        interfaces: vec!["eth0".into(), "veth1.100".into(), "bond0:1".into()],
+        filter: "tcp port 80 and (host 10.0.0.1 or \"odd\\\" text\")\n\tand not icmp é".into(),
+        snaplen: SnapRequest::Headers { max: 128 },
+        sample: Some(SampleRequest::Flows(1 << 31)),
+        format: OutputFormat::Pcapng,
+        dump: Some(DumpRequest {
+            rotate_seconds: Some(3600),
+            rotate_packets: Some(1_000_000),
+            rotate_bytes: Some(u64::MAX),
+        }),
+        duration_s: Some(0.25),
+        count: Some(1),
+        compress: true,
+    }
+}
+
+pub fn effective() -> Effective {
+    Effective {
+        interfaces: vec!["eth0".into()],
+        filter: "tcp port 80".into(),
+        framework_filter: "not port 22".into(),
+        snaplen: SnapRequest::Headers { max: 128 },
+        sample: Some(SampleRequest::Packets(10)),
+        hide: vec!["payload".into(), "ip.id".into()],
+        anonymize: true,
+        max_packets_per_second: Some(200_000),
+        max_bits_per_second: Some(500_000_000),
+        max_duration_s: Some(3600.0),
+        grant: 0,
+    }
+}
+
+pub fn requests() -> Vec<Request> {
+    vec![
+        open_minimal(),
+        open_full(),
+        Request::Open {
+            interfaces: vec!["lo".into()],
+            filter: "udp".into(),
+            snaplen: SnapRequest::Bytes(1),
+            sample: Some(SampleRequest::Packets(1)),
+            format: OutputFormat::Pcapng,
+            dump: Some(DumpRequest::default()),
+            duration_s: Some(1e9),
+            count: None,
+            compress: false,
+        },
+        Request::SetFilter {
+            filter: "udp port 53".into(),
+        },
+        Request::SetFilter {
+            filter: String::new(),
+        },
+        Request::Stats,
+        Request::Checkpoint,
+        Request::Flush,
+        Request::Close,
+        Request::ListDumps,
+        Request::FetchDump {
+            name: "alice-20240101T000000-0001.pcapng".into(),
+        },
+        Request::DeleteDump {
+            name: "a..b_c-d".into(),
+        },
+        Request::Sessions,
+    ]
+}
+
+pub fn responses() -> Vec<Response> {
+    vec![
+        Response::Accepted {
+            session: 7,
+            effective: effective(),
+            ring: RingInfo { capacity: 4 << 20 },
+        },
+        Response::Accepted {
+            session: u64::MAX,
+            effective: Effective {
+                interfaces: vec!["eth0".into(), "eth1".into()],
+                filter: String::new(),
+                framework_filter: String::new(),
+                snaplen: SnapRequest::Bytes(96),
+                sample: None,
+                hide: vec![],
+                anonymize: false,
+                max_packets_per_second: None,
+                max_bits_per_second: None,
+                max_duration_s: None,
+                grant: u32::MAX,
+            },
+            ring: RingInfo { capacity: 1 },
+        },
+        Response::Refused {
+            grant: Some(2),
+            rule: "grant[2].interfaces".into(),
+            reason: "interface eth1 is not granted".into(),
+        },
+        Response::Refused {
+            grant: None,
+            rule: "default deny".into(),
+            reason: "no grant names uid 1001".into(),
+        },
+        Response::Stats {
+            counters: counters(5),
+        },
+        Response::Ok,
+        Response::Error {
+            message: "filter: syntax error in filter expression".into(),
+        },
+        Response::Ended {
+            reason: "max_duration reached".into(),
+            counters: counters(9),
+        },
+        Response::DumpPublished {
+            name: "d-0001.pcapng".into(),
+        },
+        Response::Dumps { files: vec![] },
+        Response::Dumps {
+            files: vec![
+                DumpFile {
+                    name: "d-0001.pcapng".into(),
+                    bytes: 1234,
+                    modified_s: 1_700_000_000,
+                },
+                DumpFile {
+                    name: "d-0002.pcap".into(),
+                    bytes: 0,
+                    modified_s: 0,
+                },
+            ],
+        },
+        Response::Dump {
+            name: "d-0001.pcapng".into(),
+            bytes: 1234,
+        },
+        Response::Sessions { sessions: vec![] },
+        Response::Sessions {
+            sessions: vec![SessionInfo {
+                session: 3,
+                uid: 1000,
+                interfaces: vec!["eth0".into()],
+                filter: "tcp".into(),
+                counters: counters(1),
+                started_s: 1_700_000_000,
+            }],
+        },
+    ]
+}
+
+/// `body` behind a valid header of `kind`.
+pub fn framed(kind: MessageKind, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&VERSION.to_be_bytes());
+    out.extend_from_slice(&(kind as u16).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// A request body (JSON text) behind a valid request header.
+pub fn req(body: &str) -> Vec<u8> {
+    framed(MessageKind::Request, body.as_bytes())
+}
+
+/// A response body (JSON text) behind a valid response header.
+pub fn resp(body: &str) -> Vec<u8> {
+    framed(MessageKind::Response, body.as_bytes())
+}

@@ -1,0 +1,299 @@
+//! `ringcap capture --daemon`: the same capture, asked of ringcapd by an
+//! unprivileged user. The daemon holds the request to its policy and
+//! delivers packets through a shared-memory ring; this side writes them
+//! with the same sink as a local capture (files, rotation, `-w -`, pcapng),
+//! and reports the daemon's counters with its own. Also `ringcap stats`.
+
+use crate::cli::StatsArgs;
+use crate::failure::{exit, Failure};
+use crate::session::{Reporter, Signals};
+use ringcap_client::{
+    default_socket, Client, ClientError, OpenRequest, Sample, Snap as SnapRequest,
+};
+use ringcap_engine::{
+    Board, CaptureSpec, Counters, FileSink, Sampling, SinkInterface, Snap, SourceSpec,
+};
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// CAP_NET_RAW's bit in /proc/self/status's CapEff.
+const CAP_NET_RAW: u32 = 13;
+
+fn has_net_raw() -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return true;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_none_or(|caps| caps & (1 << CAP_NET_RAW) != 0)
+}
+
+fn socket_path(arg: &str) -> PathBuf {
+    if arg.is_empty() {
+        default_socket()
+    } else {
+        PathBuf::from(arg)
+    }
+}
+
+/// The daemon's socket if this capture goes through ringcapd: asked for
+/// with --daemon, or a live capture by a user without CAP_NET_RAW when the
+/// default socket exists (said in one line).
+pub fn socket_for(args: &crate::cli::CaptureArgs, spec: &CaptureSpec) -> Option<PathBuf> {
+    if let Some(d) = &args.daemon {
+        return Some(socket_path(d));
+    }
+    if matches!(spec.source, SourceSpec::Live(_)) && !has_net_raw() {
+        let s = default_socket();
+        if s.exists() {
+            eprintln!(
+                "ringcap: no CAP_NET_RAW here: capturing through ringcapd at {}",
+                s.display()
+            );
+            return Some(s);
+        }
+    }
+    None
+}
+
+fn counters(
+    c: &ringcap_client::SessionCounters,
+    board: &Board,
+    after_count: u64,
+    wire_bytes: u64,
+) -> Counters {
+    let local = board.interface(0);
+    Counters {
+        packets_seen_by_interface: c.packets_seen_by_interface,
+        packets_filter_accepted: c.packets_filter_accepted,
+        packets_sampled_out: c.packets_sampled_out,
+        packets_rate_limited: c.packets_rate_limited,
+        packets_dropped_client: c.packets_dropped_client,
+        packets_dropped_ring: c.packets_dropped_ring,
+        packets_delivered: c.packets_delivered,
+        packets_after_count: after_count,
+        packets_written: local.packets_written,
+        packets_dropped_writer: local.packets_dropped_writer,
+        bytes_written: local.bytes_written,
+        bytes_on_wire: wire_bytes,
+        ..Counters::default()
+    }
+}
+
+fn refusal(e: ClientError) -> Failure {
+    match e {
+        ClientError::Refused { ref rule, .. } if rule == "filter" => Failure::usage(e.to_string()),
+        ClientError::Refused { .. } => Failure::system(e.to_string()),
+        ClientError::Io(_) => Failure::system(e.to_string()),
+        _ => Failure::runtime(e.to_string()),
+    }
+}
+
+/// Runs a capture through the daemon at `socket`; returns the exit status.
+pub fn capture(
+    spec: CaptureSpec,
+    socket: PathBuf,
+    json: Option<File>,
+    stats_interval: Duration,
+    signals: &Signals,
+) -> Result<i32, Failure> {
+    let SourceSpec::Live(live) = &spec.source else {
+        return Err(Failure::usage(
+            "--daemon captures interfaces; files (-r) are read without it",
+        ));
+    };
+    let request = OpenRequest {
+        interfaces: live.interfaces.clone(),
+        filter: spec.filter.clone(),
+        snaplen: match spec.snap {
+            Snap::Bytes(n) => SnapRequest::Bytes(n),
+            Snap::Headers { max } => SnapRequest::Headers { max },
+        },
+        sample: match spec.sampling {
+            Sampling::All => None,
+            Sampling::Packets { n, .. } => Some(Sample::Packets(n)),
+            Sampling::Flows { n } => Some(Sample::Flows(n)),
+        },
+        duration: spec.duration,
+        // The count is kept here, where packets are written.
+        count: None,
+    };
+    let client = Client::connect(&socket).map_err(refusal)?;
+    let mut session = client.open(request).map_err(refusal)?;
+    // The output once the daemon has said what it allows: the file's snap
+    // length is the effective one (the daemon's cap), not the one asked for,
+    // so the header says what the records are. A bad path ends the session
+    // (dropping it closes the connection).
+    let snaplen = match session.effective.snaplen {
+        SnapRequest::Bytes(n) => n,
+        SnapRequest::Headers { max } => max,
+    };
+    let name = format!("ringcapd:{}", live.interfaces.join(","));
+    let board = Arc::new(Board::new(&[(name.clone(), 1)]));
+    let FileSink {
+        writer,
+        mut encoder,
+    } = FileSink::open(
+        &spec.sink,
+        vec![SinkInterface {
+            name: name.clone(),
+            linktype: 1,
+            snaplen,
+            filter: (!spec.filter.is_empty()).then(|| spec.filter.clone()),
+            stats: Some(0),
+        }],
+        board.clone(),
+    )
+    .map_err(Failure::from)?;
+    let e = session.effective.clone();
+    eprintln!(
+        "capturing on {} through ringcapd (session {}, grant {}, snaplen {:?}, sampling {:?}, framework filter {:?})",
+        e.interfaces.join(", "),
+        session.id,
+        // Counted from 1, in file order, like `ringcapd --check`.
+        u64::from(e.grant) + 1,
+        e.snaplen,
+        e.sample,
+        e.framework_filter
+    );
+    let began = Instant::now();
+    let mut reporter = Reporter::new(json, stats_interval);
+    let mut left = spec.count.unwrap_or(u64::MAX);
+    let mut after_count = 0u64;
+    // Bytes on the wire of the packets read from the ring.
+    let mut wire_bytes = 0u64;
+    let flush = spec.sink.flush_interval;
+    let mut last_stats = ringcap_client::SessionCounters::default();
+    let mut last_poll = Instant::now();
+    let ended = loop {
+        session.wait(Duration::from_millis(100)).map_err(refusal)?;
+        session
+            .packets(|p| {
+                wire_bytes += u64::from(p.wire_len);
+                if left == 0 {
+                    after_count += 1;
+                    return;
+                }
+                left -= 1;
+                encoder.push(p.ts_ns, p.wire_len, p.data, None, p.data.len());
+            })
+            .map_err(refusal)?;
+        if encoder.oldest().is_some_and(|t| t.elapsed() >= flush) {
+            encoder.flush();
+        }
+        if let Some(end) = session.ended() {
+            // What the ring still holds came before the end.
+            session
+                .packets(|p| {
+                    wire_bytes += u64::from(p.wire_len);
+                    if left == 0 {
+                        after_count += 1;
+                        return;
+                    }
+                    left -= 1;
+                    encoder.push(p.ts_ns, p.wire_len, p.data, None, p.data.len());
+                })
+                .map_err(refusal)?;
+            break end;
+        }
+        if signals.stop.load(Ordering::Relaxed) || left == 0 || writer.failure().is_some() {
+            let end = session.stop().map_err(refusal)?;
+            // What the daemon delivered until the end (it counts those as
+            // delivered) is still in the ring.
+            session
+                .packets(|p| {
+                    wire_bytes += u64::from(p.wire_len);
+                    if left == 0 {
+                        after_count += 1;
+                        return;
+                    }
+                    left -= 1;
+                    encoder.push(p.ts_ns, p.wire_len, p.data, None, p.data.len());
+                })
+                .map_err(refusal)?;
+            break end;
+        }
+        if signals.hup.swap(false, Ordering::Relaxed) {
+            writer.shared.rotate_now.store(true, Ordering::Relaxed);
+        }
+        if last_poll.elapsed() >= stats_interval.min(Duration::from_secs(1)) {
+            last_poll = Instant::now();
+            if let Ok(c) = session.stats() {
+                last_stats = c;
+            }
+            let total = counters(&last_stats, &board, after_count, wire_bytes);
+            reporter.tick(|| {
+                (
+                    vec![(name.clone(), total)],
+                    total,
+                    writer.shared.current.lock().ok().and_then(|c| c.clone()),
+                )
+            });
+        }
+    };
+    encoder.close();
+    drop(encoder);
+    let shared = writer.join();
+    let (reason, final_counters) = ended;
+    let total = counters(&final_counters, &board, after_count, wire_bytes);
+    reporter.finish(&[(name, total)], &total, began.elapsed().as_secs_f64());
+    eprintln!("ringcap: ringcapd ended the session: {reason}");
+    if let Some(f) = shared.failure.lock().ok().and_then(|f| f.clone()) {
+        crate::session::report_failure(&f, &total);
+        return Ok(exit::RUNTIME);
+    }
+    Ok(0)
+}
+
+/// `ringcap stats --daemon`: the daemon's sessions.
+pub fn stats(args: &StatsArgs) -> Result<i32, Failure> {
+    let socket = socket_path(args.daemon.as_deref().unwrap_or(""));
+    let mut client = Client::connect(&socket).map_err(refusal)?;
+    let sessions = client.sessions().map_err(refusal)?;
+    if args.json {
+        for s in &sessions {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "session": s.session, "uid": s.uid, "interfaces": s.interfaces,
+                    "filter": s.filter, "started_s": s.started_s,
+                    "counters": {
+                        "packets_seen_by_interface": s.counters.packets_seen_by_interface,
+                        "packets_filter_accepted": s.counters.packets_filter_accepted,
+                        "packets_sampled_out": s.counters.packets_sampled_out,
+                        "packets_rate_limited": s.counters.packets_rate_limited,
+                        "packets_dropped_ring": s.counters.packets_dropped_ring,
+                        "packets_dropped_client": s.counters.packets_dropped_client,
+                        "packets_delivered": s.counters.packets_delivered,
+                        "bytes_delivered": s.counters.bytes_delivered,
+                    }
+                })
+            );
+        }
+    } else {
+        println!(
+            "{:>8} {:>6} {:<16} {:>12} {:>12} {:>10} {:>10}  filter",
+            "session", "uid", "interfaces", "accepted", "delivered", "drop ring", "drop cli"
+        );
+        for s in &sessions {
+            let c = &s.counters;
+            println!(
+                "{:>8} {:>6} {:<16} {:>12} {:>12} {:>10} {:>10}  {}",
+                s.session,
+                s.uid,
+                s.interfaces.join(","),
+                c.packets_filter_accepted,
+                c.packets_delivered,
+                c.packets_dropped_ring,
+                c.packets_dropped_client,
+                s.filter
+            );
+        }
+    }
+    Ok(0)
+}

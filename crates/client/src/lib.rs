@@ -28,7 +28,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use ringcap_proto::{
-    OutputFormat, SampleRequest as Sample, SessionCounters, SnapRequest as Snap,
+    DumpFile, DumpRequest, OutputFormat, SampleRequest as Sample, SessionCounters,
+    SnapRequest as Snap,
 };
 
 /// Where the daemon listens unless `RINGCAP_DAEMON` says otherwise.
@@ -111,6 +112,12 @@ pub struct OpenRequest {
     pub duration: Option<Duration>,
     /// Stop after this many packets.
     pub count: Option<u64>,
+    /// Have the daemon write the packets to files of its own naming under
+    /// this user's dump directory, rotated as asked, instead of delivering
+    /// them (`None`: deliver them here).
+    pub dump: Option<DumpRequest>,
+    /// Format of dump files.
+    pub format: OutputFormat,
 }
 
 impl OpenRequest {
@@ -123,6 +130,8 @@ impl OpenRequest {
             sample: None,
             duration: None,
             count: None,
+            dump: None,
+            format: OutputFormat::Pcap,
         }
     }
 }
@@ -133,6 +142,8 @@ pub struct Client {
     buf: Box<[u8; MAX_DATAGRAM]>,
     /// An `Ended` that arrived while waiting for another answer.
     ended: Option<(String, SessionCounters)>,
+    /// Dump files the daemon said it completed, not yet taken.
+    published: Vec<String>,
 }
 
 impl Client {
@@ -148,6 +159,7 @@ impl Client {
             conn,
             buf: Box::new([0u8; MAX_DATAGRAM]),
             ended: None,
+            published: Vec::new(),
         })
     }
 
@@ -180,6 +192,7 @@ impl Client {
             let (r, fds) = self.message()?;
             match r {
                 Response::Ended { reason, counters } => self.ended = Some((reason, counters)),
+                Response::DumpPublished { name } => self.published.push(name),
                 Response::Error { message } => return Err(ClientError::Daemon(message)),
                 Response::Refused {
                     grant,
@@ -204,8 +217,8 @@ impl Client {
             filter: req.filter,
             snaplen: req.snaplen,
             sample: req.sample,
-            format: OutputFormat::Pcap,
-            dump: None,
+            format: req.format,
+            dump: req.dump,
             duration_s: req.duration.map(|d| d.as_secs_f64()),
             count: req.count,
             compress: false,
@@ -225,6 +238,40 @@ impl Client {
             id: session,
             effective,
         })
+    }
+
+    /// This user's dump files, oldest first.
+    pub fn list_dumps(&mut self) -> Result<Vec<DumpFile>, ClientError> {
+        self.send(&Request::ListDumps)?;
+        match self.answer()? {
+            (Response::Dumps { files }, _) => Ok(files),
+            (r, _) => Err(ClientError::Protocol(format!("{r:?} instead of Dumps"))),
+        }
+    }
+
+    /// One of this user's dump files, as a read-only file, and its size.
+    pub fn fetch_dump(&mut self, name: &str) -> Result<(std::fs::File, u64), ClientError> {
+        self.send(&Request::FetchDump {
+            name: name.to_string(),
+        })?;
+        match self.answer()? {
+            (Response::Dump { bytes, .. }, fds) => {
+                let [fd] = transport::expect_fds::<1>(fds)?;
+                Ok((std::fs::File::from(fd), bytes))
+            }
+            (r, _) => Err(ClientError::Protocol(format!("{r:?} instead of Dump"))),
+        }
+    }
+
+    /// Deletes one of this user's dump files.
+    pub fn delete_dump(&mut self, name: &str) -> Result<(), ClientError> {
+        self.send(&Request::DeleteDump {
+            name: name.to_string(),
+        })?;
+        match self.answer()? {
+            (Response::Ok, _) => Ok(()),
+            (r, _) => Err(ClientError::Protocol(format!("{r:?} instead of Ok"))),
+        }
     }
 
     /// The daemon's sessions (a user sees their own; root sees all).
@@ -312,6 +359,23 @@ impl Session {
         }
     }
 
+    /// Starts a new dump file now (dump sessions).
+    pub fn checkpoint(&mut self) -> Result<(), ClientError> {
+        self.client.send(&Request::Checkpoint)?;
+        match self.client.answer()? {
+            (Response::Ok, _) => Ok(()),
+            (r, _) => Err(ClientError::Protocol(format!("{r:?} instead of Ok"))),
+        }
+    }
+
+    /// Dump files the daemon completed since the last call (dump sessions).
+    pub fn published(&mut self) -> Vec<String> {
+        if self.client.ended.is_none() {
+            self.poll_notices();
+        }
+        std::mem::take(&mut self.client.published)
+    }
+
     /// Replaces the filter (still ANDed with the grant's).
     pub fn set_filter(&mut self, filter: &str) -> Result<(), ClientError> {
         self.client.send(&Request::SetFilter {
@@ -340,12 +404,13 @@ impl Session {
             tv_nsec: 0,
         };
         if matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0) {
-            // Only an Ended notice can come unasked; a closed connection
-            // means the session is over.
+            // Only notices come unasked (Ended, DumpPublished); a closed
+            // connection means the session is over.
             match self.client.message() {
                 Ok((Response::Ended { reason, counters }, _)) => {
                     self.client.ended = Some((reason, counters))
                 }
+                Ok((Response::DumpPublished { name }, _)) => self.client.published.push(name),
                 Ok(_) => {}
                 Err(e) => {
                     self.client.ended = Some((
@@ -374,6 +439,7 @@ impl Session {
                     return Ok((reason, counters));
                 }
                 (Response::Error { message }, _) => return Err(ClientError::Daemon(message)),
+                (Response::DumpPublished { name }, _) => self.client.published.push(name),
                 // Answers to earlier requests: nothing to do with them now.
                 _ => {}
             }

@@ -14,6 +14,7 @@
 //! its ring (read-only, sealed) and its read-position page.
 
 pub mod audit;
+pub mod dump;
 pub mod privilege;
 pub mod rate;
 pub mod ring_sink;

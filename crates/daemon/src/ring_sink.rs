@@ -15,8 +15,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// Largest chunk: a few hundred short packets, bounded latency.
-pub const CHUNK_BYTES: usize = 256 << 10;
+/// Room for the largest record (a 256 KiB snap length plus its header).
+pub const CHUNK_BYTES: usize = (256 << 10) + 64;
+/// A chunk is handed over once it holds this much: a few hundred short
+/// packets, and small enough that twelve sessions' chunks stay in the CPU's
+/// cache until they are copied into the rings.
+pub const CHUNK_TARGET: usize = 32 << 10;
 /// Bytes of a pcap record header.
 pub const RECORD_HEADER: usize = 16;
 
@@ -136,7 +140,7 @@ impl PacketSink for RingSink {
             self.counters.dropped_client.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        if self.len + need > self.buf.len() {
+        if self.len + need > self.buf.len() || self.len >= CHUNK_TARGET {
             self.ship();
         }
         if self.started.is_none() {

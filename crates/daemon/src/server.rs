@@ -272,9 +272,14 @@ impl Connection {
 
     /// Looks at the session: ended by itself, or no longer allowed.
     fn tick(&mut self, peer: &Peer) {
-        let Some(s) = &self.session else {
+        let Some(s) = &mut self.session else {
             return;
         };
+        if let Some(d) = s.dump() {
+            for name in d.take_published() {
+                let _ = send(&self.conn, &Response::DumpPublished { name });
+            }
+        }
         if s.finished() {
             self.end("the capture ended (count, duration or failure)", peer);
             return;
@@ -324,7 +329,10 @@ impl Connection {
             return;
         };
         let id = s.id;
-        let (counters, failure) = s.end();
+        let (counters, failure, published) = s.end();
+        for name in published {
+            let _ = send(&self.conn, &Response::DumpPublished { name });
+        }
         let reason = match failure {
             Some(f) => format!("{reason}: {f}"),
             None => reason.to_string(),
@@ -341,6 +349,12 @@ impl Connection {
         let _ = send(&self.conn, &Response::Ended { reason, counters });
     }
 
+    /// The peer's dump directory (made if missing).
+    fn dump_dir(&self, peer: &Peer) -> std::io::Result<std::path::PathBuf> {
+        let (policy, _) = self.shared.policy();
+        crate::dump::user_dir(&policy.dump_dir, peer.uid)
+    }
+
     /// Answers one request; false to close the connection.
     fn handle(&mut self, req: Request, peer: &Peer) -> bool {
         let reply = match req {
@@ -349,7 +363,7 @@ impl Connection {
                 filter,
                 snaplen,
                 sample,
-                format: _,
+                format,
                 dump,
                 duration_s,
                 count,
@@ -358,10 +372,6 @@ impl Connection {
                 if self.session.is_some() {
                     Response::Error {
                         message: "this connection already has a session: close it first".into(),
-                    }
-                } else if dump.is_some() {
-                    Response::Error {
-                        message: "daemon dumps are not built yet in this ringcapd".into(),
                     }
                 } else if compress {
                     Response::Error {
@@ -375,6 +385,8 @@ impl Connection {
                         sample,
                         duration: duration_s.map(Duration::from_secs_f64),
                         count,
+                        dump,
+                        format,
                     };
                     return self.open(request, peer);
                 }
@@ -395,10 +407,14 @@ impl Connection {
                     message: "no session".into(),
                 },
             },
-            Request::Checkpoint => Response::Error {
-                message:
-                    "checkpoints rotate daemon dumps, which are not built yet in this ringcapd"
-                        .into(),
+            Request::Checkpoint => match self.session.as_mut().and_then(|s| s.dump()) {
+                Some(d) => {
+                    d.checkpoint();
+                    Response::Ok
+                }
+                None => Response::Error {
+                    message: "checkpoints rotate daemon dumps, and this connection has none".into(),
+                },
             },
             Request::Close => {
                 if self.session.is_some() {
@@ -409,11 +425,41 @@ impl Connection {
                     message: "no session".into(),
                 }
             }
-            Request::ListDumps | Request::FetchDump { .. } | Request::DeleteDump { .. } => {
-                Response::Error {
-                    message: "daemon dumps are not built yet in this ringcapd".into(),
-                }
+            Request::ListDumps => match self.dump_dir(peer) {
+                Ok(dir) => Response::Dumps {
+                    files: crate::dump::list(&dir),
+                },
+                Err(e) => Response::error(e),
+            },
+            Request::FetchDump { name } => {
+                let file = self
+                    .dump_dir(peer)
+                    .and_then(|dir| crate::dump::open(&dir, &name));
+                return match file {
+                    Ok(f) => {
+                        let bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
+                        audit::log("fetch", None, peer.uid, &format!("dump={name:?}"));
+                        use std::os::fd::AsFd;
+                        transport::send(
+                            &self.conn,
+                            &encode_response(&Response::Dump { name, bytes }),
+                            &[f.as_fd()],
+                        )
+                        .is_ok()
+                    }
+                    Err(e) => send(&self.conn, &Response::error(e)).is_ok(),
+                };
             }
+            Request::DeleteDump { name } => match self
+                .dump_dir(peer)
+                .and_then(|dir| crate::dump::delete(&dir, &name))
+            {
+                Ok(()) => {
+                    audit::log("delete", None, peer.uid, &format!("dump={name:?}"));
+                    Response::Ok
+                }
+                Err(e) => Response::error(e),
+            },
             Request::Sessions => {
                 let all = self
                     .shared
@@ -470,7 +516,7 @@ impl Connection {
         }
         let id = self.shared.next_session.fetch_add(1, Ordering::Relaxed);
         let effective = admitted.effective.clone();
-        let session = match Session::start(id, peer.clone(), request, admitted) {
+        let session = match Session::start(id, peer.clone(), request, admitted, &policy.dump_dir) {
             Ok(s) => s,
             Err(e) => {
                 audit::log("fail", Some(id), peer.uid, &e);

@@ -11,11 +11,14 @@
 //! CPU (veth's receive path) a filter run and a copy each per packet. A slow
 //! client fills only its own ring; the hub never waits for it.
 
+use crate::dump::Dump;
 use crate::ring_sink::{RingSinks, SinkCounters};
 use ringcap_engine::hub::{self, Subscription, SubscriptionSpec};
-use ringcap_engine::{Counters, SampleMode, Sampling, SinkFactory, Snap};
+use ringcap_engine::{Counters, PacketSink, SampleMode, Sampling, SinkFactory, Snap};
 use ringcap_policy::{CaptureRequest, Peer, Policy};
-use ringcap_proto::{Effective, Response, SampleRequest, SessionCounters, SnapRequest};
+use ringcap_proto::{
+    DumpRequest, Effective, OutputFormat, Response, SampleRequest, SessionCounters, SnapRequest,
+};
 use ringcap_shm::RingWriter;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -41,6 +44,10 @@ pub struct OpenRequest {
     pub duration: Option<Duration>,
     /// Stop after this many packets.
     pub count: Option<u64>,
+    /// Files written by the daemon instead of packets to the client.
+    pub dump: Option<DumpRequest>,
+    /// Format of the dump files.
+    pub format: OutputFormat,
 }
 
 fn snap_of(s: SnapRequest) -> Snap {
@@ -97,6 +104,8 @@ pub struct Admitted {
     pub duration: Option<Duration>,
     /// Shared-memory ring bytes.
     pub ring_size: u64,
+    /// Bytes of dump files the user may keep.
+    pub dump_quota: u64,
     /// What the client is told.
     pub effective: Effective,
 }
@@ -168,6 +177,22 @@ pub fn admit(policy: &Policy, peer: &Peer, req: &OpenRequest) -> Result<Admitted
             "the grant anonymizes addresses, which this ringcapd cannot do yet: refused rather than served in the clear".into(),
         ));
     }
+    if req.dump.is_some() {
+        if e.dump_quota == 0 {
+            return Err(refused(
+                Some(e.grant),
+                "dump_quota",
+                "the grant has no dump_quota: daemon dumps are not allowed".into(),
+            ));
+        }
+        if req.interfaces.len() != 1 {
+            return Err(refused(
+                Some(e.grant),
+                "dump",
+                "a daemon dump records one interface: open one dump per interface".into(),
+            ));
+        }
+    }
     let grant = &policy.grants[e.grant];
     let duration = match (req.duration, e.max_duration) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -197,6 +222,7 @@ pub fn admit(policy: &Policy, peer: &Peer, req: &OpenRequest) -> Result<Admitted
         max_bps: e.max_bits_per_second,
         duration,
         ring_size,
+        dump_quota: e.dump_quota,
         effective,
     })
 }
@@ -223,6 +249,7 @@ pub struct Session {
     /// Counters of the subscriptions replaced by `restart`, kept so the
     /// session's totals never go backwards.
     before: Counters,
+    dump: Option<Dump>,
 }
 
 impl Session {
@@ -232,13 +259,42 @@ impl Session {
         peer: Peer,
         request: OpenRequest,
         admitted: Admitted,
+        dump_dir: &std::path::Path,
     ) -> Result<Session, String> {
-        let mut ring = RingWriter::create(admitted.ring_size as usize)
+        // A dump session's packets go to files; its ring only carries the end.
+        let ring_size = if request.dump.is_some() {
+            MIN_RING
+        } else {
+            admitted.ring_size
+        };
+        let mut ring = RingWriter::create(ring_size as usize)
             .map_err(|e| format!("cannot make the shared-memory ring: {e}"))?;
         ring.prefault();
         let ring = Arc::new(Mutex::new(ring));
         let counters = Arc::new(SinkCounters::default());
-        let subscriptions = Self::subscribe(&request, &admitted, &ring, &counters)?;
+        let (dump, file_sink) = match &request.dump {
+            Some(d) => {
+                let dir = crate::dump::user_dir(dump_dir, peer.uid)
+                    .map_err(|e| format!("cannot make the dump directory: {e}"))?;
+                let filter = match (admitted.framework_filter.trim(), admitted.filter.trim()) {
+                    ("", "") => None,
+                    ("", f) | (f, "") => Some(f.to_string()),
+                    (fw, f) => Some(format!("({fw}) and ({f})")),
+                };
+                let (dump, encoder) = Dump::open(
+                    dir,
+                    d,
+                    request.format,
+                    admitted.snap.snaplen(),
+                    admitted.dump_quota,
+                    filter,
+                    &request.interfaces[0],
+                )?;
+                (Some(dump), Some(Box::new(encoder) as Box<dyn PacketSink>))
+            }
+            None => (None, None),
+        };
+        let subscriptions = Self::subscribe(&request, &admitted, &ring, &counters, file_sink)?;
         Ok(Session {
             id,
             peer,
@@ -253,7 +309,13 @@ impl Session {
             subscriptions,
             counters,
             before: Counters::default(),
+            dump,
         })
+    }
+
+    /// The session's dump, if it writes files.
+    pub fn dump(&mut self) -> Option<&mut Dump> {
+        self.dump.as_mut()
     }
 
     fn subscribe(
@@ -261,6 +323,7 @@ impl Session {
         admitted: &Admitted,
         ring: &Arc<Mutex<RingWriter>>,
         counters: &Arc<SinkCounters>,
+        mut file_sink: Option<Box<dyn PacketSink>>,
     ) -> Result<Vec<Subscription>, String> {
         let sinks = RingSinks {
             ring: ring.clone(),
@@ -285,7 +348,7 @@ impl Session {
                     sampling: admitted.sampling,
                     transforms: Vec::new(),
                     count: per_iface_count,
-                    sink: sinks.make(i, 0, 1),
+                    sink: file_sink.take().unwrap_or_else(|| sinks.make(i, 0, 1)),
                     flush_interval: FLUSH_INTERVAL,
                 },
             )
@@ -303,7 +366,12 @@ impl Session {
     pub fn restart(&mut self, admitted: Admitted) -> Result<(), String> {
         let mut request = self.request.clone();
         request.filter = admitted.filter.clone();
-        let subs = Self::subscribe(&request, &admitted, &self.ring, &self.counters)?;
+        if self.dump.is_some() {
+            return Err(
+                "a daemon dump keeps the filter it started with: close it and start another".into(),
+            );
+        }
+        let subs = Self::subscribe(&request, &admitted, &self.ring, &self.counters, None)?;
         let old = std::mem::replace(&mut self.subscriptions, subs);
         let mut before = self.before;
         for s in old {
@@ -336,6 +404,21 @@ impl Session {
     pub fn counters(&self) -> SessionCounters {
         let t = self.totals();
         let c = &self.counters;
+        if self.dump.is_some() {
+            // Packets went to the daemon's writer: "delivered" is what it
+            // was handed, "dropped_client" what it could not keep up with.
+            return SessionCounters {
+                packets_seen_by_interface: t.packets_seen_by_interface,
+                packets_filter_accepted: t.packets_filter_accepted,
+                packets_sampled_out: t.packets_sampled_out,
+                packets_rate_limited: 0,
+                packets_dropped_ring: t.packets_dropped_ring,
+                packets_dropped_client: t.packets_dropped_writer,
+                packets_delivered: t.packets_delivered
+                    - t.packets_dropped_writer.min(t.packets_delivered),
+                bytes_delivered: t.bytes_on_wire,
+            };
+        }
         SessionCounters {
             packets_seen_by_interface: t.packets_seen_by_interface,
             packets_filter_accepted: t.packets_filter_accepted,
@@ -351,7 +434,8 @@ impl Session {
     /// Leaves the shared captures (their last packets handed over), marks
     /// the ring ended, and returns the final counters and why the capture
     /// failed, if it did.
-    pub fn end(mut self) -> (SessionCounters, Option<String>) {
+    /// Also returns the names of dump files completed at the end.
+    pub fn end(mut self) -> (SessionCounters, Option<String>, Vec<String>) {
         let failure = self.subscriptions.iter().find_map(|s| s.failure());
         let mut before = self.before;
         for s in std::mem::take(&mut self.subscriptions) {
@@ -359,9 +443,15 @@ impl Session {
         }
         self.before = before;
         let counters = self.counters();
+        let failure = failure.or_else(|| self.dump.as_mut().and_then(|d| d.finish()));
+        let published = self
+            .dump
+            .as_mut()
+            .map(|d| d.take_published())
+            .unwrap_or_default();
         if let Ok(mut r) = self.ring.lock() {
             r.finish();
         }
-        (counters, failure)
+        (counters, failure, published)
     }
 }

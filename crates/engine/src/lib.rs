@@ -40,8 +40,9 @@ pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec};
 
 // What a front end needs to fill a spec, without depending on every crate.
 pub use ringcap_sink::files::{OutputPlan, Retention, Rotation};
+pub use ringcap_sink::writer::Shared as WriterShared;
 pub use ringcap_sink::SinkInterface;
-pub use ringcap_sink::{RecordFormat, WriteMode};
+pub use ringcap_sink::{Encoder, RecordFormat, WriteMode, WriterHandle};
 pub use ringcap_source::TimestampSource;
 pub use ringcap_stages::{SampleMode, Sampling, Snap, Transform, TransformFactory};
 pub use ringcap_stats::{Board, Counters};

@@ -38,6 +38,8 @@ pub enum Command {
     BenchSink(BenchSinkArgs),
     /// Show what ringcapd is capturing (your sessions; root sees all).
     Stats(StatsArgs),
+    /// Your ringcapd dump files: list, fetch NAME [-o FILE], delete NAME.
+    Dumps(DumpsArgs),
     /// (used by `demo`) send numbered test frames on an interface.
     #[command(hide = true)]
     DemoSend {
@@ -83,6 +85,18 @@ pub struct CaptureArgs {
         help_heading = "Input"
     )]
     pub daemon: Option<String>,
+
+    /// With --daemon: have ringcapd write the packets to files of its own
+    /// naming in your dump directory (rotated by -G, -C or --rotate-packets,
+    /// oldest deleted beyond your quota) and print each name as it is
+    /// published; see `ringcap dumps`.
+    #[arg(
+        long,
+        requires = "daemon",
+        conflicts_with = "write",
+        help_heading = "Input"
+    )]
+    pub dump: bool,
 
     /// Write packets to PATH: a file, a directory (ending in /) for a series of files, or - for a pcap stream on stdout. Without -w packets are only counted.
     #[arg(
@@ -326,6 +340,38 @@ pub struct StatsArgs {
     /// One JSON object per session instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `ringcap dumps`.
+#[derive(Debug, Args)]
+pub struct DumpsArgs {
+    /// The daemon's socket (--daemon=PATH; default $RINGCAP_DAEMON, else
+    /// /run/ringcapd/ringcapd.sock).
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub daemon: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub action: DumpAction,
+}
+
+/// `ringcap dumps` actions.
+#[derive(Debug, Subcommand)]
+pub enum DumpAction {
+    /// Your dump files, oldest first (name, bytes, modified).
+    List,
+    /// Copy one to FILE (default: its name in the current directory; - for stdout).
+    Fetch {
+        /// The file's name, as `list` shows it.
+        name: String,
+        /// Where to copy it.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Delete one.
+    Delete {
+        /// The file's name, as `list` shows it.
+        name: String,
+    },
 }
 
 /// `ringcap bench-sink`.

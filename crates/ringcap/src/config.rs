@@ -125,6 +125,8 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
         }
     }
     let output = match &a.write {
+        // ringcapd writes a dump's files; rotation goes with the request.
+        None if a.dump => OutputPlan::Discard,
         None => {
             if rotation.any() || retention.any() {
                 return Err(Failure::usage("rotation and retention options need -w"));

@@ -8,7 +8,8 @@ use crate::cli::StatsArgs;
 use crate::failure::{exit, Failure};
 use crate::session::{Reporter, Signals};
 use ringcap_client::{
-    default_socket, Client, ClientError, OpenRequest, Sample, Snap as SnapRequest,
+    default_socket, Client, ClientError, DumpRequest, OpenRequest, OutputFormat, Sample,
+    Snap as SnapRequest,
 };
 use ringcap_engine::{
     Board, CaptureSpec, Counters, FileSink, Sampling, SinkInterface, Snap, SourceSpec,
@@ -98,6 +99,7 @@ fn refusal(e: ClientError) -> Failure {
 pub fn capture(
     spec: CaptureSpec,
     socket: PathBuf,
+    dump: bool,
     json: Option<File>,
     stats_interval: Duration,
     signals: &Signals,
@@ -120,11 +122,24 @@ pub fn capture(
             Sampling::Flows { n } => Some(Sample::Flows(n)),
         },
         duration: spec.duration,
-        // The count is kept here, where packets are written.
-        count: None,
+        // The count is kept where packets are written: here, or by the
+        // daemon for a dump.
+        count: if dump { spec.count } else { None },
+        dump: dump.then_some(DumpRequest {
+            rotate_seconds: spec.sink.rotation.seconds,
+            rotate_packets: spec.sink.rotation.packets,
+            rotate_bytes: spec.sink.rotation.bytes,
+        }),
+        format: match spec.sink.format {
+            ringcap_engine::RecordFormat::Pcapng => OutputFormat::Pcapng,
+            _ => OutputFormat::Pcap,
+        },
     };
     let client = Client::connect(&socket).map_err(refusal)?;
     let mut session = client.open(request).map_err(refusal)?;
+    if dump {
+        return run_dump(session, &live.interfaces, json, stats_interval, signals);
+    }
     // The output once the daemon has said what it allows: the file's snap
     // length is the effective one (the daemon's cap), not the one asked for,
     // so the header says what the records are. A bad path ends the session
@@ -294,6 +309,116 @@ pub fn stats(args: &StatsArgs) -> Result<i32, Failure> {
                 s.filter
             );
         }
+    }
+    Ok(0)
+}
+
+fn session_counters(c: &ringcap_client::SessionCounters) -> Counters {
+    Counters {
+        packets_seen_by_interface: c.packets_seen_by_interface,
+        packets_filter_accepted: c.packets_filter_accepted,
+        packets_sampled_out: c.packets_sampled_out,
+        packets_rate_limited: c.packets_rate_limited,
+        packets_dropped_ring: c.packets_dropped_ring,
+        packets_delivered: c.packets_delivered + c.packets_dropped_client,
+        packets_written: c.packets_delivered,
+        packets_dropped_writer: c.packets_dropped_client,
+        bytes_on_wire: c.bytes_delivered,
+        ..Counters::default()
+    }
+}
+
+/// A daemon dump: ringcapd writes the files; this side prints their names
+/// as they are published and the counters at the end.
+fn run_dump(
+    mut session: ringcap_client::Session,
+    interfaces: &[String],
+    json: Option<File>,
+    stats_interval: Duration,
+    signals: &Signals,
+) -> Result<i32, Failure> {
+    eprintln!(
+        "capturing on {} through ringcapd into daemon dump files (session {}, grant {}, snaplen {:?})",
+        interfaces.join(", "),
+        session.id,
+        u64::from(session.effective.grant) + 1,
+        session.effective.snaplen
+    );
+    let name = format!("ringcapd:{}", interfaces.join(","));
+    let began = Instant::now();
+    let mut reporter = Reporter::new(json, stats_interval);
+    let mut last = Instant::now();
+    let ended = loop {
+        std::thread::sleep(Duration::from_millis(100));
+        for f in session.published() {
+            println!("{f}");
+        }
+        if let Some(end) = session.ended() {
+            break end;
+        }
+        if signals.stop.load(Ordering::Relaxed) {
+            break session.stop().map_err(refusal)?;
+        }
+        if signals.hup.swap(false, Ordering::Relaxed) {
+            session.checkpoint().map_err(refusal)?;
+        }
+        if last.elapsed() >= stats_interval.min(Duration::from_secs(1)) {
+            last = Instant::now();
+            if let Ok(c) = session.stats() {
+                let total = session_counters(&c);
+                reporter.tick(|| (vec![(name.clone(), total)], total, None));
+            }
+        }
+    };
+    for f in session.published() {
+        println!("{f}");
+    }
+    let (reason, c) = ended;
+    let total = session_counters(&c);
+    reporter.finish(&[(name, total)], &total, began.elapsed().as_secs_f64());
+    eprintln!("ringcap: ringcapd ended the session: {reason}");
+    Ok(0)
+}
+
+/// `ringcap dumps`: list, fetch or delete your daemon dump files.
+pub fn dumps(args: &crate::cli::DumpsArgs) -> Result<i32, Failure> {
+    use crate::cli::DumpAction;
+    let socket = socket_path(args.daemon.as_deref().unwrap_or(""));
+    let mut client = Client::connect(&socket).map_err(refusal)?;
+    match &args.action {
+        DumpAction::List => {
+            for f in client.list_dumps().map_err(refusal)? {
+                println!("{}\t{}\t{}", f.name, f.bytes, f.modified_s);
+            }
+        }
+        DumpAction::Fetch { name, output } => {
+            let (mut file, bytes) = client.fetch_dump(name).map_err(refusal)?;
+            let copied = match output.as_deref() {
+                Some(p) if p == std::path::Path::new("-") => {
+                    std::io::copy(&mut file, &mut std::io::stdout().lock())
+                }
+                other => {
+                    let path = other
+                        .map(std::path::Path::to_path_buf)
+                        .unwrap_or_else(|| PathBuf::from(name));
+                    let mut out = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&path)
+                        .map_err(|e| {
+                            Failure::usage(format!("cannot create {}: {e}", path.display()))
+                        })?;
+                    std::io::copy(&mut file, &mut out)
+                }
+            }
+            .map_err(|e| Failure::runtime(format!("copying {name}: {e}")))?;
+            if copied != bytes {
+                eprintln!(
+                    "ringcap: {name}: copied {copied} bytes of {bytes} (it changed meanwhile)"
+                );
+            }
+        }
+        DumpAction::Delete { name } => client.delete_dump(name).map_err(refusal)?,
     }
     Ok(0)
 }

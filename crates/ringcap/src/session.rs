@@ -174,7 +174,14 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     spec.sink.owner = owner.map(|o| (o.uid, o.gid));
     let signals = Signals::install();
     if let Some(socket) = crate::daemon_client::socket_for(args, &spec) {
-        return crate::daemon_client::capture(spec, socket, json, stats_interval, &signals);
+        return crate::daemon_client::capture(
+            spec,
+            socket,
+            args.dump,
+            json,
+            stats_interval,
+            &signals,
+        );
     }
     let capture = Capture::start(spec).map_err(Failure::from)?;
     // From now on a stop signal reaches the capture threads at once.

@@ -1,0 +1,230 @@
+//! Daemon dump mode (pktd's): the daemon writes a session's packets to files
+//! it names itself, under a directory per user (`dump_dir/<uid>/`), rotating
+//! them as the client asked (seconds, packets, bytes, or on `Checkpoint`) and
+//! deleting that user's oldest files beyond the grant's quota. A client can
+//! list, fetch (as a read-only descriptor) and delete only its own files, by
+//! names it cannot steer anywhere else: no `/`, no leading `.`, and the file
+//! opened with O_NOFOLLOW must be a regular file in that directory.
+
+use ringcap_engine::{
+    Board, Encoder, FileSink, OutputPlan, RecordFormat, Retention, Rotation, SinkInterface,
+    SinkSpec, WriteMode, WriterHandle,
+};
+use ringcap_format::TsResolution;
+use ringcap_proto::{validate::is_dump_name, DumpFile, DumpRequest, OutputFormat};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// A running dump: the writer thread of its files.
+pub struct Dump {
+    writer: Option<WriterHandle>,
+    /// What the writer publishes (outlives the writer's handle).
+    shared: Arc<ringcap_engine::WriterShared>,
+    published: usize,
+    /// The user's dump directory.
+    pub dir: PathBuf,
+}
+
+/// `dump_dir/<uid>`, made (mode 0700) if missing.
+pub fn user_dir(dump_dir: &Path, uid: u32) -> io::Result<PathBuf> {
+    let dir = dump_dir.join(uid.to_string());
+    if !dir.exists() {
+        std::fs::create_dir_all(&dir)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(dir)
+}
+
+impl Dump {
+    /// Starts the writer for a session's dump; returns it and the sink the
+    /// session's packets go to.
+    pub fn open(
+        dir: PathBuf,
+        req: &DumpRequest,
+        format: OutputFormat,
+        snaplen: u32,
+        quota: u64,
+        filter: Option<String>,
+        interface: &str,
+    ) -> Result<(Dump, Encoder), String> {
+        let (format, ext) = match format {
+            OutputFormat::Pcap => (RecordFormat::Pcap(TsResolution::Nano), "pcap"),
+            OutputFormat::Pcapng => (RecordFormat::Pcapng, "pcapng"),
+        };
+        let sink = SinkSpec {
+            rotation: Rotation {
+                packets: req.rotate_packets,
+                bytes: req.rotate_bytes,
+                seconds: req.rotate_seconds,
+                align: false,
+            },
+            retention: Retention {
+                max_total: Some(quota),
+                ..Retention::default()
+            },
+            // The page cache: dumps are small next to a sensor's own capture,
+            // and O_DIRECT wants a filesystem that supports it.
+            write_mode: WriteMode::Buffered,
+            flush_interval: Duration::from_secs(1),
+            writer_buffer_bytes: 8 << 20,
+            file_mode: 0o600,
+            comment: "ringcapd dump".into(),
+            ..SinkSpec::new(
+                OutputPlan::Series {
+                    dir: dir.clone(),
+                    template: format!("dump-%Y%m%d-%H%M%S-{{seq}}.{ext}"),
+                },
+                format,
+            )
+        };
+        let board = Arc::new(Board::new(&[(interface.to_string(), 1)]));
+        let FileSink { writer, encoder } = FileSink::open(
+            &sink,
+            vec![SinkInterface {
+                name: interface.to_string(),
+                linktype: 1,
+                snaplen,
+                filter,
+                stats: Some(0),
+            }],
+            board,
+        )
+        .map_err(|e| e.message)?;
+        Ok((
+            Dump {
+                shared: writer.shared.clone(),
+                writer: Some(writer),
+                published: 0,
+                dir,
+            },
+            encoder,
+        ))
+    }
+
+    /// Names of the files completed since the last call.
+    pub fn take_published(&mut self) -> Vec<String> {
+        let Ok(done) = self.shared.completed.lock() else {
+            return Vec::new();
+        };
+        let new: Vec<String> = done
+            .iter()
+            .skip(self.published)
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        self.published = done.len();
+        new
+    }
+
+    /// Starts a new file now.
+    pub fn checkpoint(&self) {
+        if let Some(w) = &self.writer {
+            w.shared
+                .rotate_now
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Waits for the writer (after the session's sink was closed) and says
+    /// why it failed, if it did.
+    pub fn finish(&mut self) -> Option<String> {
+        let w = self.writer.take()?;
+        let shared = w.join();
+        let failure = shared.failure.lock().ok().and_then(|f| f.clone());
+        failure
+    }
+}
+
+/// The user's completed dump files, oldest first.
+pub fn list(dir: &Path) -> Vec<DumpFile> {
+    let mut files: Vec<DumpFile> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let m = e.metadata().ok()?;
+            (is_dump_name(&name) && m.is_file()).then(|| DumpFile {
+                name,
+                bytes: m.len(),
+                modified_s: m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0),
+            })
+        })
+        .collect();
+    files.sort_by(|a, b| (a.modified_s, &a.name).cmp(&(b.modified_s, &b.name)));
+    files
+}
+
+fn checked(dir: &Path, name: &str) -> io::Result<PathBuf> {
+    if !is_dump_name(name) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a dump name (letters, digits, '.', '_', '-'; not starting with '.')",
+        ));
+    }
+    Ok(dir.join(name))
+}
+
+/// One of the user's files, opened read-only (never through a symlink).
+pub fn open(dir: &Path, name: &str) -> io::Result<File> {
+    let path = checked(dir, name)?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("no dump named {name}: {e}")))?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name} is not a dump file"),
+        ));
+    }
+    Ok(f)
+}
+
+/// Deletes one of the user's files.
+pub fn delete(dir: &Path, name: &str) -> io::Result<()> {
+    let path = checked(dir, name)?;
+    let m = std::fs::symlink_metadata(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("no dump named {name}: {e}")))?;
+    if !m.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name} is not a dump file"),
+        ));
+    }
+    std::fs::remove_file(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_cannot_leave_the_directory() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.pcap"), b"x").unwrap();
+        std::fs::write(d.path().join(".hidden"), b"x").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", d.path().join("link.pcap")).unwrap();
+        for bad in ["../a.pcap", "/etc/passwd", "a/b", ".hidden", "", "..", "."] {
+            assert!(open(d.path(), bad).is_err(), "{bad}");
+            assert!(delete(d.path(), bad).is_err(), "{bad}");
+        }
+        assert!(open(d.path(), "link.pcap").is_err(), "followed a symlink");
+        assert!(delete(d.path(), "link.pcap").is_err(), "deleted a symlink");
+        assert!(std::path::Path::new("/etc/passwd").exists());
+        let names: Vec<String> = list(d.path()).into_iter().map(|f| f.name).collect();
+        assert_eq!(names, vec!["a.pcap".to_string()]);
+        assert!(open(d.path(), "a.pcap").is_ok());
+        delete(d.path(), "a.pcap").unwrap();
+        assert!(list(d.path()).is_empty());
+    }
+}

@@ -1,0 +1,183 @@
+//! Daemon dump mode: ringcapd writes a session's packets to files of its own
+//! naming under the user's dump directory, rotated as asked, the oldest
+//! deleted beyond the grant's quota; the client prints each name as it is
+//! published. A user can list, fetch and delete only their own files, by
+//! names that cannot leave their directory. A grant without a quota refuses
+//! dumps.
+
+mod common;
+
+use common::*;
+use ringcap_testkit::capture::{parse_capture, ChildGuard};
+use ringcap_testkit::{frames, Testbed};
+use std::collections::HashSet;
+use std::process::Stdio;
+use std::time::Duration;
+
+fn dumps_cmd(
+    tb: &Testbed,
+    d: &Daemon,
+    user: (&str, &str),
+    args: &[&str],
+) -> (bool, String, String) {
+    let mut c = as_user(tb, user, &ringcap_bin());
+    c.arg("dumps").arg(d.arg()).args(args);
+    let (status, out, err) = run_limited_out(&mut c, Duration::from_secs(20));
+    (status.success(), out, err)
+}
+
+fn names(list: &str) -> Vec<String> {
+    list.lines()
+        .filter_map(|l| l.split('\t').next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn dumps_are_written_rotated_held_to_the_quota_and_private() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(
+        &tb,
+        &format!(
+            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{if}\"]\ndump_quota = \"40K\"\n\
+             [[grant]]\nusers = [\"daemon\"]\ninterfaces = [\"{if}\"]\n",
+            if = tb.capture_if
+        ),
+    );
+    // A grant without a quota: no dumps.
+    let (status, err) = run_capture(&tb, &d, OTHER, &["--dump", "-i", &tb.capture_if]);
+    assert_eq!(status.code(), Some(3), "{err}");
+    assert!(err.contains("dump_quota"), "{err}");
+
+    // 100 packets a file, 90-byte frames: ~12 KB a file, 40 KB of quota.
+    let mut cmd = capture_cmd(
+        &tb,
+        &d,
+        NOBODY,
+        &[
+            "--dump",
+            "-i",
+            &tb.capture_if,
+            "--rotate-packets",
+            "100",
+            "udp",
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn the dump client");
+    ringcap_testkit::wait_for_stderr_line(&mut child, "capturing on ", Duration::from_secs(20))
+        .expect("the dump client did not start");
+    let ep = tb.endpoints();
+    let sent: Vec<Vec<u8>> = (0..950)
+        .map(|s| frames::udp4(&ep, s, 4000, 53, 48))
+        .collect();
+    tb.send_from_peer(&sent, 3000).expect("send");
+    std::thread::sleep(SETTLE);
+    child.signal(libc::SIGINT).expect("SIGINT");
+    let out = child
+        .wait_output(Duration::from_secs(20))
+        .expect("the dump client did not finish");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    let published: Vec<String> = stdout.lines().map(str::to_string).collect();
+    // 950 packets, 100 a file: ten files published, in order.
+    assert_eq!(published.len(), 10, "published:\n{stdout}\n{stderr}");
+    let mut sorted = published.clone();
+    sorted.sort();
+    assert_eq!(sorted, published, "names sort in publication order");
+
+    // The quota kept the newest files; the oldest are gone.
+    let (ok, list, err) = dumps_cmd(&tb, &d, NOBODY, &["list"]);
+    assert!(ok, "{err}");
+    let kept = names(&list);
+    let total: u64 = list
+        .lines()
+        .map(|l| l.split('\t').nth(1).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(!kept.is_empty() && kept.len() < published.len(), "{list}");
+    assert!(total <= 40 * 1024, "over quota: {list}");
+    assert_eq!(kept.last(), published.last(), "the newest file is kept");
+    assert!(
+        published.ends_with(&kept),
+        "kept files are the newest ones: {kept:?} of {published:?}"
+    );
+
+    // Fetched as nobody: the daemon's file byte for byte, and the packets
+    // are the last ones sent, in order.
+    let dir = open_dir("dump-fetch");
+    let mut seen = HashSet::new();
+    for name in &kept {
+        let to = dir.join(name);
+        let (ok, _, err) = dumps_cmd(
+            &tb,
+            &d,
+            NOBODY,
+            &["fetch", name, "-o", to.to_str().unwrap()],
+        );
+        assert!(ok, "fetch {name}: {err}");
+        let fetched = std::fs::read(&to).unwrap();
+        let original = std::fs::read(d.dir.join("dumps/65534").join(name)).unwrap();
+        assert_eq!(fetched, original, "{name}");
+        let file = parse_capture(&fetched).expect("a valid capture file");
+        assert_eq!(
+            file.packets.len(),
+            if name == kept.last().unwrap() {
+                50
+            } else {
+                100
+            }
+        );
+        for p in &file.packets {
+            let s = frames::seq_of(&p.data).expect("a frame the test sent");
+            assert_eq!(p.data, sent[s as usize], "seq {s}");
+            assert!(seen.insert(s), "seq {s} twice");
+        }
+    }
+    let mut got: Vec<u32> = seen.into_iter().collect();
+    got.sort();
+    let first = 950 - got.len() as u32;
+    assert_eq!(
+        got,
+        (first..950).collect::<Vec<_>>(),
+        "the newest packets, none missing"
+    );
+
+    // Another user sees none of them, and cannot fetch or delete them.
+    let (ok, list, _) = dumps_cmd(&tb, &d, OTHER, &["list"]);
+    assert!(ok && list.trim().is_empty(), "daemon sees: {list}");
+    let victim = kept[0].clone();
+    let (ok, _, err) = dumps_cmd(
+        &tb,
+        &d,
+        OTHER,
+        &["fetch", &victim, "-o", dir.join("stolen").to_str().unwrap()],
+    );
+    assert!(!ok && err.contains("no dump named"), "{err}");
+    let (ok, _, err) = dumps_cmd(&tb, &d, OTHER, &["delete", &victim]);
+    assert!(!ok, "{err}");
+    // Names that would leave the directory are refused.
+    for bad in ["../65534/x", "/etc/passwd", ".hidden"] {
+        let (ok, _, err) = dumps_cmd(
+            &tb,
+            &d,
+            OTHER,
+            &["fetch", bad, "-o", dir.join("x").to_str().unwrap()],
+        );
+        assert!(!ok, "{bad}: {err}");
+    }
+    assert!(d.dir.join("dumps/65534").join(&victim).exists());
+
+    // The owner deletes one.
+    let (ok, _, err) = dumps_cmd(&tb, &d, NOBODY, &["delete", &victim]);
+    assert!(ok, "{err}");
+    let (_, list, _) = dumps_cmd(&tb, &d, NOBODY, &["list"]);
+    assert!(!names(&list).contains(&victim), "{list}");
+    let log = d.stop();
+    assert!(log.contains("audit: delete"), "{log}");
+}

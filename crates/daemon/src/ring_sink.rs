@@ -9,7 +9,7 @@
 //! applied here, before the copy.
 
 use crate::rate::Limits;
-use ringcap_engine::{PacketSink, SinkFactory};
+use ringcap_engine::{copy_with_tag, PacketSink, SinkFactory};
 use ringcap_shm::RingWriter;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -152,22 +152,7 @@ impl PacketSink for RingSink {
         rec[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
         rec[8..12].copy_from_slice(&(caplen as u32).to_le_bytes());
         rec[12..16].copy_from_slice(&wire_len.to_le_bytes());
-        let body = &mut rec[RECORD_HEADER..];
-        match tag {
-            Some(tag) if data.len() >= 12 && caplen >= 12 => {
-                body[..12].copy_from_slice(&data[..12]);
-                let tag_len = (caplen - 12).min(4);
-                body[12..12 + tag_len].copy_from_slice(&tag[..tag_len]);
-                let rest = caplen - 12 - tag_len;
-                body[12 + tag_len..].copy_from_slice(&data[12..12 + rest]);
-            }
-            _ => {
-                // Never short of caplen, whatever the input said.
-                let n = caplen.min(data.len());
-                body[..n].copy_from_slice(&data[..n]);
-                body[n..].fill(0);
-            }
-        }
+        copy_with_tag(&mut rec[RECORD_HEADER..], data, tag, caplen);
         self.len += need;
         self.packets += 1;
         Some(&mut self.buf[at + RECORD_HEADER..at + need])

@@ -218,51 +218,37 @@ impl Connection {
             }
             match ready(&self.conn, TICK) {
                 Ok(false) => {}
-                Ok(true) => match transport::recv(&self.conn, &mut buf) {
-                    Ok(None) => break,
-                    Ok(Some((len, fds))) => {
-                        // Requests carry no descriptors: any sent are closed here.
-                        drop(fds);
-                        match decode_request(&buf[..len]) {
-                            Ok(req) => {
-                                bad = 0;
-                                if !self.handle(req, &peer) {
-                                    break;
-                                }
+                Ok(true) => {
+                    // Requests carry no descriptors: any sent are closed here.
+                    let request = match transport::recv(&self.conn, &mut buf) {
+                        Ok(None) => break,
+                        Ok(Some((len, _fds))) => {
+                            decode_request(&buf[..len]).map_err(|e| e.to_string())
+                        }
+                        Err(e) => Err(e.to_string()),
+                    };
+                    match request {
+                        Ok(req) => {
+                            bad = 0;
+                            if !self.handle(req, &peer) {
+                                break;
                             }
-                            Err(e) => {
-                                bad += 1;
-                                let _ = send(
-                                    &self.conn,
-                                    &Response::Error {
-                                        message: e.to_string(),
-                                    },
+                        }
+                        Err(message) => {
+                            bad += 1;
+                            let _ = send(&self.conn, &Response::error(message));
+                            if bad >= MAX_BAD_MESSAGES {
+                                audit::log(
+                                    "disconnect",
+                                    None,
+                                    peer.uid,
+                                    "too many malformed messages",
                                 );
-                                if bad >= MAX_BAD_MESSAGES {
-                                    audit::log(
-                                        "disconnect",
-                                        None,
-                                        peer.uid,
-                                        "too many malformed messages",
-                                    );
-                                    break;
-                                }
+                                break;
                             }
                         }
                     }
-                    Err(e) => {
-                        bad += 1;
-                        let _ = send(
-                            &self.conn,
-                            &Response::Error {
-                                message: e.to_string(),
-                            },
-                        );
-                        if bad >= MAX_BAD_MESSAGES {
-                            break;
-                        }
-                    }
-                },
+                }
                 Err(_) => break,
             }
             self.tick(&peer);

@@ -276,11 +276,11 @@ impl Session {
             Some(d) => {
                 let dir = crate::dump::user_dir(dump_dir, peer.uid)
                     .map_err(|e| format!("cannot make the dump directory: {e}"))?;
-                let filter = match (admitted.framework_filter.trim(), admitted.filter.trim()) {
-                    ("", "") => None,
-                    ("", f) | (f, "") => Some(f.to_string()),
-                    (fw, f) => Some(format!("({fw}) and ({f})")),
-                };
+                let filter = Some(ringcap_policy::combined_filter_text(
+                    &admitted.framework_filter,
+                    &admitted.filter,
+                ))
+                .filter(|t| !t.is_empty());
                 let (dump, encoder) = Dump::open(
                     dir,
                     d,
@@ -318,6 +318,44 @@ impl Session {
         self.dump.as_mut()
     }
 
+    /// What the session asks of the shared capture of its `i`th interface.
+    fn spec(
+        request: &OpenRequest,
+        admitted: &Admitted,
+        sink: Box<dyn PacketSink>,
+    ) -> SubscriptionSpec {
+        // One budget for the whole session would need sharing across hubs;
+        // with several interfaces the count is split evenly.
+        let per_iface_count = request
+            .count
+            .map(|c| c.div_ceil(request.interfaces.len().max(1) as u64));
+        SubscriptionSpec {
+            filter: admitted.filter.clone(),
+            framework_filter: admitted.framework_filter.clone(),
+            snap: admitted.snap,
+            sampling: admitted.sampling,
+            transforms: Vec::new(),
+            count: per_iface_count,
+            sink,
+            flush_interval: FLUSH_INTERVAL,
+        }
+    }
+
+    fn sinks(
+        request: &OpenRequest,
+        admitted: &Admitted,
+        ring: &Arc<Mutex<RingWriter>>,
+        counters: &Arc<SinkCounters>,
+    ) -> RingSinks {
+        RingSinks {
+            ring: ring.clone(),
+            counters: counters.clone(),
+            max_pps: admitted.max_pps,
+            max_bps: admitted.max_bps,
+            threads: request.interfaces.len() as u64,
+        }
+    }
+
     fn subscribe(
         request: &OpenRequest,
         admitted: &Admitted,
@@ -325,44 +363,21 @@ impl Session {
         counters: &Arc<SinkCounters>,
         mut file_sink: Option<Box<dyn PacketSink>>,
     ) -> Result<Vec<Subscription>, String> {
-        let sinks = RingSinks {
-            ring: ring.clone(),
-            counters: counters.clone(),
-            max_pps: admitted.max_pps,
-            max_bps: admitted.max_bps,
-            threads: request.interfaces.len() as u64,
-        };
-        // One budget for the whole session would need sharing across hubs;
-        // with several interfaces the count is split evenly.
-        let per_iface_count = request
-            .count
-            .map(|c| c.div_ceil(request.interfaces.len().max(1) as u64));
+        let sinks = Self::sinks(request, admitted, ring, counters);
         let mut subs = Vec::new();
         for (i, iface) in request.interfaces.iter().enumerate() {
-            let sub = hub::subscribe(
-                iface,
-                SubscriptionSpec {
-                    filter: admitted.filter.clone(),
-                    framework_filter: admitted.framework_filter.clone(),
-                    snap: admitted.snap,
-                    sampling: admitted.sampling,
-                    transforms: Vec::new(),
-                    count: per_iface_count,
-                    sink: file_sink.take().unwrap_or_else(|| sinks.make(i, 0, 1)),
-                    flush_interval: FLUSH_INTERVAL,
-                },
-            )
-            .map_err(|e| e.message)?;
+            let sink = file_sink.take().unwrap_or_else(|| sinks.make(i, 0, 1));
+            let sub = hub::subscribe(iface, Self::spec(request, admitted, sink))
+                .map_err(|e| e.message)?;
             subs.push(sub);
         }
         Ok(subs)
     }
 
-    /// Replaces the subscriptions with ones for `admitted` (a new client
-    /// filter, or a policy reload), on the same ring. The new ones join
-    /// before the old ones leave, and both feed the ring in between: a
-    /// packet both accept may be delivered twice around the switch, none is
-    /// missed.
+    /// Holds the session to `admitted` from now on (a new client filter, or
+    /// a policy reload), on the same ring: each shared capture swaps the
+    /// session's settings between two packets, so around the switch no
+    /// packet is missed and none comes twice.
     pub fn restart(&mut self, admitted: Admitted) -> Result<(), String> {
         let mut request = self.request.clone();
         request.filter = admitted.filter.clone();
@@ -371,11 +386,11 @@ impl Session {
                 "a daemon dump keeps the filter it started with: close it and start another".into(),
             );
         }
-        let subs = Self::subscribe(&request, &admitted, &self.ring, &self.counters, None)?;
-        let old = std::mem::replace(&mut self.subscriptions, subs);
+        let sinks = Self::sinks(&request, &admitted, &self.ring, &self.counters);
         let mut before = self.before;
-        for s in old {
-            before.add(&s.leave());
+        for (i, sub) in self.subscriptions.iter_mut().enumerate() {
+            let spec = Self::spec(&request, &admitted, sinks.make(i, 0, 1));
+            before.add(&sub.replace(spec).map_err(|e| e.message)?);
         }
         self.before = before;
         self.request = request;

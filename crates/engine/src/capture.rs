@@ -213,11 +213,8 @@ fn compile(spec: &CaptureSpec, linktype: u32, target: Target<'_>) -> Result<Prog
 
 /// The filter text recorded in output files.
 fn filter_text(spec: &CaptureSpec) -> Option<String> {
-    match (spec.framework_filter.trim(), spec.filter.trim()) {
-        ("", "") => None,
-        ("", f) | (f, "") => Some(f.to_string()),
-        (fw, f) => Some(format!("({fw}) and ({f})")),
-    }
+    let t = ringcap_stages::filter::combined_text(&spec.framework_filter, &spec.filter);
+    (!t.is_empty()).then_some(t)
 }
 
 fn spawn<F: FnOnce() -> Result<(), SourceError> + Send + 'static>(

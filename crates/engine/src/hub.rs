@@ -34,6 +34,10 @@ pub const HUB_RING_BYTES: u64 = 64 << 20;
 pub const HUB_SNAPLEN: u32 = 262_144;
 const PUBLISH: Duration = Duration::from_millis(100);
 const NAP: Duration = Duration::from_millis(50);
+/// How long a leaving subscriber still gets packets: what the kernel had
+/// already taken when it asked to leave is in blocks that retire within two
+/// retire timeouts (as a capture drains its ring when it stops).
+const DRAIN: Duration = Duration::from_millis(2 * crate::capture::RETIRE_TIMEOUT_MS as u64 + 20);
 
 /// What a subscriber asks of the shared capture.
 pub struct SubscriptionSpec {
@@ -102,6 +106,8 @@ struct Shared {
     interface: Interface,
     added: Mutex<Vec<Entry>>,
     removed: Mutex<Vec<u64>>,
+    /// (old subscriber, its successor): swapped between two packets.
+    replaced: Mutex<Vec<(u64, Entry)>>,
     changed: AtomicBool,
     stop: AtomicBool,
     /// Kernel ring counters of the hub's socket (accumulated).
@@ -151,17 +157,16 @@ fn compile(spec: &SubscriptionSpec, linktype: u32) -> Result<CheckedProgram, Eng
 }
 
 /// Joins the shared capture of `interface` (starting it if it is the first).
-pub fn subscribe(interface: &str, spec: SubscriptionSpec) -> Result<Subscription, EngineError> {
-    let iface = Interface::open(interface)?;
+/// A subscriber's state in the hub thread, for `spec` on `iface`.
+fn entry(iface: &Interface, spec: SubscriptionSpec) -> Result<Entry, EngineError> {
     let linktype = iface
         .linktype()
-        .ok_or_else(|| EngineError::system(format!("{interface}: unsupported link type")))?;
+        .ok_or_else(|| EngineError::system(format!("{}: unsupported link type", iface.name)))?;
     let filter = compile(&spec, linktype)?;
     let filter_tagged = ringcap_stages::filter::mentions_vlan(&spec.filter)
         || ringcap_stages::filter::mentions_vlan(&spec.framework_filter);
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    let published = Arc::new(Published::default());
-    let entry = Entry {
+    Ok(Entry {
         id,
         filter,
         filter_tagged,
@@ -178,10 +183,17 @@ pub fn subscribe(interface: &str, spec: SubscriptionSpec) -> Result<Subscription
         },
         sink: spec.sink,
         counts: CaptureCounts::default(),
-        published: published.clone(),
+        published: Arc::new(Published::default()),
         flush_interval: spec.flush_interval,
         done: false,
-    };
+    })
+}
+
+/// Joins the shared capture of `interface` (starting it if it is the first).
+pub fn subscribe(interface: &str, spec: SubscriptionSpec) -> Result<Subscription, EngineError> {
+    let iface = Interface::open(interface)?;
+    let entry = entry(&iface, spec)?;
+    let (id, published) = (entry.id, entry.published.clone());
     let mut hubs = HUBS.lock().unwrap_or_else(|e| e.into_inner());
     let map = hubs.get_or_insert_with(HashMap::new);
     let hub = match map.get_mut(interface) {
@@ -242,6 +254,7 @@ fn start(interface: Interface) -> Result<Hub, EngineError> {
         interface: interface.clone(),
         added: Mutex::new(Vec::new()),
         removed: Mutex::new(Vec::new()),
+        replaced: Mutex::new(Vec::new()),
         changed: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         ring_dropped: AtomicU64::new(0),
@@ -262,24 +275,53 @@ fn start(interface: Interface) -> Result<Hub, EngineError> {
 
 fn run(mut source: LiveSource, shared: Arc<Shared>) {
     let mut entries: Vec<Entry> = Vec::new();
+    // Subscribers that asked to leave, and when they stop getting packets.
+    let mut leaving: Vec<(u64, Instant)> = Vec::new();
     let mut scratch: Vec<u8> = Vec::with_capacity(HUB_SNAPLEN as usize + 4);
     let mut ring = CaptureCounts::default();
     let mut last_publish = Instant::now();
     loop {
         if shared.changed.swap(false, Ordering::Acquire) {
             entries.append(&mut shared.added.lock().unwrap_or_else(|e| e.into_inner()));
-            let gone: Vec<u64> =
-                std::mem::take(&mut *shared.removed.lock().unwrap_or_else(|e| e.into_inner()));
-            entries.retain_mut(|e| {
-                if gone.contains(&e.id) {
+            let swaps =
+                std::mem::take(&mut *shared.replaced.lock().unwrap_or_else(|e| e.into_inner()));
+            for (old, new) in swaps {
+                // The old sink hands over its last packets first, so the
+                // client's ring stays in order; the new one takes every
+                // packet from here on: none twice, none missed.
+                if let Some(e) = entries.iter_mut().find(|e| e.id == old) {
                     e.sink.close();
                     e.done = true;
                     e.publish();
-                    false
+                    *e = new;
                 } else {
-                    true
+                    entries.push(new);
                 }
-            });
+            }
+            let gone =
+                std::mem::take(&mut *shared.removed.lock().unwrap_or_else(|e| e.into_inner()));
+            leaving.extend(gone.into_iter().map(|id| (id, Instant::now() + DRAIN)));
+        }
+        if !leaving.is_empty() {
+            let now = Instant::now();
+            let due: Vec<u64> = leaving
+                .iter()
+                .filter(|(_, t)| *t <= now)
+                .map(|(id, _)| *id)
+                .collect();
+            if !due.is_empty() {
+                leaving.retain(|(id, _)| !due.contains(id));
+                entries.retain_mut(|e| {
+                    if due.contains(&e.id) {
+                        e.sink.close();
+                        e.done = true;
+                        e.publish();
+                        false
+                    } else {
+                        true
+                    }
+                });
+            }
         }
         if shared.stop.load(Ordering::Relaxed) {
             for e in &mut entries {
@@ -410,6 +452,33 @@ impl Subscription {
 }
 
 impl Subscription {
+    /// Replaces this subscriber's filter, snap, sampling and sink with
+    /// `spec`'s, between two packets (none missed, none twice); returns the
+    /// counters of what it was until then.
+    pub fn replace(&mut self, spec: SubscriptionSpec) -> Result<Counters, EngineError> {
+        let entry = entry(&self.shared.interface, spec)?;
+        let (id, published) = (entry.id, entry.published.clone());
+        self.shared
+            .replaced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((self.id, entry));
+        self.shared.changed.store(true, Ordering::Release);
+        let t0 = Instant::now();
+        while !self.published.finished.load(Ordering::Relaxed)
+            && self.failure().is_none()
+            && t0.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let before = self.counters();
+        self.id = id;
+        self.published = published;
+        self.base_seen = self.shared.interface.counters().packets;
+        self.base_ring_dropped = self.shared.ring_dropped.load(Ordering::Relaxed);
+        Ok(before)
+    }
+
     /// Leaves the shared capture: its sink gets its last packets and is
     /// closed; returns its final counters.
     pub fn leave(mut self) -> Counters {
@@ -428,6 +497,16 @@ impl Subscription {
             .unwrap_or_else(|e| e.into_inner())
             .push(self.id);
         self.shared.changed.store(true, Ordering::Release);
+        // The hub drains what the kernel already took, then closes this
+        // subscriber's sink: wait for that, so its last packets are handed
+        // over before we return.
+        let t0 = Instant::now();
+        while !self.published.finished.load(Ordering::Relaxed)
+            && self.failure().is_none()
+            && t0.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let thread = {
             let mut hubs = HUBS.lock().unwrap_or_else(|e| e.into_inner());
             let Some(map) = hubs.as_mut() else { return };
@@ -449,15 +528,6 @@ impl Subscription {
         };
         if let Some(t) = thread {
             let _ = t.join();
-        } else {
-            // Wait until the hub thread has closed this subscriber's sink,
-            // so its last packets are handed over before we return.
-            let t0 = Instant::now();
-            while !self.published.finished.load(Ordering::Relaxed)
-                && t0.elapsed() < Duration::from_secs(2)
-            {
-                std::thread::sleep(Duration::from_millis(5));
-            }
         }
     }
 }

@@ -39,6 +39,7 @@ pub use sink::{PacketSink, SharedSinkFactory, SinkFactory};
 pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec};
 
 // What a front end needs to fill a spec, without depending on every crate.
+pub use ringcap_sink::encode::copy_with_tag;
 pub use ringcap_sink::files::{OutputPlan, Retention, Rotation};
 pub use ringcap_sink::writer::Shared as WriterShared;
 pub use ringcap_sink::SinkInterface;

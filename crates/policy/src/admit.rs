@@ -171,11 +171,7 @@ pub fn force_sampling(
 /// two filters compiled apart. A client filter is admitted only if it
 /// compiles alone, so its parentheses balance and the text reads the same.
 pub fn combined_filter_text(framework: &str, client: &str) -> String {
-    match (framework.trim(), client.trim()) {
-        ("", c) => c.to_string(),
-        (f, "") => f.to_string(),
-        (f, c) => format!("({f}) and ({c})"),
-    }
+    ringcap_stages::filter::combined_text(framework, client)
 }
 
 impl Grant {

@@ -95,6 +95,37 @@ fn refusal(e: ClientError) -> Failure {
     }
 }
 
+/// What the client does with the packets it reads from its ring: writes
+/// them until the `-c` count, counts the rest.
+struct Intake {
+    left: u64,
+    after_count: u64,
+    /// Bytes on the wire of the packets read from the ring.
+    wire_bytes: u64,
+}
+
+impl Intake {
+    /// Writes every packet in the ring now.
+    fn drain(
+        &mut self,
+        session: &mut ringcap_client::Session,
+        encoder: &mut ringcap_engine::Encoder,
+    ) -> Result<(), Failure> {
+        session
+            .packets(|p| {
+                self.wire_bytes += u64::from(p.wire_len);
+                if self.left == 0 {
+                    self.after_count += 1;
+                    return;
+                }
+                self.left -= 1;
+                encoder.push(p.ts_ns, p.wire_len, p.data, None, p.data.len());
+            })
+            .map_err(refusal)?;
+        Ok(())
+    }
+}
+
 /// Runs a capture through the daemon at `socket`; returns the exit status.
 pub fn capture(
     spec: CaptureSpec,
@@ -178,59 +209,30 @@ pub fn capture(
     );
     let began = Instant::now();
     let mut reporter = Reporter::new(json, stats_interval);
-    let mut left = spec.count.unwrap_or(u64::MAX);
-    let mut after_count = 0u64;
-    // Bytes on the wire of the packets read from the ring.
-    let mut wire_bytes = 0u64;
+    let mut intake = Intake {
+        left: spec.count.unwrap_or(u64::MAX),
+        after_count: 0,
+        wire_bytes: 0,
+    };
     let flush = spec.sink.flush_interval;
     let mut last_stats = ringcap_client::SessionCounters::default();
     let mut last_poll = Instant::now();
     let ended = loop {
         session.wait(Duration::from_millis(100)).map_err(refusal)?;
-        session
-            .packets(|p| {
-                wire_bytes += u64::from(p.wire_len);
-                if left == 0 {
-                    after_count += 1;
-                    return;
-                }
-                left -= 1;
-                encoder.push(p.ts_ns, p.wire_len, p.data, None, p.data.len());
-            })
-            .map_err(refusal)?;
+        intake.drain(&mut session, &mut encoder)?;
         if encoder.oldest().is_some_and(|t| t.elapsed() >= flush) {
             encoder.flush();
         }
         if let Some(end) = session.ended() {
             // What the ring still holds came before the end.
-            session
-                .packets(|p| {
-                    wire_bytes += u64::from(p.wire_len);
-                    if left == 0 {
-                        after_count += 1;
-                        return;
-                    }
-                    left -= 1;
-                    encoder.push(p.ts_ns, p.wire_len, p.data, None, p.data.len());
-                })
-                .map_err(refusal)?;
+            intake.drain(&mut session, &mut encoder)?;
             break end;
         }
-        if signals.stop.load(Ordering::Relaxed) || left == 0 || writer.failure().is_some() {
+        if signals.stop.load(Ordering::Relaxed) || intake.left == 0 || writer.failure().is_some() {
             let end = session.stop().map_err(refusal)?;
             // What the daemon delivered until the end (it counts those as
             // delivered) is still in the ring.
-            session
-                .packets(|p| {
-                    wire_bytes += u64::from(p.wire_len);
-                    if left == 0 {
-                        after_count += 1;
-                        return;
-                    }
-                    left -= 1;
-                    encoder.push(p.ts_ns, p.wire_len, p.data, None, p.data.len());
-                })
-                .map_err(refusal)?;
+            intake.drain(&mut session, &mut encoder)?;
             break end;
         }
         if signals.hup.swap(false, Ordering::Relaxed) {
@@ -241,7 +243,7 @@ pub fn capture(
             if let Ok(c) = session.stats() {
                 last_stats = c;
             }
-            let total = counters(&last_stats, &board, after_count, wire_bytes);
+            let total = counters(&last_stats, &board, intake.after_count, intake.wire_bytes);
             reporter.tick(|| {
                 (
                     vec![(name.clone(), total)],
@@ -255,7 +257,12 @@ pub fn capture(
     drop(encoder);
     let shared = writer.join();
     let (reason, final_counters) = ended;
-    let total = counters(&final_counters, &board, after_count, wire_bytes);
+    let total = counters(
+        &final_counters,
+        &board,
+        intake.after_count,
+        intake.wire_bytes,
+    );
     reporter.finish(&[(name, total)], &total, began.elapsed().as_secs_f64());
     eprintln!("ringcap: ringcapd ended the session: {reason}");
     if let Some(f) = shared.failure.lock().ok().and_then(|f| f.clone()) {

@@ -208,20 +208,29 @@ impl Encoder {
     }
 }
 
-/// Copies `caplen` bytes of the packet into `dst`, re-inserting `tag` after the
-/// 12 bytes of MAC addresses.
+/// Copies `caplen` bytes of a packet into `dst[..caplen]`, putting `tag` (a
+/// VLAN tag the kernel stripped) back after the two MAC addresses. Bytes
+/// `data` does not have are zeros (a caller bug, not a panic); `dst` must
+/// hold `caplen` bytes.
 #[inline]
-fn copy_with_tag(dst: &mut [u8], data: &[u8], tag: Option<[u8; 4]>, caplen: usize) {
-    match tag {
+pub fn copy_with_tag(dst: &mut [u8], data: &[u8], tag: Option<[u8; 4]>, caplen: usize) {
+    let dst = &mut dst[..caplen];
+    let from = match tag {
         Some(tag) if data.len() >= 12 && caplen >= 12 => {
             dst[..12].copy_from_slice(&data[..12]);
             let tag_len = (caplen - 12).min(4);
             dst[12..12 + tag_len].copy_from_slice(&tag[..tag_len]);
-            let rest = caplen - 12 - tag_len;
+            let rest = (caplen - 12 - tag_len).min(data.len() - 12);
             dst[12 + tag_len..12 + tag_len + rest].copy_from_slice(&data[12..12 + rest]);
+            12 + tag_len + rest
         }
-        _ => dst[..caplen].copy_from_slice(&data[..caplen]),
-    }
+        _ => {
+            let n = caplen.min(data.len());
+            dst[..n].copy_from_slice(&data[..n]);
+            n
+        }
+    };
+    dst[from..].fill(0);
 }
 
 #[cfg(test)]

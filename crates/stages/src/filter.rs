@@ -112,6 +112,18 @@ fn parse_instruction(s: &str) -> Option<Instruction> {
     Some(Instruction { code, jt, jf, k })
 }
 
+/// How a framework filter ANDed with a client's filter reads, for people
+/// (audit lines, file headers): "(framework) and (client)", or the one that
+/// is not empty. Display only: the two are compiled apart and joined at the
+/// instruction level (`Program::and`), never parsed together.
+pub fn combined_text(framework: &str, client: &str) -> String {
+    match (framework.trim(), client.trim()) {
+        ("", c) => c.to_string(),
+        (f, "") => f.to_string(),
+        (f, c) => format!("({f}) and ({c})"),
+    }
+}
+
 /// True if `expression` tests VLAN tags (and so must see them in the frame).
 pub fn mentions_vlan(expression: &str) -> bool {
     expression

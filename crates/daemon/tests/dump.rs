@@ -181,3 +181,56 @@ fn dumps_are_written_rotated_held_to_the_quota_and_private() {
     let log = d.stop();
     assert!(log.contains("audit: delete"), "{log}");
 }
+
+/// A user without CAP_NET_RAW who runs a plain `ringcap capture` is served
+/// by the daemon (found through RINGCAP_DAEMON here, the default socket
+/// otherwise) and told so in one line.
+#[test]
+fn without_cap_net_raw_capture_goes_through_the_daemon_by_itself() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(
+        &tb,
+        &format!(
+            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\n",
+            tb.capture_if
+        ),
+    );
+    let dir = open_dir("auto-daemon");
+    let out = dir.join("auto.pcap");
+    let mut cmd = as_user(&tb, NOBODY, &ringcap_bin());
+    cmd.args(["capture", "-i", &tb.capture_if, "-c", "20", "-w"])
+        .arg(&out)
+        .arg("udp")
+        .env("RINGCAP_DAEMON", &d.socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn");
+    let (line, log) =
+        ringcap_testkit::wait_for_stderr_line(&mut child, "capturing on ", Duration::from_secs(20))
+            .expect("the capture did not start");
+    assert!(line.contains("through ringcapd"), "{line}");
+    let ep = tb.endpoints();
+    let sent: Vec<Vec<u8>> = (0..40)
+        .map(|s| frames::udp4(&ep, s, 4000, 53, 30))
+        .collect();
+    tb.send_from_peer(&sent, 2000).expect("send");
+    let status = child
+        .wait_timeout(Duration::from_secs(20))
+        .expect("wait")
+        .expect("-c 20 ends the capture");
+    let text = log.wait_eof(Duration::from_secs(5));
+    assert!(status.success(), "{text}");
+    assert!(
+        text.contains("no CAP_NET_RAW here: capturing through ringcapd"),
+        "{text}"
+    );
+    let got = read(&out);
+    assert_eq!(got.len(), 20, "{text}");
+    for (p, f) in got.iter().zip(&sent) {
+        assert_eq!(&p.data, f);
+    }
+}

@@ -164,7 +164,10 @@ fn a_client_interrupted_mid_traffic_writes_and_counts_every_delivered_packet() {
     let out = open_dir("interrupted");
     let filter = "udp or icmp or arp";
     let c = start_client(&tb, &d, NOBODY, &out, "c", &["-s", "1000", filter]);
-    let sent = untagged_frames(&tb, 0..23 * 2000);
+    // Long enough (about half a second at the generator's top rate here)
+    // that the stop, and the daemon's drain of what the kernel already took
+    // (two ring-block timeouts), land while packets still flow.
+    let sent = untagged_frames(&tb, 0..23 * 8000);
     let f = std::thread::scope(|s| {
         // As fast as the generator goes: the daemon is busy when told to stop.
         let sender = s.spawn(|| tb.send_from_peer(&sent, 0));

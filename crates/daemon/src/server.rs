@@ -147,11 +147,9 @@ pub fn serve(listener: OwnedFd, shared: Arc<Shared>) {
             shared.connections.fetch_sub(1, Ordering::AcqRel);
             let _ = send(
                 &conn,
-                &Response::Error {
-                    message: format!(
-                        "ringcapd serves {MAX_CONNECTIONS} connections at most; try again later"
-                    ),
-                },
+                &Response::error(format!(
+                    "ringcapd serves {MAX_CONNECTIONS} connections at most; try again later"
+                )),
             );
             continue;
         }
@@ -356,13 +354,9 @@ impl Connection {
                 compress,
             } => {
                 if self.session.is_some() {
-                    Response::Error {
-                        message: "this connection already has a session: close it first".into(),
-                    }
+                    Response::error("this connection already has a session: close it first")
                 } else if compress {
-                    Response::Error {
-                        message: "compressed streams are not built yet in this ringcapd".into(),
-                    }
+                    Response::error("compressed streams are not built yet in this ringcapd")
                 } else {
                     let request = OpenRequest {
                         interfaces,
@@ -382,34 +376,28 @@ impl Connection {
                 Some(s) => Response::Stats {
                     counters: s.counters(),
                 },
-                None => Response::Error {
-                    message: "no session".into(),
-                },
+                None => Response::error("no session"),
             },
             Request::Flush => match &self.session {
                 // Chunks are handed over at least every FLUSH_INTERVAL.
                 Some(_) => Response::Ok,
-                None => Response::Error {
-                    message: "no session".into(),
-                },
+                None => Response::error("no session"),
             },
             Request::Checkpoint => match self.session.as_mut().and_then(|s| s.dump()) {
                 Some(d) => {
                     d.checkpoint();
                     Response::Ok
                 }
-                None => Response::Error {
-                    message: "checkpoints rotate daemon dumps, and this connection has none".into(),
-                },
+                None => {
+                    Response::error("checkpoints rotate daemon dumps, and this connection has none")
+                }
             },
             Request::Close => {
                 if self.session.is_some() {
                     self.end("closed by the client", peer);
                     return true;
                 }
-                Response::Error {
-                    message: "no session".into(),
-                }
+                Response::error("no session")
             }
             Request::ListDumps => match self.dump_dir(peer) {
                 Ok(dir) => Response::Dumps {
@@ -506,7 +494,7 @@ impl Connection {
             Ok(s) => s,
             Err(e) => {
                 audit::log("fail", Some(id), peer.uid, &e);
-                return send(&self.conn, &Response::Error { message: e }).is_ok();
+                return send(&self.conn, &Response::error(e)).is_ok();
             }
         };
         self.generation = generation;
@@ -572,9 +560,7 @@ impl Connection {
 
     fn set_filter(&mut self, filter: String, peer: &Peer) -> Response {
         let Some(s) = &mut self.session else {
-            return Response::Error {
-                message: "no session".into(),
-            };
+            return Response::error("no session");
         };
         let mut request = s.request.clone();
         request.filter = filter;
@@ -599,7 +585,7 @@ impl Connection {
                 }
                 Response::Ok
             }
-            Err(e) => Response::Error { message: e },
+            Err(e) => Response::error(e),
         }
     }
 }

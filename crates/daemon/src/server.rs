@@ -26,6 +26,9 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// Sessions one user may run at once (each holds a kernel ring and a
 /// shared-memory ring).
 pub const MAX_SESSIONS_PER_USER: usize = 16;
+/// Connections one user may hold at once (root is not limited): the rest
+/// of the [`MAX_CONNECTIONS`] stay available to everyone else.
+pub const MAX_CONNECTIONS_PER_USER: usize = 64;
 /// Malformed messages in a row before a connection is closed.
 pub const MAX_BAD_MESSAGES: u32 = 8;
 /// Stack of a connection thread. Decoding a request recurses once per
@@ -53,6 +56,8 @@ pub struct Shared {
     pub sessions: Mutex<HashMap<u64, SessionInfo>>,
     next_session: AtomicU64,
     connections: AtomicUsize,
+    /// Connections per uid, so that one user cannot hold every slot.
+    per_user: Mutex<HashMap<u32, usize>>,
 }
 
 impl Shared {
@@ -64,6 +69,7 @@ impl Shared {
             sessions: Mutex::new(HashMap::new()),
             next_session: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
+            per_user: Mutex::new(HashMap::new()),
         })
     }
 
@@ -143,7 +149,44 @@ pub fn serve(listener: OwnedFd, shared: Arc<Shared>) {
         if shared.stopping.load(Ordering::Relaxed) {
             return;
         }
+        // Who is asking, from the kernel; a peer whose credentials cannot be
+        // read is not served.
+        let Ok(uid) = getsockopt(&conn, sockopt::PeerCredentials).map(|c| c.uid()) else {
+            continue;
+        };
+        let over = {
+            let mut per = shared.per_user.lock().unwrap_or_else(|e| e.into_inner());
+            let n = per.entry(uid).or_insert(0);
+            if uid != 0 && *n >= MAX_CONNECTIONS_PER_USER {
+                true
+            } else {
+                *n += 1;
+                false
+            }
+        };
+        if over {
+            let _ = send(
+                &conn,
+                &Response::error(format!(
+                    "uid {uid} already holds {MAX_CONNECTIONS_PER_USER} connections, the most one user may"
+                )),
+            );
+            continue;
+        }
+        let release_user = {
+            let s = shared.clone();
+            move || {
+                let mut per = s.per_user.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(n) = per.get_mut(&uid) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        per.remove(&uid);
+                    }
+                }
+            }
+        };
         if shared.connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            release_user();
             shared.connections.fetch_sub(1, Ordering::AcqRel);
             let _ = send(
                 &conn,
@@ -160,18 +203,27 @@ pub fn serve(listener: OwnedFd, shared: Arc<Shared>) {
         if let Err(e) = nix::sys::socket::setsockopt(&conn, sockopt::SendTimeout, &timeout) {
             eprintln!("ringcapd: cannot set a send timeout on a connection: {e}");
             shared.connections.fetch_sub(1, Ordering::AcqRel);
+            release_user();
             continue;
         }
         let s = shared.clone();
+        let release = std::sync::Arc::new(Mutex::new(Some(release_user)));
+        let release_in_thread = release.clone();
         let spawned = std::thread::Builder::new()
             .name("ringcapd-conn".into())
             .stack_size(CONNECTION_STACK)
             .spawn(move || {
                 Connection::new(conn, s.clone()).run();
                 s.connections.fetch_sub(1, Ordering::AcqRel);
+                if let Some(r) = release_in_thread.lock().ok().and_then(|mut r| r.take()) {
+                    r();
+                }
             });
         if let Err(e) = spawned {
             shared.connections.fetch_sub(1, Ordering::AcqRel);
+            if let Some(r) = release.lock().ok().and_then(|mut r| r.take()) {
+                r();
+            }
             eprintln!("ringcapd: cannot start a connection thread: {e}");
         }
     }

@@ -15,6 +15,7 @@
 
 pub mod audit;
 pub mod dump;
+pub mod metrics;
 pub mod privilege;
 pub mod rate;
 pub mod ring_sink;

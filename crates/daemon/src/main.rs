@@ -27,6 +27,10 @@ struct Args {
     /// Listen here instead of the policy's `socket`.
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
+    /// Serve every session's counters as Prometheus text on this loopback
+    /// address (e.g. 127.0.0.1:9911).
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<std::net::SocketAddr>,
     /// Started as root: once the socket is bound, become USER and keep only
     /// CAP_NET_RAW and CAP_NET_ADMIN (the systemd unit does this itself).
     #[arg(long, value_name = "USER")]
@@ -66,6 +70,13 @@ fn main() {
         );
     }
     let shared = Shared::new(policy);
+    if let Some(addr) = args.metrics {
+        if let Err(e) = ringcap_daemon::metrics::start(addr, shared.clone()) {
+            eprintln!("ringcapd: {e}");
+            let _ = std::fs::remove_file(&path);
+            std::process::exit(2);
+        }
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let hup = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

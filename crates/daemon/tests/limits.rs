@@ -81,3 +81,52 @@ fn one_user_cannot_hold_every_connection() {
     let log = d.stop();
     assert_no_panic(&log, "ringcapd");
 }
+
+/// `--metrics 127.0.0.1:PORT` serves every session's counters as
+/// Prometheus text; any other address is refused.
+#[test]
+fn metrics_are_served_on_loopback_only() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let grant = format!(
+        "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\n",
+        tb.capture_if
+    );
+    // Not loopback: refused at start.
+    let mut bad = tb.in_capture_ns(ringcapd_bin());
+    let dir = open_dir("metrics-bad");
+    let config = dir.join("p.toml");
+    std::fs::write(&config, format!("{}{grant}", policy_head(dir.path()))).unwrap();
+    bad.arg("--config")
+        .arg(&config)
+        .args(["--metrics", &format!("{}:9911", tb.capture_ip)]);
+    let (status, err) = run_limited(&mut bad, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("loopback"), "{err}");
+
+    let d = Daemon::start_with(&tb, &grant, &["--metrics", "127.0.0.1:9911"]);
+    let out = open_dir("metrics");
+    let c = start_client(&tb, &d, NOBODY, &out, "m", &["udp"]);
+    let ep = tb.endpoints();
+    let sent: Vec<Vec<u8>> = (0..100)
+        .map(|s| ringcap_testkit::frames::udp4(&ep, s, 4000, 53, 30))
+        .collect();
+    tb.send_from_peer(&sent, 2000).expect("send");
+    std::thread::sleep(SETTLE);
+    let mut get = tb.in_capture_ns("/usr/bin/python3");
+    get.args([
+        "-c",
+        "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9911/metrics', timeout=5).read().decode())",
+    ]);
+    let (status, page, err) = run_limited_out(&mut get, Duration::from_secs(10));
+    assert!(status.success(), "{err}");
+    assert!(page.contains("ringcapd_sessions 1"), "{page}");
+    let delivered = format!(
+        "ringcapd_session_packets_delivered_total{{session=\"1\",uid=\"65534\",interfaces=\"{}\"}} 100",
+        tb.capture_if
+    );
+    assert!(page.contains(&delivered), "no {delivered:?} in:\n{page}");
+    c.stop().assert_ok("the metered client");
+}

@@ -154,6 +154,11 @@ impl Daemon {
     /// `ringcapd --config FILE` as root in the capture namespace; waits until
     /// it listens.
     pub fn start(tb: &Testbed, grants: &str) -> Daemon {
+        Daemon::start_with(tb, grants, &[])
+    }
+
+    /// [`Daemon::start`] with more command-line arguments.
+    pub fn start_with(tb: &Testbed, grants: &str, args: &[&str]) -> Daemon {
         let dir = TempDir::new("ringcapd");
         let config = dir.join("policy.toml");
         std::fs::write(&config, format!("{}{grants}", policy_head(dir.path())))
@@ -161,6 +166,7 @@ impl Daemon {
         let mut cmd = tb.in_capture_ns(ringcapd_bin());
         cmd.arg("--config")
             .arg(&config)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

@@ -137,7 +137,7 @@ pub fn demo(args: &DemoArgs) -> Result<i32, Failure> {
             "-i",
             cap_if,
             "-B",
-            "8",
+            "8M",
             "-c",
             &args.count.to_string(),
             "--duration",

@@ -264,3 +264,19 @@ fn bad_stats_json_fails_before_capturing() {
     // The default 256 MiB ring was never allocated (that takes ~0.5 s here).
     assert!(t.elapsed() < Duration::from_secs(5));
 }
+
+/// `ringcap demo` (what README's first command runs) captures every frame
+/// it sends.
+#[test]
+fn demo_captures_every_frame() {
+    skip_unless_netns!();
+    let dir = TempDir::new("demo");
+    let out = dir.file("demo.pcap");
+    let mut cmd = Command::new(bin());
+    cmd.args(["demo", "--count", "200", "--output", &out]);
+    let (status, stdout, stderr) = run_limited(cmd, Duration::from_secs(60));
+    let text = format!("{}{stderr}", String::from_utf8_lossy(&stdout));
+    assert!(status.success(), "{text}");
+    assert!(text.contains("captured 200"), "{text}");
+    assert_eq!(read(&out).len(), 200, "{text}");
+}

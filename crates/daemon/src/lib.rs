@@ -8,7 +8,9 @@
 //!   settings are decided;
 //! - [`ring_sink`]: the session's sink, the client's shared-memory ring
 //!   (`ringcap_shm`), with its rate limits ([`rate`]);
-//! - [`audit`]: a line per session start, change, end and refusal.
+//! - [`audit`]: a line per session start, change, end and refusal;
+//! - [`sys`]: the one socket option read without a safe wrapper (the
+//!   daemon's only `unsafe`).
 //!
 //! No client ever receives a packet socket: only its control connection,
 //! its ring (read-only, sealed) and its read-position page.
@@ -21,3 +23,4 @@ pub mod rate;
 pub mod ring_sink;
 pub mod server;
 pub mod session;
+pub mod sys;

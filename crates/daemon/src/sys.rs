@@ -1,0 +1,36 @@
+//! The daemon's one system call without a safe wrapper in a well-kept crate
+//! (SO_PEERGROUPS: neither nix nor rustix reads it), kept apart as the only
+//! `unsafe` of the daemon.
+
+/// SO_PEERGROUPS: the peer's supplementary groups at connect().
+pub fn peer_groups(conn: &impl std::os::fd::AsFd) -> std::io::Result<Vec<u32>> {
+    use std::os::fd::AsRawFd;
+    const GID: usize = std::mem::size_of::<libc::gid_t>();
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut len = (groups.len() * GID) as libc::socklen_t;
+        // SAFETY: getsockopt(2) writes at most `len` bytes into `groups`,
+        // which holds that many, and sets `len` to the bytes written (or,
+        // with ERANGE, to the bytes needed).
+        let r = unsafe {
+            libc::getsockopt(
+                conn.as_fd().as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            groups.truncate(len as usize / GID);
+            return Ok(groups);
+        }
+        let e = std::io::Error::last_os_error();
+        let needed = len as usize / GID;
+        if e.raw_os_error() == Some(libc::ERANGE) && needed > groups.len() && needed <= 1 << 16 {
+            groups.resize(needed, 0);
+            continue;
+        }
+        return Err(e);
+    }
+}

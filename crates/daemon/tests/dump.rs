@@ -191,13 +191,7 @@ fn without_cap_net_raw_capture_goes_through_the_daemon_by_itself() {
         return;
     }
     let tb = Testbed::new().expect("testbed");
-    let d = Daemon::start(
-        &tb,
-        &format!(
-            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\n",
-            tb.capture_if
-        ),
-    );
+    let d = Daemon::for_nobody(&tb, "");
     let dir = open_dir("auto-daemon");
     let out = dir.join("auto.pcap");
     let mut cmd = as_user(&tb, NOBODY, &ringcap_bin());

@@ -19,12 +19,9 @@ fn output_is_what_tcpdump_captures_with_the_combined_filter_and_capped_snaplen()
         return;
     }
     let tb = Testbed::new().expect("testbed");
-    let d = Daemon::start(
+    let d = Daemon::for_nobody(
         &tb,
-        &format!(
-            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\ncapture_filter = \"{FRAMEWORK}\"\nmax_snaplen = {CAP}\n",
-            tb.capture_if
-        ),
+        &format!("capture_filter = \"{FRAMEWORK}\"\nmax_snaplen = {CAP}\n"),
     );
     let out = open_dir("oracle-out");
     let td = TempDir::new("oracle-tcpdump");
@@ -154,12 +151,9 @@ fn a_client_interrupted_mid_traffic_writes_and_counts_every_delivered_packet() {
         return;
     }
     let tb = Testbed::new().expect("testbed");
-    let d = Daemon::start(
+    let d = Daemon::for_nobody(
         &tb,
-        &format!(
-            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\ncapture_filter = \"{FRAMEWORK}\"\nmax_snaplen = {CAP}\n",
-            tb.capture_if
-        ),
+        &format!("capture_filter = \"{FRAMEWORK}\"\nmax_snaplen = {CAP}\n"),
     );
     let out = open_dir("interrupted");
     let filter = "udp or icmp or arp";

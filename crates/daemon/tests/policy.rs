@@ -355,13 +355,7 @@ fn rate_limits_are_counted_and_the_duration_ends_the_session() {
         return;
     }
     let tb = Testbed::new().expect("testbed");
-    let d = Daemon::start(
-        &tb,
-        &format!(
-            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\nmax_packets_per_second = 500\nmax_duration = \"3s\"\n",
-            tb.capture_if
-        ),
-    );
+    let d = Daemon::for_nobody(&tb, "max_packets_per_second = 500\nmax_duration = \"3s\"\n");
     let out = open_dir("rate");
     let t0 = std::time::Instant::now();
     let c = start_client(&tb, &d, NOBODY, &out, "limited", &[]);
@@ -452,13 +446,7 @@ fn forced_sampling_is_applied_and_counted() {
         return;
     }
     let tb = Testbed::new().expect("testbed");
-    let d = Daemon::start(
-        &tb,
-        &format!(
-            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\nsample = \"1:4\"\n",
-            tb.capture_if
-        ),
-    );
+    let d = Daemon::for_nobody(&tb, "sample = \"1:4\"\n");
     let out = open_dir("sampling");
     let (status, stderr) = run_capture(
         &tb,

@@ -157,6 +157,18 @@ impl Daemon {
         Daemon::start_with(tb, grants, &[])
     }
 
+    /// A daemon whose one grant lets `nobody` capture on the testbed's
+    /// capture interface, with `extra` grant keys (TOML lines).
+    pub fn for_nobody(tb: &Testbed, extra: &str) -> Daemon {
+        Daemon::start(
+            tb,
+            &format!(
+                "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\n{extra}",
+                tb.capture_if
+            ),
+        )
+    }
+
     /// [`Daemon::start`] with more command-line arguments.
     pub fn start_with(tb: &Testbed, grants: &str, args: &[&str]) -> Daemon {
         let dir = TempDir::new("ringcapd");

@@ -36,6 +36,8 @@ pub enum Command {
     /// measure the writer without a capture in front of it (used by bench/).
     #[command(hide = true)]
     BenchSink(BenchSinkArgs),
+    /// Make a fresh Crypto-PAn key for --anonymize: into FILE (created mode 0600), or onto standard output redirected to a file.
+    AnonymizeKey(AnonymizeKeyArgs),
     /// Show what ringcapd is capturing (your sessions; root sees all).
     Stats(StatsArgs),
     /// Your ringcapd dump files: list, fetch NAME [-o FILE], delete NAME.
@@ -212,6 +214,24 @@ pub struct CaptureArgs {
     /// Do not put the interfaces in promiscuous mode.
     #[arg(short = 'p', long = "no-promiscuous", help_heading = "Capture")]
     pub no_promiscuous: bool,
+
+    /// Anonymize addresses with Crypto-PAn (prefix-preserving) under the key in KEYFILE (see `ringcap anonymize-key`).
+    #[arg(long, value_name = "KEYFILE", help_heading = "Privacy")]
+    pub anonymize: Option<PathBuf>,
+
+    /// Fields --anonymize rewrites: ip.addr, eth.addr.
+    #[arg(
+        long,
+        value_name = "FIELD,...",
+        default_value = "ip.addr",
+        requires = "anonymize",
+        help_heading = "Privacy"
+    )]
+    pub anonymize_fields: String,
+
+    /// Zero these fields in every packet, checksums kept right (eth.addr ip.addr ip.tos ip.id ip.ttl ipv6.flow tcp.port udp.port tcp.seq tcp.window tcp.options icmp.echo payload).
+    #[arg(long, value_name = "FIELD,...", help_heading = "Privacy")]
+    pub mask: Option<String>,
 
     /// Output format: pcap or pcapng.
     #[arg(
@@ -512,4 +532,12 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
+}
+
+/// `ringcap anonymize-key`.
+#[derive(Debug, Args)]
+pub struct AnonymizeKeyArgs {
+    /// The key file to create (it must not exist). Without it the key goes
+    /// to standard output, which must be a file (it is made mode 0600).
+    pub file: Option<PathBuf>,
 }

@@ -229,7 +229,7 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
             filter: a.filter.join(" "),
             snap,
             sampling,
-            transforms: Vec::new(),
+            transforms: crate::privacy::transforms(a)?,
             framework_filter: String::new(),
             stream: None,
             sink,

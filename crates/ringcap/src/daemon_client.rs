@@ -102,6 +102,9 @@ struct Intake {
     after_count: u64,
     /// Bytes on the wire of the packets read from the ring.
     wire_bytes: u64,
+    /// --anonymize/--mask, applied here to what the daemon delivered (its
+    /// policy's own masks were applied before).
+    transforms: Vec<Box<dyn ringcap_engine::Transform>>,
 }
 
 impl Intake {
@@ -119,7 +122,16 @@ impl Intake {
                     return;
                 }
                 self.left -= 1;
-                encoder.push(p.ts_ns, p.wire_len, p.data, None, p.data.len());
+                let kept = encoder.push(p.ts_ns, p.wire_len, p.data, None, p.data.len());
+                if let Some(bytes) = kept {
+                    // Sessions are Ethernet interfaces (LINKTYPE_ETHERNET).
+                    ringcap_stages::transform::apply_all(
+                        &mut self.transforms,
+                        1,
+                        bytes,
+                        p.wire_len,
+                    );
+                }
             })
             .map_err(refusal)?;
         Ok(())
@@ -166,6 +178,12 @@ pub fn capture(
             _ => OutputFormat::Pcap,
         },
     };
+    if dump && !spec.transforms.is_empty() {
+        return Err(Failure::usage(
+            "--anonymize/--mask with --dump: the daemon writes dump files, so hiding fields there is its policy's job; \
+             capture to a file of your own (-w) to apply them here",
+        ));
+    }
     let client = Client::connect(&socket).map_err(refusal)?;
     let mut session = client.open(request).map_err(refusal)?;
     if dump {
@@ -213,6 +231,7 @@ pub fn capture(
         left: spec.count.unwrap_or(u64::MAX),
         after_count: 0,
         wire_bytes: 0,
+        transforms: spec.transforms.iter().map(|f| f()).collect(),
     };
     let flush = spec.sink.flush_interval;
     let mut last_stats = ringcap_client::SessionCounters::default();

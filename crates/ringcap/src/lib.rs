@@ -10,5 +10,6 @@ pub mod config;
 pub mod daemon_client;
 pub mod demo;
 pub mod failure;
+pub mod privacy;
 pub mod privileges;
 pub mod session;

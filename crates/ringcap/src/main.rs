@@ -17,6 +17,7 @@ fn main() {
     let result = match cli.command {
         Command::Capture(args) => ringcap::session::capture(&args, command_line),
         Command::Repair(args) => ringcap::demo::repair(&args),
+        Command::AnonymizeKey(args) => ringcap::privacy::anonymize_key(&args),
         Command::Stats(args) => ringcap::daemon_client::stats(&args),
         Command::Dumps(args) => ringcap::daemon_client::dumps(&args),
         Command::BenchSink(args) => ringcap::benchsink::run(&args),

@@ -617,6 +617,57 @@ pub fn icmp6_echo(ep: &Endpoints, seq: u32, ident: u16, payload_len: usize) -> V
     finish(ipv6_frame(ep, proto::ICMPV6, 0, &m), seq, payload_len)
 }
 
+/// The endpoints the other way round.
+fn reversed(ep: &Endpoints) -> Endpoints {
+    Endpoints {
+        src_mac: ep.dst_mac,
+        dst_mac: ep.src_mac,
+        src_ip: ep.dst_ip,
+        dst_ip: ep.src_ip,
+        src_ip6: ep.dst_ip6,
+        dst_ip6: ep.src_ip6,
+    }
+}
+
+/// ICMP port unreachable (type 3, code 3) sent `ep.src_ip` → `ep.dst_ip`,
+/// quoting the whole IPv4 datagram of a [`udp4`] frame that went the other
+/// way (tagged with `seq`, payload `payload_len` bytes), as Linux quotes
+/// datagrams up to 576 bytes.
+pub fn icmp4_port_unreachable(
+    ep: &Endpoints,
+    seq: u32,
+    sport: u16,
+    dport: u16,
+    payload_len: usize,
+) -> Vec<u8> {
+    let quoted = udp4(&reversed(ep), seq, dport, sport, payload_len);
+    let ip_len = usize::from(u16::from_be_bytes([quoted[16], quoted[17]]));
+    let mut m = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    m.extend_from_slice(&quoted[14..14 + ip_len]);
+    let c = internet_checksum(&m);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    pad_to_min(ipv4_frame(ep, &V4::simple(ep, proto::ICMP, seq as u16), &m))
+}
+
+/// ICMPv6 port unreachable (type 1, code 4) sent `ep.src_ip6` →
+/// `ep.dst_ip6`, quoting the whole IPv6 packet of a [`udp6`] frame that went
+/// the other way.
+pub fn icmp6_port_unreachable(
+    ep: &Endpoints,
+    seq: u32,
+    sport: u16,
+    dport: u16,
+    payload_len: usize,
+) -> Vec<u8> {
+    let quoted = udp6(&reversed(ep), seq, dport, sport, payload_len);
+    let ip_len = 40 + usize::from(u16::from_be_bytes([quoted[18], quoted[19]]));
+    let mut m = vec![1, 4, 0, 0, 0, 0, 0, 0];
+    m.extend_from_slice(&quoted[14..14 + ip_len]);
+    let c = l4_checksum(ep.src_ip6.into(), ep.dst_ip6.into(), proto::ICMPV6, &m);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    pad_to_min(ipv6_frame(ep, proto::ICMPV6, 0, &m))
+}
+
 /// Inserts VLAN tags after the MAC addresses: `tags` outermost first, each
 /// `(tpid, tci)`.
 pub fn insert_vlan_tags(frame: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {

@@ -39,6 +39,7 @@
 pub mod capture;
 pub mod frames;
 pub mod netns;
+pub mod oracle;
 pub mod skip;
 pub mod tempdir;
 

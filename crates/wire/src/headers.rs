@@ -134,7 +134,49 @@ enum Step {
 /// ```
 #[inline]
 pub fn header_len(frame: &[u8], max: usize) -> usize {
-    walk(frame, max).min(max).min(frame.len())
+    walk(frame, max, &mut NoVisit).min(max).min(frame.len())
+}
+
+/// Told of each header the walk of [`header_len`] recognizes, in the order
+/// of the frame, with its offset in the frame. This is how the privacy
+/// transforms find the fields they rewrite with the same rules as `-s
+/// headers`. Headers come in nesting order: every transport header reported
+/// encloses everything reported after it (a tunnel's inner frame, the
+/// datagram an ICMP error quotes), since the walk only ever goes deeper.
+///
+/// Link and IP headers are reported when whole or cut short by the end of
+/// the frame with the fields present valid (see the module rules);
+/// malformed ones are not. Transport headers are reported whether or not
+/// they parse (their fixed fields are where they are, even behind a bad
+/// TCP data offset). Any header may be cut short: a visitor must check
+/// lengths.
+pub trait Visitor {
+    /// An Ethernet II header (all 14 bytes present).
+    #[inline(always)]
+    fn ethernet(&mut self, _off: usize) {}
+    /// An ARP packet (its fixed 8 bytes present).
+    #[inline(always)]
+    fn arp(&mut self, _off: usize) {}
+    /// An IPv4 (`v6 == false`) or IPv6 header; `quoted` when it is the
+    /// datagram quoted by an ICMP or ICMPv6 error.
+    #[inline(always)]
+    fn ip(&mut self, _off: usize, _v6: bool, _quoted: bool) {}
+    /// The upper-layer header of protocol `proto` (TCP, UDP, ICMP, ICMPv6,
+    /// SCTP, GRE, ESP) after the IP header reported last, in a datagram
+    /// that ends at `end` (the IP length, or the frame's end); of a quoted
+    /// datagram (`quoted`), only its first 8 bytes are headers.
+    #[inline(always)]
+    fn transport(&mut self, _off: usize, _proto: u8, _end: usize, _quoted: bool) {}
+}
+
+/// The visitor of [`header_len`]: told nothing, costs nothing.
+struct NoVisit;
+impl Visitor for NoVisit {}
+
+/// Walks the headers of an Ethernet II frame like [`header_len`], telling
+/// `visitor` of each; returns the length of the headers.
+pub fn visit_headers<V: Visitor>(frame: &[u8], visitor: &mut V) -> usize {
+    walk(frame, usize::MAX, visitor).min(frame.len())
 }
 
 /// Walks the headers; returns the end of the headers (or something at least
@@ -142,7 +184,8 @@ pub fn header_len(frame: &[u8], max: usize) -> usize {
 ///
 /// The common path (Ethernet, VLANs, IP, transport) is straight-line code
 /// through inlined helpers; only tunnels go round the loop.
-fn walk(frame: &[u8], max: usize) -> usize {
+#[inline(always)]
+fn walk<V: Visitor>(frame: &[u8], max: usize, v: &mut V) -> usize {
     // The part of the frame the current layer may occupy; narrowed to the
     // IP datagram by the IP length fields. `off <= buf.len()` always.
     let mut buf = frame;
@@ -152,7 +195,7 @@ fn walk(frame: &[u8], max: usize) -> usize {
         if off >= max {
             return off;
         }
-        match link(&mut buf, off, resume) {
+        match link(&mut buf, off, resume, v) {
             Step::Done(end) => return end,
             Step::Inner(r, o) => {
                 resume = r;
@@ -165,11 +208,12 @@ fn walk(frame: &[u8], max: usize) -> usize {
 /// Ethernet header (unless resuming at an EtherType), VLAN tags, and what
 /// the EtherType says follows.
 #[inline(always)]
-fn link(buf: &mut &[u8], mut off: usize, resume: Resume) -> Step {
+fn link<V: Visitor>(buf: &mut &[u8], mut off: usize, resume: Resume, v: &mut V) -> Step {
     let mut et = match resume {
         Resume::EtherType(t) => t,
         Resume::Ethernet => match EthernetFrame::new_checked(tail(buf, off)) {
             Ok(eth) => {
+                v.ethernet(off);
                 off += eth.header_len();
                 eth.ethertype()
             }
@@ -186,20 +230,28 @@ fn link(buf: &mut &[u8], mut off: usize, resume: Resume) -> Step {
         }
     }
     match et {
-        ethertype::IPV4 => ipv4(buf, off),
-        ethertype::IPV6 => ipv6(buf, off),
+        ethertype::IPV4 => ipv4(buf, off, v),
+        ethertype::IPV6 => ipv6(buf, off, v),
         ethertype::ARP => Step::Done(match ArpPacket::new_checked(tail(buf, off)) {
-            Ok(a) => off + a.packet_len(),
-            Err(e) => cut(buf, off, e),
+            Ok(a) => {
+                v.arp(off);
+                off + a.packet_len()
+            }
+            Err(e) => {
+                if e == Error::Truncated && buf.len() >= off + crate::arp::FIXED_LEN {
+                    v.arp(off);
+                }
+                cut(buf, off, e)
+            }
         }),
-        ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST => mpls(buf, off),
+        ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST => mpls(buf, off, v),
         _ => Step::Done(off),
     }
 }
 
 /// MPLS label stack, then IPv4/IPv6 guessed from the first nibble.
 #[inline(never)]
-fn mpls(buf: &mut &[u8], mut off: usize) -> Step {
+fn mpls<V: Visitor>(buf: &mut &[u8], mut off: usize, v: &mut V) -> Step {
     loop {
         let label = match MplsLabel::new_checked(tail(buf, off)) {
             Ok(label) => label,
@@ -208,8 +260,8 @@ fn mpls(buf: &mut &[u8], mut off: usize) -> Step {
         off += label.header_len();
         if label.bottom_of_stack() {
             return match label.payload().first().map(|b| b >> 4) {
-                Some(4) => ipv4(buf, off),
-                Some(6) => ipv6(buf, off),
+                Some(4) => ipv4(buf, off, v),
+                Some(6) => ipv6(buf, off, v),
                 _ => Step::Done(off),
             };
         }
@@ -218,11 +270,17 @@ fn mpls(buf: &mut &[u8], mut off: usize) -> Step {
 
 /// IPv4 header, then the upper layer unless this is a non-first fragment.
 #[inline(always)]
-fn ipv4(buf: &mut &[u8], off: usize) -> Step {
+fn ipv4<V: Visitor>(buf: &mut &[u8], off: usize, v: &mut V) -> Step {
     let ip = match Ipv4Packet::new_checked(tail(buf, off)) {
         Ok(ip) => ip,
-        Err(e) => return Step::Done(cut(buf, off, e)),
+        Err(e) => {
+            if e == Error::Truncated {
+                v.ip(off, false, false);
+            }
+            return Step::Done(cut(buf, off, e));
+        }
     };
+    v.ip(off, false, false);
     let hl = ip.header_len();
     let tl = usize::from(ip.total_len());
     if tl >= hl {
@@ -233,16 +291,22 @@ fn ipv4(buf: &mut &[u8], off: usize) -> Step {
     if ip.frag_offset() != 0 {
         return Step::Done(off + hl);
     }
-    upper(buf, off + hl, ip.protocol(), false)
+    upper(buf, off + hl, ip.protocol(), false, v)
 }
 
 /// IPv6 fixed header, then extension headers and the upper layer.
 #[inline(always)]
-fn ipv6(buf: &mut &[u8], off: usize) -> Step {
+fn ipv6<V: Visitor>(buf: &mut &[u8], off: usize, v: &mut V) -> Step {
     let ip = match Ipv6Packet::new_checked(tail(buf, off)) {
         Ok(ip) => ip,
-        Err(e) => return Step::Done(cut(buf, off, e)),
+        Err(e) => {
+            if e == Error::Truncated {
+                v.ip(off, true, false);
+            }
+            return Step::Done(cut(buf, off, e));
+        }
     };
+    v.ip(off, true, false);
     let hl = ip.header_len();
     let pl = usize::from(ip.payload_len());
     if pl != 0 {
@@ -250,24 +314,30 @@ fn ipv6(buf: &mut &[u8], off: usize) -> Step {
             *buf = b;
         }
     }
-    upper(buf, off + hl, ip.next_header(), true)
+    upper(buf, off + hl, ip.next_header(), true, v)
 }
 
 /// Extension headers (IPv6 ones only if `v6`; AH for both) and the
 /// protocol after an IP header.
 #[inline(always)]
-fn upper(buf: &[u8], mut off: usize, mut proto: u8, v6: bool) -> Step {
+fn upper<V: Visitor>(buf: &[u8], mut off: usize, mut proto: u8, v6: bool, v: &mut V) -> Step {
     loop {
         let rest = tail(buf, off);
+        // Tells the visitor of a transport header, parsed or not.
+        let mut seen = |_: Result<(), Error>| v.transport(off, proto, buf.len(), false);
         match proto {
             ip_proto::TCP => {
-                return Step::Done(match TcpPacket::new_checked(rest) {
+                let t = TcpPacket::new_checked(rest);
+                seen(t.map(|_| ()));
+                return Step::Done(match t {
                     Ok(t) => off + t.header_len(),
                     Err(e) => cut(buf, off, e),
-                })
+                });
             }
             ip_proto::UDP => {
-                let u = match UdpPacket::new_checked(rest) {
+                let u = UdpPacket::new_checked(rest);
+                seen(u.map(|_| ()));
+                let u = match u {
                     Ok(u) => u,
                     Err(e) => return Step::Done(cut(buf, off, e)),
                 };
@@ -285,16 +355,20 @@ fn upper(buf: &[u8], mut off: usize, mut proto: u8, v6: bool) -> Step {
                     },
                 };
             }
-            ip_proto::ICMP => return Step::Done(off + icmp_len(rest, false)),
-            ip_proto::ICMPV6 => return Step::Done(off + icmp_len(rest, true)),
+            ip_proto::ICMP => return Step::Done(off + icmp_len(rest, off, false, v)),
+            ip_proto::ICMPV6 => return Step::Done(off + icmp_len(rest, off, true, v)),
             ip_proto::SCTP => {
-                return Step::Done(match SctpPacket::new_checked(rest) {
+                let s = SctpPacket::new_checked(rest);
+                seen(s.map(|_| ()));
+                return Step::Done(match s {
                     Ok(s) => off + s.header_len(),
                     Err(e) => cut(buf, off, e),
-                })
+                });
             }
             ip_proto::GRE => {
-                return match GrePacket::new_checked(rest) {
+                let g = GrePacket::new_checked(rest);
+                seen(g.map(|_| ()));
+                return match g {
                     Ok(g) => {
                         let r = match g.protocol_type() {
                             ethertype::TRANSPARENT_ETHERNET => Resume::Ethernet,
@@ -308,10 +382,12 @@ fn upper(buf: &[u8], mut off: usize, mut proto: u8, v6: bool) -> Step {
             ip_proto::IPV4 => return Step::Inner(Resume::EtherType(ethertype::IPV4), off),
             ip_proto::IPV6 => return Step::Inner(Resume::EtherType(ethertype::IPV6), off),
             ip_proto::ESP => {
-                return Step::Done(match EspPacket::new_checked(rest) {
+                let e = EspPacket::new_checked(rest);
+                seen(e.map(|_| ()));
+                return Step::Done(match e {
                     Ok(e) => off + e.header_len(),
                     Err(e) => cut(buf, off, e),
-                })
+                });
             }
             ip_proto::AH => match AuthHeader::new_checked(rest) {
                 Ok(ah) => {
@@ -348,31 +424,47 @@ fn upper(buf: &[u8], mut off: usize, mut proto: u8, v6: bool) -> Step {
 /// of `rest`: the 8-byte header, and for errors also the quoted IP header
 /// plus the 8 bytes after it; each of them up to the end of `rest` if cut
 /// short by it.
+/// `off` is where `rest` starts in the frame, for the visitor.
 #[inline]
-fn icmp_len(rest: &[u8], v6: bool) -> usize {
-    let (is_error, quoted) = if v6 {
-        match Icmpv6Packet::new_checked(rest) {
-            Ok(p) => (p.is_error(), p.payload()),
-            Err(e) => return cut(rest, 0, e),
-        }
+fn icmp_len<V: Visitor>(rest: &[u8], off: usize, v6: bool, v: &mut V) -> usize {
+    let proto = if v6 { ip_proto::ICMPV6 } else { ip_proto::ICMP };
+    let parsed = if v6 {
+        Icmpv6Packet::new_checked(rest).map(|p| (p.is_error(), p.payload()))
     } else {
-        match Icmpv4Packet::new_checked(rest) {
-            Ok(p) => (p.is_error(), p.payload()),
-            Err(e) => return cut(rest, 0, e),
+        Icmpv4Packet::new_checked(rest).map(|p| (p.is_error(), p.payload()))
+    };
+    let (is_error, quoted) = match parsed {
+        Ok(x) => x,
+        Err(e) => {
+            v.transport(off, proto, off + rest.len(), false);
+            return cut(rest, 0, e);
         }
     };
+    v.transport(off, proto, off + rest.len(), false);
     if !is_error {
         return crate::icmp::HEADER_LEN;
     }
     let inner = if v6 {
-        Ipv6Packet::new_checked(quoted).map(|p| p.header_len())
+        Ipv6Packet::new_checked(quoted).map(|p| (p.header_len(), p.next_header()))
     } else {
-        Ipv4Packet::new_checked(quoted).map(|p| p.header_len())
+        Ipv4Packet::new_checked(quoted).map(|p| (p.header_len(), p.protocol()))
     };
+    let q = off + crate::icmp::HEADER_LEN;
     crate::icmp::HEADER_LEN
         + match inner {
-            Ok(hl) => (hl + 8).min(quoted.len()),
-            Err(e) => cut(quoted, 0, e),
+            Ok((hl, proto)) => {
+                v.ip(q, v6, true);
+                if hl < quoted.len() {
+                    v.transport(q + hl, proto, q + quoted.len(), true);
+                }
+                (hl + 8).min(quoted.len())
+            }
+            Err(e) => {
+                if e == Error::Truncated {
+                    v.ip(q, v6, true);
+                }
+                cut(quoted, 0, e)
+            }
         }
 }
 

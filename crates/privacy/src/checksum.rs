@@ -1,0 +1,93 @@
+//! Incremental Internet checksum updates (RFC 1624): when bytes covered by
+//! a checksum change, the checksum is corrected from the old and new bytes
+//! alone, so a packet whose payload was not captured still gets a checksum
+//! that is right for the packet as rewritten.
+
+/// One's-complement sum of `bytes` as big-endian 16-bit words, the first
+/// byte a high byte (an odd tail is padded with zero), folded to 16 bits.
+#[inline]
+pub fn sum(bytes: &[u8]) -> u16 {
+    let mut acc: u64 = 0;
+    let mut chunks = bytes.chunks_exact(2);
+    for c in &mut chunks {
+        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    if let [last] = chunks.remainder() {
+        acc += u64::from(*last) << 8;
+    }
+    fold(acc)
+}
+
+/// Folds a wide one's-complement accumulator to 16 bits.
+#[inline]
+pub fn fold(mut acc: u64) -> u16 {
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+/// One's-complement addition.
+#[inline]
+pub fn add(a: u16, b: u16) -> u16 {
+    fold(u64::from(a) + u64::from(b))
+}
+
+/// The difference `new - old` of two sums, as a one's-complement value.
+#[inline]
+pub fn delta(old: u16, new: u16) -> u16 {
+    add(new, !old)
+}
+
+/// A checksum field value after the bytes it covers changed by `d`
+/// (RFC 1624, eqn. 3: HC' = ~(~HC + m' - m)).
+#[inline]
+pub fn update(check: u16, d: u16) -> u16 {
+    !add(!check, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full recomputation, for comparison.
+    fn full(bytes: &[u8], field: usize) -> u16 {
+        let mut b = bytes.to_vec();
+        b[field] = 0;
+        b[field + 1] = 0;
+        !sum(&b)
+    }
+
+    #[test]
+    fn incremental_equals_full_recomputation() {
+        // An IPv4 header (RFC 1071's example style), checksum at 10.
+        let mut h = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0, 0, 0xc0, 0xa8, 0x00,
+            0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        let c = full(&h, 10);
+        assert_eq!(c, 0xb861);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        // Change the source address and the odd-aligned TTL byte.
+        let old = sum(&h[12..16]);
+        h[12..16].copy_from_slice(&[198, 18, 7, 9]);
+        let mut d = delta(old, sum(&h[12..16]));
+        let old_ttl = sum(&[h[8], 0]);
+        h[8] = 0;
+        d = add(d, delta(old_ttl, sum(&[h[8], 0])));
+        let c2 = update(c, d);
+        assert_eq!(c2, full(&h, 10));
+        h[10..12].copy_from_slice(&c2.to_be_bytes());
+        assert_eq!(sum(&h), 0xffff);
+    }
+
+    #[test]
+    fn odd_offset_is_the_byte_swapped_delta() {
+        let a = [0x12u8, 0x34, 0x56];
+        let b = [0x9au8, 0xbc, 0xde];
+        let even = delta(sum(&a), sum(&b));
+        // The same change one byte later (preceded by a byte that does not change).
+        let odd = delta(sum(&[0, 0x12, 0x34, 0x56]), sum(&[0, 0x9a, 0xbc, 0xde]));
+        assert_eq!(odd, even.swap_bytes());
+    }
+}

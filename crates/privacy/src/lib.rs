@@ -1,0 +1,130 @@
+//! Privacy transforms, applied at capture time in the engine's transform
+//! slot so the real values never reach a file or a client: field masks
+//! (zeroing a documented vocabulary of fields, [`fields`]) and
+//! prefix-preserving address anonymization ([`cryptopan`], Crypto-PAn),
+//! with every checksum kept right ([`rewrite`]).
+//!
+//! ```
+//! use ringcap_privacy::{fields::FieldSet, Key, Privacy};
+//! let p = Privacy::new(FieldSet::parse("ip.ttl")?, Some((Key::from_bytes([7; 32]), FieldSet::parse("ip.addr")?)))?;
+//! let mut t = p.transform();
+//! # Ok::<(), String>(())
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod checksum;
+pub mod cryptopan;
+pub mod fields;
+pub mod key;
+pub mod rewrite;
+
+pub use key::Key;
+
+use cryptopan::CryptoPan;
+use fields::FieldSet;
+use ringcap_stages::{Transform, TransformFactory};
+use std::sync::Arc;
+
+/// LINKTYPE_ETHERNET: the link type whose headers the rewrite walks.
+const LINKTYPE_ETHERNET: u32 = 1;
+
+/// What to hide: fields to zero, and fields to anonymize under a key.
+#[derive(Clone)]
+pub struct Privacy {
+    mask: FieldSet,
+    anon: Option<(CryptoPan, FieldSet)>,
+}
+
+impl std::fmt::Debug for Privacy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Privacy")
+            .field("mask", &self.mask)
+            .field("anonymize", &self.anon.as_ref().map(|a| a.1))
+            .finish()
+    }
+}
+
+/// Fields Crypto-PAn can anonymize.
+pub const ANONYMIZABLE: &[fields::Field] = &[fields::IP_ADDR, fields::ETH_ADDR];
+
+impl Privacy {
+    /// Masks `mask` and, with a key, anonymizes its fields (`ip.addr`,
+    /// `eth.addr`). A field both masked and anonymized is masked.
+    pub fn new(mask: FieldSet, anonymize: Option<(Key, FieldSet)>) -> Result<Privacy, String> {
+        let anon = match anonymize {
+            None => None,
+            Some((key, set)) => {
+                let extra = set.minus(FieldSet::of(ANONYMIZABLE));
+                if !extra.is_empty() {
+                    return Err(format!(
+                        "only ip.addr and eth.addr can be anonymized (not {extra}); mask the others"
+                    ));
+                }
+                if set.is_empty() {
+                    return Err("no field to anonymize: give ip.addr and/or eth.addr".into());
+                }
+                Some((CryptoPan::new(&key.0), set))
+            }
+        };
+        Ok(Privacy { mask, anon })
+    }
+
+    /// Whether it changes anything.
+    pub fn is_noop(&self) -> bool {
+        self.mask.is_empty() && self.anon.is_none()
+    }
+
+    /// The masked fields.
+    pub fn masked(&self) -> FieldSet {
+        self.mask
+    }
+
+    /// The anonymized fields (empty without a key).
+    pub fn anonymized(&self) -> FieldSet {
+        self.anon.as_ref().map_or(FieldSet::EMPTY, |a| a.1)
+    }
+
+    /// A fresh per-thread transform (its own translation caches).
+    pub fn transform(&self) -> PrivacyTransform {
+        PrivacyTransform {
+            rw: rewrite::Rewriter::new(
+                self.mask,
+                self.anon
+                    .as_ref()
+                    .map(|(c, f)| rewrite::Anon::new(c.clone(), *f)),
+            ),
+        }
+    }
+
+    /// The factory the engine's transform slot takes.
+    pub fn factory(&self) -> TransformFactory {
+        let p = self.clone();
+        Arc::new(move || Box::new(p.transform()) as Box<dyn Transform>)
+    }
+}
+
+/// One capture thread's privacy transform.
+pub struct PrivacyTransform {
+    rw: rewrite::Rewriter,
+}
+
+impl PrivacyTransform {
+    /// Rewrites one Ethernet frame in place.
+    pub fn rewrite_ethernet(&mut self, frame: &mut [u8]) {
+        self.rw.rewrite_ethernet(frame);
+    }
+}
+
+impl Transform for PrivacyTransform {
+    fn apply(&mut self, linktype: u32, frame: &mut [u8], _wire_len: u32) {
+        if linktype == LINKTYPE_ETHERNET {
+            self.rw.rewrite_ethernet(frame);
+        } else {
+            // Headers this rewrite does not walk could hold anything it
+            // should hide: fail closed.
+            frame.fill(0);
+        }
+    }
+}

@@ -368,6 +368,18 @@ impl Session {
         }
     }
 
+    /// Asks the daemon to push out whatever it holds for this session
+    /// (pktd's `wire_flush`). The daemon hands partial chunks over at least
+    /// every 50 ms by itself, so this is a round trip that returns once the
+    /// daemon has seen every earlier request.
+    pub fn flush(&mut self) -> Result<(), ClientError> {
+        self.client.send(&Request::Flush)?;
+        match self.client.answer()? {
+            (Response::Ok, _) => Ok(()),
+            (r, _) => Err(ClientError::Protocol(format!("{r:?} instead of Ok"))),
+        }
+    }
+
     /// Dump files the daemon completed since the last call (dump sessions).
     pub fn published(&mut self) -> Vec<String> {
         if self.client.ended.is_none() {

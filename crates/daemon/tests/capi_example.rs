@@ -1,0 +1,177 @@
+//! libringcap (crates/capi) from C: the example program in
+//! examples/c/ringcap_example.c, compiled here with the system C compiler
+//! against the built libringcap.so, run as the unprivileged user `nobody`
+//! against a real ringcapd over veth, receives exactly the packets tcpdump
+//! (root, the combined filter, the capped snap length) captures: same
+//! bytes, wire lengths and timestamps, and counters that say so.
+
+mod common;
+
+use common::*;
+use ringcap_testkit::capture::wait_for_stderr_line;
+use ringcap_testkit::capture::ChildGuard;
+use ringcap_testkit::{frames, TempDir, Testbed};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const FRAMEWORK: &str = "not port 20001";
+const CAP: u32 = 128;
+
+/// The directory holding libringcap.so (`target/<profile>`), built by
+/// `cargo build` (scripts/test builds the workspace first); fails clearly if
+/// it is missing or older than its sources (RINGCAP_ALLOW_STALE_BIN=1 skips
+/// the age check).
+pub fn libringcap_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_path_buf();
+    let lib = dir.join("libringcap.so");
+    let meta = std::fs::metadata(&lib).unwrap_or_else(|_| {
+        panic!(
+            "{} is missing: run `cargo build -p ringcap-capi` first",
+            lib.display()
+        )
+    });
+    if std::env::var_os("RINGCAP_ALLOW_STALE_BIN").is_some_and(|v| v == "1") {
+        return dir;
+    }
+    let built = meta.modified().expect("mtime");
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for src in ["capi/src", "client/src", "proto/src", "shm/src"] {
+        for e in std::fs::read_dir(crates.join(src))
+            .expect("read sources")
+            .flatten()
+        {
+            let t = e.metadata().and_then(|m| m.modified()).expect("mtime");
+            assert!(
+                t <= built,
+                "{} is older than {}: run `cargo build -p ringcap-capi`",
+                lib.display(),
+                e.path().display()
+            );
+        }
+    }
+    dir
+}
+
+/// Compiles examples/c/ringcap_example.c into `dir` with `cc`, linked to
+/// libringcap.so (found through an rpath, as an installed copy would be
+/// through ld.so.conf).
+fn compile_example(dir: &TempDir) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let lib = libringcap_dir();
+    let exe = dir.join("ringcap_example");
+    let out = Command::new("cc")
+        .args(["-Wall", "-Wextra", "-Werror", "-O2", "-I"])
+        .arg(root.join("crates/capi/include"))
+        .arg(root.join("examples/c/ringcap_example.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(&lib)
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lringcap")
+        .output()
+        .expect("run cc (scripts/setup installs gcc)");
+    assert!(
+        out.status.success(),
+        "cc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+#[test]
+fn the_c_example_as_nobody_receives_exactly_what_tcpdump_captures() {
+    if !can_run() {
+        return;
+    }
+    if !ringcap_testkit::netns::have_program("cc") {
+        ringcap_testkit::skip("`cc` is not installed (scripts/setup installs gcc)");
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(
+        &tb,
+        &format!("capture_filter = \"{FRAMEWORK}\"\nmax_snaplen = {CAP}\n"),
+    );
+    let out = open_dir("capi-out");
+    let exe = compile_example(&out);
+    let td = TempDir::new("capi-tcpdump");
+    let filter = "udp or icmp or arp";
+    let pcap = out.join("c.pcap");
+    let mut cmd = as_user(&tb, NOBODY, &exe);
+    cmd.arg("-S")
+        .arg(&d.socket)
+        .args(["-i", &tb.capture_if, "-s", "1000", "-w"])
+        .arg(&pcap)
+        .arg(filter)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn the C example");
+    let (ready, log) = wait_for_stderr_line(
+        &mut child,
+        "ringcap_example: capturing: ",
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|e| panic!("the C example did not start: {e}"));
+    assert!(
+        ready.contains(&format!("snaplen {CAP}")) && ready.contains("grant 1,"),
+        "effective settings: {ready}"
+    );
+    let tcpdump = start_tcpdump(
+        &tb,
+        &td.join("want.pcap"),
+        CAP,
+        &format!("({FRAMEWORK}) and ({filter})"),
+    );
+    let sent = frames::mixed_sequence(&tb.endpoints(), 23 * 4 * 50);
+    tb.send_from_peer(&sent, 20_000).expect("send");
+    std::thread::sleep(SETTLE);
+    let c = Client {
+        child,
+        log,
+        ready,
+        out: pcap.clone(),
+        json: out.join("unused.json"),
+    };
+    let f = c.interrupt();
+    let want = tcpdump.stop();
+    f.assert_ok("the C example");
+
+    // The oracle saw what the grant allows (a check of the test itself).
+    assert_packets(
+        &want,
+        &Oracle::new(FRAMEWORK, filter).expect(&sent, CAP as usize),
+        "tcpdump against the frames sent",
+    );
+    assert!(want.len() > 1000, "{} packets", want.len());
+
+    let got = read(&pcap);
+    assert_packets(
+        &got,
+        &want
+            .iter()
+            .map(|p| (p.wire_len, p.data.clone()))
+            .collect::<Vec<_>>(),
+        "the C example against tcpdump",
+    );
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g.ts_ns, w.ts_ns, "packet {i}'s timestamp");
+    }
+    // Its counters (from ringcap_stop) say the same.
+    let n = want.len();
+    assert!(
+        f.stderr
+            .contains(&format!(" dropped_client 0 delivered {n} "))
+            && f.stderr.contains(&format!("wrote {n} packets")),
+        "the C example's report for {n} packets:\n{}",
+        f.stderr
+    );
+    d.stop();
+}

@@ -394,7 +394,10 @@ impl Session {
             filter: filter.to_string(),
         })?;
         match self.client.answer()? {
-            (Response::Ok, _) => Ok(()),
+            (Response::Ok, _) => {
+                self.effective.filter = filter.to_string();
+                Ok(())
+            }
             (r, _) => Err(ClientError::Protocol(format!("{r:?} instead of Ok"))),
         }
     }

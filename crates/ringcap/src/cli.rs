@@ -42,6 +42,14 @@ pub enum Command {
     Stats(StatsArgs),
     /// Your ringcapd dump files: list, fetch NAME [-o FILE], delete NAME.
     Dumps(DumpsArgs),
+    /// Wireshark's extcap protocol over ringcapd (run by Wireshark/tshark
+    /// through the wrapper scripts/setup installs in its extcap directory).
+    #[command(disable_help_flag = true)]
+    Extcap {
+        /// --extcap-interfaces, --extcap-dlts, --extcap-config, --capture ...
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// (used by `demo`) send numbered test frames on an interface.
     #[command(hide = true)]
     DemoSend {

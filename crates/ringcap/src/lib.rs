@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon_client;
 pub mod demo;
+pub mod extcap;
 pub mod failure;
 pub mod privacy;
 pub mod privileges;

@@ -23,6 +23,7 @@ fn main() {
         Command::BenchSink(args) => ringcap::benchsink::run(&args),
         Command::Demo(args) => ringcap::demo::demo(&args),
         Command::DemoSend { interface, count } => ringcap::demo::send(&interface, count),
+        Command::Extcap { args } => ringcap::extcap::run(&args),
     };
     match result {
         Ok(code) => std::process::exit(code),

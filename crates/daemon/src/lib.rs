@@ -24,3 +24,18 @@ pub mod ring_sink;
 pub mod server;
 pub mod session;
 pub mod sys;
+
+/// Reads the policy at `path` and the anonymization key it names (checked
+/// like `ringcap capture --anonymize` checks one: private to its owner, the
+/// right size). A key that cannot be read is an error of the policy: the
+/// daemon never serves an anonymizing grant without it.
+pub fn load_policy(
+    path: &std::path::Path,
+) -> Result<(ringcap_policy::Policy, Option<ringcap_privacy::Key>), String> {
+    let policy = ringcap_policy::Policy::load(path).map_err(|e| e.to_string())?;
+    let key = match &policy.anonymization_key {
+        Some(k) => Some(ringcap_privacy::Key::load(k)?),
+        None => None,
+    };
+    Ok((policy, key))
+}

@@ -2,7 +2,6 @@
 
 use clap::Parser;
 use ringcap_daemon::server::{self, Shared};
-use ringcap_policy::Policy;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -39,7 +38,7 @@ struct Args {
 
 fn main() {
     let args = Args::parse();
-    let policy = match Policy::load(&args.config) {
+    let (policy, key) = match ringcap_daemon::load_policy(&args.config) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("ringcapd: {}: {e}", args.config.display());
@@ -69,7 +68,7 @@ fn main() {
             ringcap_daemon::privilege::effective().join(", ")
         );
     }
-    let shared = Shared::new(policy);
+    let shared = Shared::new(policy, key);
     if let Some(addr) = args.metrics {
         if let Err(e) = ringcap_daemon::metrics::start(addr, shared.clone()) {
             eprintln!("ringcapd: {e}");
@@ -97,9 +96,9 @@ fn main() {
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         if hup.swap(false, Ordering::Relaxed) {
-            match Policy::load(&args.config) {
-                Ok(p) => {
-                    shared.replace_policy(p);
+            match ringcap_daemon::load_policy(&args.config) {
+                Ok((p, key)) => {
+                    shared.replace_policy(p, key);
                     eprintln!("ringcapd: policy reloaded from {}", args.config.display());
                 }
                 Err(e) => eprintln!(

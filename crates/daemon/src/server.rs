@@ -10,6 +10,7 @@ use crate::audit;
 use crate::session::{admit, OpenRequest, Session};
 use nix::sys::socket::{getsockopt, sockopt};
 use ringcap_policy::{Peer, Policy};
+use ringcap_privacy::Key;
 use ringcap_proto::{
     decode_request, encode_response, transport, Request, Response, SessionCounters, SessionInfo,
     MAX_DATAGRAM,
@@ -48,8 +49,9 @@ const TICK: Duration = Duration::from_millis(200);
 
 /// What the connections share.
 pub struct Shared {
-    /// The policy in force, and its generation (bumped on reload).
-    pub policy: RwLock<(Arc<Policy>, u64)>,
+    /// The policy in force, its generation (bumped on reload) and the
+    /// anonymization key it names (read with it, so the two always match).
+    pub policy: RwLock<(Arc<Policy>, u64, Option<Key>)>,
     /// Set when the daemon is stopping.
     pub stopping: AtomicBool,
     /// Sessions, for `Sessions` and per-user limits.
@@ -61,10 +63,10 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// State for `policy`.
-    pub fn new(policy: Policy) -> Arc<Shared> {
+    /// State for `policy` and its anonymization key.
+    pub fn new(policy: Policy, key: Option<Key>) -> Arc<Shared> {
         Arc::new(Shared {
-            policy: RwLock::new((Arc::new(policy), 0)),
+            policy: RwLock::new((Arc::new(policy), 0, key)),
             stopping: AtomicBool::new(false),
             sessions: Mutex::new(HashMap::new()),
             next_session: AtomicU64::new(1),
@@ -79,11 +81,18 @@ impl Shared {
         (g.0.clone(), g.1)
     }
 
-    /// Puts `policy` in force; running sessions are held to it at their next tick.
-    pub fn replace_policy(&self, policy: Policy) {
+    /// The policy in force, its generation and its anonymization key.
+    pub fn policy_and_key(&self) -> (Arc<Policy>, u64, Option<Key>) {
+        let g = self.policy.read().unwrap_or_else(|e| e.into_inner());
+        (g.0.clone(), g.1, g.2.clone())
+    }
+
+    /// Puts `policy` (and its key) in force; running sessions are held to it
+    /// at their next tick.
+    pub fn replace_policy(&self, policy: Policy, key: Option<Key>) {
         let mut g = self.policy.write().unwrap_or_else(|e| e.into_inner());
         let generation = g.1 + 1;
-        *g = (Arc::new(policy), generation);
+        *g = (Arc::new(policy), generation, key);
     }
 }
 
@@ -287,7 +296,7 @@ impl Connection {
             self.end("the capture ended (count, duration or failure)", peer);
             return;
         }
-        let (policy, generation) = self.shared.policy();
+        let (policy, generation, key) = self.shared.policy_and_key();
         if generation != self.generation {
             self.generation = generation;
             let Some(s) = &mut self.session else {
@@ -308,7 +317,7 @@ impl Connection {
                 Ok(a) => {
                     if a.effective != s.admitted.effective {
                         let id = s.id;
-                        if let Err(e) = s.restart(a) {
+                        if let Err(e) = s.restart(a, key.as_ref()) {
                             self.end(&format!("the policy was reloaded and the session could not be restarted: {e}"), peer);
                             return;
                         }
@@ -472,7 +481,7 @@ impl Connection {
     }
 
     fn open(&mut self, request: OpenRequest, peer: &Peer) -> bool {
-        let (policy, generation) = self.shared.policy();
+        let (policy, generation, key) = self.shared.policy_and_key();
         let admitted = match admit(&policy, peer, &request) {
             Ok(a) => a,
             Err(r) => {
@@ -509,7 +518,14 @@ impl Connection {
         }
         let id = self.shared.next_session.fetch_add(1, Ordering::Relaxed);
         let effective = admitted.effective.clone();
-        let session = match Session::start(id, peer.clone(), request, admitted, &policy.dump_dir) {
+        let session = match Session::start(
+            id,
+            peer.clone(),
+            request,
+            admitted,
+            &policy.dump_dir,
+            key.as_ref(),
+        ) {
             Ok(s) => s,
             Err(e) => {
                 audit::log("fail", Some(id), peer.uid, &e);
@@ -583,13 +599,13 @@ impl Connection {
         };
         let mut request = s.request.clone();
         request.filter = filter;
-        let (policy, _) = self.shared.policy();
+        let (policy, _, key) = self.shared.policy_and_key();
         let admitted = match admit(&policy, peer, &request) {
             Ok(a) => a,
             Err(r) => return r,
         };
         let id = s.id;
-        match s.restart(admitted) {
+        match s.restart(admitted, key.as_ref()) {
             Ok(()) => {
                 audit::log(
                     "change",

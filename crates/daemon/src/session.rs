@@ -14,8 +14,12 @@
 use crate::dump::Dump;
 use crate::ring_sink::{RingSinks, SinkCounters};
 use ringcap_engine::hub::{self, Subscription, SubscriptionSpec};
-use ringcap_engine::{Counters, PacketSink, SampleMode, Sampling, SinkFactory, Snap};
+use ringcap_engine::{
+    Counters, PacketSink, SampleMode, Sampling, SinkFactory, Snap, TransformFactory,
+};
 use ringcap_policy::{CaptureRequest, Peer, Policy};
+use ringcap_privacy::fields::{self, FieldSet};
+use ringcap_privacy::{Key, Privacy};
 use ringcap_proto::{
     DumpRequest, Effective, OutputFormat, Response, SampleRequest, SessionCounters, SnapRequest,
 };
@@ -106,8 +110,30 @@ pub struct Admitted {
     pub ring_size: u64,
     /// Bytes of dump files the user may keep.
     pub dump_quota: u64,
+    /// Fields masked before the client sees a packet.
+    pub hide: FieldSet,
+    /// Addresses anonymized with the policy's key.
+    pub anonymize: bool,
     /// What the client is told.
     pub effective: Effective,
+}
+
+/// The privacy transforms a session's grant asks for (none if it hides
+/// nothing): masks, and Crypto-PAn on addresses under the policy's key.
+fn privacy_of(admitted: &Admitted, key: Option<&Key>) -> Result<Vec<TransformFactory>, String> {
+    let anonymize = match (admitted.anonymize, key) {
+        (false, _) => None,
+        (true, Some(k)) => Some((k.clone(), FieldSet::of(&[fields::IP_ADDR]))),
+        // The policy cannot load without the key; refuse rather than serve
+        // addresses in the clear if that ever changes.
+        (true, None) => return Err("the grant anonymizes addresses but no key is loaded".into()),
+    };
+    let p = Privacy::new(admitted.hide, anonymize)?;
+    Ok(if p.is_noop() {
+        Vec::new()
+    } else {
+        vec![p.factory()]
+    })
 }
 
 fn refused(grant: Option<usize>, rule: &str, reason: String) -> Response {
@@ -161,22 +187,6 @@ pub fn admit(policy: &Policy, peer: &Peer, req: &OpenRequest) -> Result<Admitted
     let Some(e) = first else {
         return Err(refused(None, "interfaces", "no interface given".into()));
     };
-    // A grant that hides or anonymizes fields must not be served by a
-    // daemon that cannot do it: refusing is the only safe answer.
-    if !e.hide.is_empty() {
-        return Err(refused(
-            Some(e.grant),
-            "hide",
-            "the grant hides fields, which this ringcapd cannot do yet (privacy transforms are not built): refused rather than served unmasked".into(),
-        ));
-    }
-    if e.anonymize {
-        return Err(refused(
-            Some(e.grant),
-            "anonymize",
-            "the grant anonymizes addresses, which this ringcapd cannot do yet: refused rather than served in the clear".into(),
-        ));
-    }
     if req.dump.is_some() {
         if e.dump_quota == 0 {
             return Err(refused(
@@ -205,8 +215,8 @@ pub fn admit(policy: &Policy, peer: &Peer, req: &OpenRequest) -> Result<Admitted
         framework_filter: grant.capture_filter.clone(),
         snaplen: snap_request(e.snap),
         sample: sample_request(e.sampling),
-        hide: Vec::new(),
-        anonymize: false,
+        hide: e.hide.iter().map(|f| f.name().to_string()).collect(),
+        anonymize: e.anonymize,
         max_packets_per_second: e.max_packets_per_second,
         max_bits_per_second: e.max_bits_per_second,
         max_duration_s: duration.map(|d| d.as_secs_f64()),
@@ -223,6 +233,8 @@ pub fn admit(policy: &Policy, peer: &Peer, req: &OpenRequest) -> Result<Admitted
         duration,
         ring_size,
         dump_quota: e.dump_quota,
+        hide: FieldSet::of(&e.hide),
+        anonymize: e.anonymize,
         effective,
     })
 }
@@ -260,7 +272,9 @@ impl Session {
         request: OpenRequest,
         admitted: Admitted,
         dump_dir: &std::path::Path,
+        key: Option<&Key>,
     ) -> Result<Session, String> {
+        let transforms = privacy_of(&admitted, key)?;
         // A dump session's packets go to files; its ring only carries the end.
         let ring_size = if request.dump.is_some() {
             MIN_RING
@@ -294,7 +308,14 @@ impl Session {
             }
             None => (None, None),
         };
-        let subscriptions = Self::subscribe(&request, &admitted, &ring, &counters, file_sink)?;
+        let subscriptions = Self::subscribe(
+            &request,
+            &admitted,
+            &transforms,
+            &ring,
+            &counters,
+            file_sink,
+        )?;
         Ok(Session {
             id,
             peer,
@@ -322,6 +343,7 @@ impl Session {
     fn spec(
         request: &OpenRequest,
         admitted: &Admitted,
+        transforms: &[TransformFactory],
         sink: Box<dyn PacketSink>,
     ) -> SubscriptionSpec {
         // One budget for the whole session would need sharing across hubs;
@@ -334,7 +356,7 @@ impl Session {
             framework_filter: admitted.framework_filter.clone(),
             snap: admitted.snap,
             sampling: admitted.sampling,
-            transforms: Vec::new(),
+            transforms: transforms.to_vec(),
             count: per_iface_count,
             sink,
             flush_interval: FLUSH_INTERVAL,
@@ -359,6 +381,7 @@ impl Session {
     fn subscribe(
         request: &OpenRequest,
         admitted: &Admitted,
+        transforms: &[TransformFactory],
         ring: &Arc<Mutex<RingWriter>>,
         counters: &Arc<SinkCounters>,
         mut file_sink: Option<Box<dyn PacketSink>>,
@@ -367,7 +390,7 @@ impl Session {
         let mut subs = Vec::new();
         for (i, iface) in request.interfaces.iter().enumerate() {
             let sink = file_sink.take().unwrap_or_else(|| sinks.make(i, 0, 1));
-            let sub = hub::subscribe(iface, Self::spec(request, admitted, sink))
+            let sub = hub::subscribe(iface, Self::spec(request, admitted, transforms, sink))
                 .map_err(|e| e.message)?;
             subs.push(sub);
         }
@@ -378,7 +401,8 @@ impl Session {
     /// a policy reload), on the same ring: each shared capture swaps the
     /// session's settings between two packets, so around the switch no
     /// packet is missed and none comes twice.
-    pub fn restart(&mut self, admitted: Admitted) -> Result<(), String> {
+    pub fn restart(&mut self, admitted: Admitted, key: Option<&Key>) -> Result<(), String> {
+        let transforms = privacy_of(&admitted, key)?;
         let mut request = self.request.clone();
         request.filter = admitted.filter.clone();
         if self.dump.is_some() {
@@ -389,7 +413,7 @@ impl Session {
         let sinks = Self::sinks(&request, &admitted, &self.ring, &self.counters);
         let mut before = self.before;
         for (i, sub) in self.subscriptions.iter_mut().enumerate() {
-            let spec = Self::spec(&request, &admitted, sinks.make(i, 0, 1));
+            let spec = Self::spec(&request, &admitted, &transforms, sinks.make(i, 0, 1));
             before.add(&sub.replace(spec).map_err(|e| e.message)?);
         }
         self.before = before;

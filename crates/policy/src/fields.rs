@@ -45,31 +45,10 @@ macro_rules! vocabulary {
     };
 }
 
-vocabulary! {
-    /// A field the daemon masks before a client sees the packet (`hide`).
-    HideField {
-        /// Both Ethernet MAC addresses.
-        EthAddr = "eth.addr",
-        /// IPv4 and IPv6 source and destination addresses.
-        IpAddr = "ip.addr",
-        /// The IPv4 identification field.
-        IpId = "ip.id",
-        /// The IPv4 TTL (and IPv6 hop limit).
-        IpTtl = "ip.ttl",
-        /// The IPv6 flow label.
-        Ipv6Flow = "ipv6.flow",
-        /// TCP source and destination ports.
-        TcpPort = "tcp.port",
-        /// UDP source and destination ports.
-        UdpPort = "udp.port",
-        /// TCP sequence and acknowledgement numbers.
-        TcpSeq = "tcp.seq",
-        /// TCP options.
-        TcpOptions = "tcp.options",
-        /// Everything after the last protocol header.
-        Payload = "payload",
-    }
-}
+/// A field the daemon masks before a client sees the packet (`hide`): the
+/// vocabulary of the privacy transforms that do the masking, so a policy
+/// can name exactly what `ringcap capture --mask` can.
+pub use ringcap_privacy::fields::Field as HideField;
 
 vocabulary! {
     /// A field a client may choose in a frame it injects (`inject.settable`);
@@ -112,15 +91,18 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for f in HideField::ALL {
+        for f in ringcap_privacy::fields::ALL {
             assert_eq!(HideField::from_name(f.name()), Some(*f));
         }
         for f in SettableField::ALL {
             assert_eq!(SettableField::from_name(f.name()), Some(*f));
         }
-        assert_eq!(HideField::ALL.len(), 10);
+        assert_eq!(ringcap_privacy::fields::ALL.len(), 13);
         assert_eq!(SettableField::ALL.len(), 14);
-        assert_eq!(HideField::from_name("ip.ttl"), Some(HideField::IpTtl));
+        assert_eq!(
+            HideField::from_name("ip.ttl"),
+            Some(ringcap_privacy::fields::IP_TTL)
+        );
         assert_eq!(HideField::from_name("IP.TTL"), None);
         assert_eq!(SettableField::from_name("ip.addr"), None);
         assert!(HideField::vocabulary().starts_with("eth.addr, ip.addr"));

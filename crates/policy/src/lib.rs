@@ -60,7 +60,7 @@
 //! | `max_snaplen` | snap-length cap: bytes from 1 to 262144, or `"headers"`: exactly the protocol headers, at most [`HEADERS_MAX`] (256) bytes | 262144 bytes |
 //! | `sample` | packet sampling forced on every session, `"1:N"` (random, in the kernel) | none |
 //! | `sample_flows` | flow sampling forced on every session, `"1:N"` (both directions of a flow together); excludes `sample` | none |
-//! | `hide` | fields masked before a client sees a packet, from: `eth.addr`, `ip.addr`, `ip.id`, `ip.ttl`, `ipv6.flow`, `tcp.port`, `udp.port`, `tcp.seq`, `tcp.options`, `payload` ([`HideField`]) | `[]` |
+//! | `hide` | fields masked before a client sees a packet, from: `eth.addr`, `ip.addr`, `ip.tos`, `ip.id`, `ip.ttl`, `ipv6.flow`, `tcp.port`, `udp.port`, `tcp.seq`, `tcp.window`, `tcp.options`, `icmp.echo`, `payload` ([`HideField`], the vocabulary of `ringcap capture --mask`) | `[]` |
 //! | `anonymize` | Crypto-PAn on IPv4/IPv6 addresses (prefix-preserving) | `false` |
 //! | `max_packets_per_second` | token-bucket rate, whole number ≥ 1; the bucket holds one second of it; excess is counted, not silently dropped | unlimited |
 //! | `max_bits_per_second` | token-bucket rate, a number ≥ 1 or a string with k/M/G/T (powers of 1000), e.g. `"500M"` | unlimited |

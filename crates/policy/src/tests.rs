@@ -98,7 +98,13 @@ fn the_issue_example_loads_with_every_key() {
     assert!(!g.capture_program.instructions.is_empty());
     assert_eq!(g.max_snap, Snap::Headers { max: HEADERS_MAX });
     assert_eq!(g.sampling, Sampling::All, "1:1 is no sampling");
-    assert_eq!(g.hide, vec![HideField::Payload, HideField::IpId]);
+    assert_eq!(
+        g.hide,
+        vec![
+            ringcap_privacy::fields::PAYLOAD,
+            ringcap_privacy::fields::IP_ID
+        ]
+    );
     assert!(g.anonymize);
     assert_eq!(g.max_packets_per_second, Some(200_000));
     assert_eq!(g.max_bits_per_second, Some(500_000_000));
@@ -743,7 +749,13 @@ fn the_grants_limits_are_passed_through() {
     assert_eq!(e.filter, "(not port 22) and (udp)");
     assert_eq!(e.snap, Snap::Headers { max: 256 });
     assert_eq!(e.sampling, Sampling::All);
-    assert_eq!(e.hide, vec![HideField::Payload, HideField::IpId]);
+    assert_eq!(
+        e.hide,
+        vec![
+            ringcap_privacy::fields::PAYLOAD,
+            ringcap_privacy::fields::IP_ID
+        ]
+    );
     assert!(e.anonymize);
     assert_eq!(e.max_packets_per_second, Some(200_000));
     assert_eq!(e.max_bits_per_second, Some(500_000_000));

@@ -5,13 +5,39 @@
 use std::fmt;
 
 /// One maskable field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Field {
-    /// Its name on the command line and in policies.
-    pub name: &'static str,
     bit: u32,
-    /// What it covers, for `--help`, `ringcapd --check` and the docs.
-    pub what: &'static str,
+    name: &'static str,
+    what: &'static str,
+}
+
+impl Field {
+    /// Its name on the command line and in policies.
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+
+    /// What it covers, for `ringcapd --check` and the docs.
+    pub fn what(self) -> &'static str {
+        self.what
+    }
+
+    /// The field called `name`, if it is in the vocabulary.
+    pub fn from_name(name: &str) -> Option<Field> {
+        ALL.iter().copied().find(|f| f.name == name)
+    }
+
+    /// "a, b, c": the vocabulary, for error messages.
+    pub fn vocabulary() -> String {
+        ALL.iter().map(|f| f.name).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
 }
 
 macro_rules! fields {
@@ -59,12 +85,12 @@ impl FieldSet {
     pub fn parse(list: &str) -> Result<FieldSet, String> {
         let mut set = FieldSet::EMPTY;
         for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            match ALL.iter().find(|f| f.name == name) {
+            match Field::from_name(name) {
                 Some(f) => set.0 |= f.bit,
                 None => {
                     return Err(format!(
                         "unknown field {name:?}; known fields: {}",
-                        ALL.iter().map(|f| f.name).collect::<Vec<_>>().join(", ")
+                        Field::vocabulary()
                     ))
                 }
             }

@@ -9,16 +9,13 @@
 mod common;
 
 use common::*;
+use ringcap_testkit::oracle::PrivacyOracle;
 use ringcap_testkit::{frames, skip, TempDir, Testbed};
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 const FRAMEWORK: &str = "not arp";
 const HIDE: &str = "ip.ttl,tcp.port,icmp.echo";
-const ORACLE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../privacy/tests/oracle/privacy_oracle.py"
-);
 
 fn make_key(dir: &TempDir) -> String {
     let key = dir.join("anon.key");
@@ -45,8 +42,8 @@ fn a_client_gets_anonymized_addresses_and_hidden_fields() {
     if !can_run() {
         return;
     }
-    let python = match ringcap_testkit::oracle::oracle_python("yacryptopan") {
-        Ok(p) => p,
+    let oracle = match PrivacyOracle::find() {
+        Ok(o) => o,
         Err(reason) => return skip(reason),
     };
     let tb = Testbed::new().expect("testbed");
@@ -97,20 +94,7 @@ fn a_client_gets_anonymized_addresses_and_hidden_fields() {
     );
     assert!(want.len() > 100, "{} packets", want.len());
 
-    let res = Command::new(&python)
-        .arg(ORACLE)
-        .arg(&orig)
-        .arg(&fin.out)
-        .args(["--key", &key, "--anonymize", "ip.addr", "--mask", HIDE])
-        .output()
-        .expect("run the oracle");
-    let stdout = String::from_utf8_lossy(&res.stdout);
-    assert!(
-        res.status.success(),
-        "oracle: {stdout}\n{}",
-        String::from_utf8_lossy(&res.stderr)
-    );
-    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).expect("summary");
+    let summary = oracle.judge(&orig, &fin.out, key.as_ref(), "ip.addr", HIDE);
     println!("ringcapd client: {summary}");
     assert!(
         summary["addresses_checked"].as_u64().unwrap() >= 200,

@@ -8,11 +8,10 @@
 use ringcap_privacy::fields::FieldSet;
 use ringcap_privacy::{Key, Privacy};
 use ringcap_testkit::frames::{self, Endpoints, Shape};
-use ringcap_testkit::netns::have_program;
 use ringcap_testkit::netns::write_pcap;
+use ringcap_testkit::oracle::PrivacyOracle;
 use ringcap_testkit::{skip, TempDir};
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
 
 /// Every shape three times over five flows, and ICMP errors; without
 /// VXLAN when `vxlan` is false.
@@ -46,11 +45,8 @@ fn sample_frames(vxlan: bool) -> Vec<Vec<u8>> {
 }
 
 fn run_oracle(tag: &str, mask: &str, anonymize: &str, min_changed: usize) {
-    if !have_program("tshark") {
-        return skip("tshark is not installed (scripts/setup installs it)");
-    }
-    let python = match ringcap_testkit::oracle::oracle_python("yacryptopan") {
-        Ok(p) => p,
+    let oracle = match PrivacyOracle::find() {
+        Ok(o) => o,
         Err(reason) => return skip(reason),
     };
     let dir = TempDir::new(tag);
@@ -88,27 +84,13 @@ fn run_oracle(tag: &str, mask: &str, anonymize: &str, min_changed: usize) {
     );
     write_pcap(&dir.join("orig.pcap"), &frames).unwrap();
     write_pcap(&dir.join("new.pcap"), &rewritten).unwrap();
-    let out = Command::new(python)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/oracle/privacy_oracle.py"
-        ))
-        .arg(dir.join("orig.pcap"))
-        .arg(dir.join("new.pcap"))
-        .args([
-            "--key",
-            key_path.to_str().unwrap(),
-            "--mask",
-            mask,
-            "--anonymize",
-            anonymize,
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "oracle: {stdout}\n{stderr}");
-    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let summary = oracle.judge(
+        &dir.join("orig.pcap"),
+        &dir.join("new.pcap"),
+        &key_path,
+        anonymize,
+        mask,
+    );
     println!("{tag}: {summary}");
     assert!(
         summary["addresses_checked"].as_u64().unwrap() > 100,

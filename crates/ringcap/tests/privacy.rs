@@ -12,25 +12,22 @@ use common::*;
 use ringcap_testkit::capture::start_tcpdump;
 use ringcap_testkit::frames;
 use ringcap_testkit::netns::have_program;
+use ringcap_testkit::oracle::PrivacyOracle;
 use ringcap_testkit::{skip, skip_unless_netns, Testbed};
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 use std::time::Duration;
 
-const ORACLE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../privacy/tests/oracle/privacy_oracle.py"
-);
 const MASK: &str = "ip.ttl,ip.id,tcp.seq,icmp.echo";
 
 #[test]
 fn live_capture_is_anonymized_and_masked_and_offline_agrees() {
     skip_unless_netns!();
-    if !have_program("tshark") || !have_program("tcpdump") {
-        return skip("tshark and tcpdump are needed (scripts/setup installs them)");
+    if !have_program("tcpdump") {
+        return skip("tcpdump is needed (scripts/setup installs it)");
     }
-    let python = match ringcap_testkit::oracle::oracle_python("yacryptopan") {
-        Ok(p) => p,
+    let oracle = match PrivacyOracle::find() {
+        Ok(o) => o,
         Err(reason) => return skip(reason),
     };
     let tb = Testbed::new().expect("testbed");
@@ -106,20 +103,7 @@ fn live_capture_is_anonymized_and_masked_and_offline_agrees() {
         sent.len()
     );
 
-    let out = Command::new(&python)
-        .arg(ORACLE)
-        .arg(&orig)
-        .arg(&live)
-        .args(["--key", &key, "--anonymize", "ip.addr", "--mask", MASK])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "oracle: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let summary = oracle.judge(&orig, live.as_ref(), key.as_ref(), "ip.addr", MASK);
     println!("live: {summary}");
     assert!(
         summary["addresses_checked"].as_u64().unwrap() >= 200,

@@ -20,6 +20,7 @@ use ringcap_proto::{
     decode_response, encode_request, transport, Effective, Request, Response, SampleRequest,
     SessionInfo, SnapRequest, MAX_DATAGRAM,
 };
+pub use ringcap_proto::{InjectFrame, InjectReport, InjectStatus};
 use ringcap_shm::RingReader;
 use std::fmt;
 use std::io;
@@ -118,6 +119,8 @@ pub struct OpenRequest {
     pub dump: Option<DumpRequest>,
     /// Format of dump files.
     pub format: OutputFormat,
+    /// Only inject: capture nothing into the ring.
+    pub inject_only: bool,
 }
 
 impl OpenRequest {
@@ -132,6 +135,15 @@ impl OpenRequest {
             count: None,
             dump: None,
             format: OutputFormat::Pcap,
+            inject_only: false,
+        }
+    }
+
+    /// A session that only injects on `interface` (captures nothing).
+    pub fn inject_only(interface: &str) -> OpenRequest {
+        OpenRequest {
+            inject_only: true,
+            ..OpenRequest::new(interface, "")
         }
     }
 }
@@ -222,6 +234,7 @@ impl Client {
             duration_s: req.duration.map(|d| d.as_secs_f64()),
             count: req.count,
             compress: false,
+            inject_only: req.inject_only,
         })?;
         let (r, fds) = self.answer()?;
         let Response::Accepted {
@@ -386,6 +399,30 @@ impl Session {
             self.poll_notices();
         }
         std::mem::take(&mut self.client.published)
+    }
+
+    /// Queues frames to send on the session's interface at their times
+    /// (at most [`MAX_INJECT_BATCH`](ringcap_proto::validate::MAX_INJECT_BATCH)
+    /// per call); each gets exactly one report (see [`Session::inject_reports`]),
+    /// refused ones too. Fails only if the batch as a whole is refused (the
+    /// grant has no injection rights, say).
+    pub fn inject(&mut self, frames: Vec<InjectFrame>) -> Result<(), ClientError> {
+        self.client.send(&Request::Inject { frames })?;
+        match self.client.answer()? {
+            (Response::Ok, _) => Ok(()),
+            (r, _) => Err(ClientError::Protocol(format!("{r:?} instead of Ok"))),
+        }
+    }
+
+    /// The transmit reports ready so far (up to 256 per call).
+    pub fn inject_reports(&mut self) -> Result<Vec<InjectReport>, ClientError> {
+        self.client.send(&Request::InjectReports)?;
+        match self.client.answer()? {
+            (Response::InjectReports { reports }, _) => Ok(reports),
+            (r, _) => Err(ClientError::Protocol(format!(
+                "{r:?} instead of InjectReports"
+            ))),
+        }
     }
 
     /// Replaces the filter (still ANDed with the grant's).

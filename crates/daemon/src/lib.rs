@@ -17,6 +17,7 @@
 
 pub mod audit;
 pub mod dump;
+pub mod inject;
 pub mod metrics;
 pub mod privilege;
 pub mod rate;

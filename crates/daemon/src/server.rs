@@ -380,6 +380,7 @@ impl Connection {
                 duration_s,
                 count,
                 compress,
+                inject_only,
             } => {
                 if self.session.is_some() {
                     Response::error("this connection already has a session: close it first")
@@ -395,11 +396,23 @@ impl Connection {
                         count,
                         dump,
                         format,
+                        inject_only,
                     };
                     return self.open(request, peer);
                 }
             }
             Request::SetFilter { filter } => self.set_filter(filter, peer),
+            Request::Inject { frames } => self.inject(frames, peer),
+            Request::InjectReports => match &self.session {
+                Some(s) => Response::InjectReports {
+                    reports: s
+                        .inject
+                        .as_ref()
+                        .map(|i| i.reports(ringcap_proto::validate::MAX_REPORTS))
+                        .unwrap_or_default(),
+                },
+                None => Response::error("no session"),
+            },
             Request::Stats => match &self.session {
                 Some(s) => Response::Stats {
                     counters: s.counters(),
@@ -591,6 +604,47 @@ impl Connection {
             return false;
         }
         true
+    }
+
+    /// Checks and queues frames under the session's grant's inject rights
+    /// (`ringcap_inject::guard` is where they are enforced).
+    fn inject(&mut self, frames: Vec<ringcap_proto::InjectFrame>, peer: &Peer) -> Response {
+        let Some(s) = &mut self.session else {
+            return Response::error("no session: open one on the interface to inject on");
+        };
+        let (policy, _) = self.shared.policy();
+        let Some(rights) = policy
+            .grants
+            .get(s.admitted.grant)
+            .and_then(|g| g.inject.as_ref())
+        else {
+            return Response::Refused {
+                grant: Some(s.admitted.grant as u32),
+                rule: "inject".into(),
+                reason: "the grant does not allow injection".into(),
+            };
+        };
+        if s.inject.is_none() {
+            match crate::inject::Injecting::start(rights, &s.request.interfaces[0]) {
+                Ok(i) => {
+                    audit::log(
+                        "inject",
+                        Some(s.id),
+                        peer.uid,
+                        &format!(
+                            "on {} under filter {:?}",
+                            s.request.interfaces[0], rights.filter
+                        ),
+                    );
+                    s.inject = Some(i);
+                }
+                Err(e) => return Response::error(format!("cannot inject: {e}")),
+            }
+        }
+        if let Some(i) = &mut s.inject {
+            i.submit(frames);
+        }
+        Response::Ok
     }
 
     fn set_filter(&mut self, filter: String, peer: &Peer) -> Response {

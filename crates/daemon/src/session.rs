@@ -52,6 +52,8 @@ pub struct OpenRequest {
     pub dump: Option<DumpRequest>,
     /// Format of the dump files.
     pub format: OutputFormat,
+    /// Only inject: no capture.
+    pub inject_only: bool,
 }
 
 fn snap_of(s: SnapRequest) -> Snap {
@@ -262,6 +264,8 @@ pub struct Session {
     /// session's totals never go backwards.
     before: Counters,
     dump: Option<Dump>,
+    /// Injection, once the client first injects.
+    pub inject: Option<crate::inject::Injecting>,
 }
 
 impl Session {
@@ -308,14 +312,18 @@ impl Session {
             }
             None => (None, None),
         };
-        let subscriptions = Self::subscribe(
-            &request,
-            &admitted,
-            &transforms,
-            &ring,
-            &counters,
-            file_sink,
-        )?;
+        let subscriptions = if request.inject_only {
+            Vec::new()
+        } else {
+            Self::subscribe(
+                &request,
+                &admitted,
+                &transforms,
+                &ring,
+                &counters,
+                file_sink,
+            )?
+        };
         Ok(Session {
             id,
             peer,
@@ -331,6 +339,7 @@ impl Session {
             counters,
             before: Counters::default(),
             dump,
+            inject: None,
         })
     }
 
@@ -423,12 +432,13 @@ impl Session {
     }
 
     /// True once the session has all it may have: its duration is over, its
-    /// count reached, or the shared capture failed.
+    /// count reached, or the shared capture failed (an inject-only session
+    /// has no capture to end).
     pub fn finished(&self) -> bool {
         self.admitted
             .duration
             .is_some_and(|d| self.began.elapsed() >= d)
-            || self.subscriptions.iter().all(|s| s.is_finished())
+            || (!self.request.inject_only && self.subscriptions.iter().all(|s| s.is_finished()))
     }
 
     fn totals(&self) -> Counters {

@@ -376,6 +376,7 @@ fn scribbler(d: &Daemon, iface: &str) -> Scribbler {
         duration_s: None,
         count: None,
         compress: false,
+        inject_only: false,
     };
     conn.send(&open);
     let (r, fds) = conn.answer();

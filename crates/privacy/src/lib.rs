@@ -14,7 +14,6 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod checksum;
 pub mod cryptopan;
 pub mod fields;
 pub mod key;

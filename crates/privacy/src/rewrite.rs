@@ -19,9 +19,9 @@
 //! destination comes from a routing header. A UDP-over-IPv4 checksum of 0
 //! (none) stays 0.
 
-use crate::checksum::{add, delta, sum, update};
 use crate::cryptopan::{Cache, CryptoPan};
 use crate::fields::{self, FieldSet};
+use ringcap_wire::checksum::{add, delta, sum, update};
 use ringcap_wire::ethernet::ethertype;
 use ringcap_wire::headers::{visit_headers, Visitor};
 use ringcap_wire::ip::ip_proto;

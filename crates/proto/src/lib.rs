@@ -48,8 +48,8 @@ pub use codec::{
 };
 pub use error::ProtoError;
 pub use messages::{
-    DumpFile, DumpRequest, Effective, OutputFormat, Request, Response, RingInfo, SampleRequest,
-    SessionCounters, SessionInfo, SnapRequest,
+    DumpFile, DumpRequest, Effective, InjectFrame, InjectReport, InjectStatus, OutputFormat,
+    Request, Response, RingInfo, SampleRequest, SessionCounters, SessionInfo, SnapRequest,
 };
 pub use transport::{
     ACCEPTED_FDS, ACCEPTED_FD_CONSUMER, ACCEPTED_FD_EVENT, ACCEPTED_FD_RING, DUMP_FDS, MAX_FDS,

@@ -62,6 +62,9 @@ pub enum Request {
         count: Option<u64>,
         /// Ask for the compressed header stream instead of raw records.
         compress: bool,
+        /// Only inject on the interface: capture nothing into the ring.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        inject_only: bool,
     },
     /// Replace the client's filter of the running session (still ANDed with
     /// the framework filter).
@@ -101,6 +104,18 @@ pub enum Request {
     /// [`Response::Sessions`].
     #[serde(deserialize_with = "no_fields")]
     Sessions,
+    /// Send frames on the session's (first) interface at the times given;
+    /// the grant's `[grant.inject]` decides what may leave. Answered by
+    /// [`Response::Ok`] once every frame is refused or queued; each frame
+    /// then gets exactly one [`InjectReport`] (ask with `InjectReports`).
+    Inject {
+        /// The frames, in sending order.
+        frames: Vec<InjectFrame>,
+    },
+    /// Ask for the transmit reports ready so far: answered by
+    /// [`Response::InjectReports`].
+    #[serde(deserialize_with = "no_fields")]
+    InjectReports,
 }
 
 /// How much of each packet to keep.
@@ -233,6 +248,94 @@ pub enum Response {
         /// One entry per session.
         sessions: Vec<SessionInfo>,
     },
+    /// Transmit reports, in the order the frames were given (at most
+    /// [`MAX_REPORTS`](crate::validate::MAX_REPORTS) per message; ask again
+    /// for more).
+    InjectReports {
+        /// The reports.
+        reports: Vec<InjectReport>,
+    },
+}
+
+/// One frame to inject.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectFrame {
+    /// The client's name for it, echoed in its report.
+    pub tag: u64,
+    /// When to send it: CLOCK_REALTIME nanoseconds; 0 = now.
+    pub at_ns: u64,
+    /// How late it may still be sent, in nanoseconds; later it is reported
+    /// missed, not sent.
+    pub tolerance_ns: u64,
+    /// The whole Ethernet frame (hexadecimal on the wire).
+    #[serde(with = "hex_bytes")]
+    pub data: Vec<u8>,
+}
+
+/// What became of an injected frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InjectStatus {
+    /// It left; `sent_ns` is when (the kernel's transmit timestamp).
+    Sent,
+    /// Its time had passed by more than its tolerance: not sent.
+    Missed,
+    /// The policy (or a bound) refused it: not sent; `reason` says why.
+    Refused,
+    /// Sending failed (`reason`), or the session ended before its time.
+    Failed,
+}
+
+/// The report of one injected frame.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectReport {
+    /// The frame's tag.
+    pub tag: u64,
+    /// When it was asked for (for "now": when the sender took it up).
+    pub requested_ns: u64,
+    /// When it left (kernel transmit timestamp), if it did and the kernel
+    /// said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_ns: Option<u64>,
+    /// What became of it.
+    pub status: InjectStatus,
+    /// Why it was refused or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Bytes as a hexadecimal string: half the size of a JSON number array.
+mod hex_bytes {
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(b.len() * 2);
+        for &x in b {
+            out.push(HEX[usize::from(x >> 4)] as char);
+            out.push(HEX[usize::from(x & 15)] as char);
+        }
+        s.serialize_str(&out)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = <&str>::deserialize(d)?;
+        if text.len() % 2 != 0 {
+            return Err(D::Error::custom("odd number of hexadecimal digits"));
+        }
+        text.as_bytes()
+            .chunks_exact(2)
+            .map(|p| {
+                let v = |c: u8| (c as char).to_digit(16);
+                match (v(p[0]), v(p[1])) {
+                    (Some(h), Some(l)) => Ok((h * 16 + l) as u8),
+                    _ => Err(D::Error::custom("not a hexadecimal digit")),
+                }
+            })
+            .collect()
+    }
 }
 
 /// The settings in force for a session after the policy was applied.
@@ -350,6 +453,8 @@ impl Request {
             Request::FetchDump { .. } => "fetch_dump",
             Request::DeleteDump { .. } => "delete_dump",
             Request::Sessions => "sessions",
+            Request::Inject { .. } => "inject",
+            Request::InjectReports => "inject_reports",
         }
     }
 }
@@ -379,6 +484,7 @@ impl Response {
             Response::Dumps { .. } => "dumps",
             Response::Dump { .. } => "dump",
             Response::Sessions { .. } => "sessions",
+            Response::InjectReports { .. } => "inject_reports",
         }
     }
 }

@@ -59,6 +59,18 @@ pub const MAX_HIDDEN_FIELDS: usize = 64;
 /// Longest hidden-field name (`ip.id`, `payload`), in bytes.
 pub const MAX_FIELD_NAME: usize = 64;
 
+/// Most frames in one `Inject` request.
+pub const MAX_INJECT_BATCH: usize = 64;
+
+/// Injected frame sizes: an Ethernet header at least, a jumbo frame at most.
+pub const INJECT_FRAME_LEN: RangeInclusive<usize> = 14..=9216;
+
+/// Longest tolerance of an injected frame, in nanoseconds (one minute).
+pub const MAX_TOLERANCE_NS: u64 = 60_000_000_000;
+
+/// Most reports in one `InjectReports` response.
+pub const MAX_REPORTS: usize = 256;
+
 /// Whether `name` is an acceptable interface name: 1 to 15 bytes of
 /// `[A-Za-z0-9_.:-]`, and not `.` or `..`.
 ///
@@ -131,6 +143,7 @@ impl Request {
                 duration_s,
                 count,
                 compress: _,
+                inject_only: _,
             } => {
                 check_interfaces("interfaces", interfaces)?;
                 check_filter("filter", filter)?;
@@ -153,6 +166,38 @@ impl Request {
             Request::FetchDump { name } | Request::DeleteDump { name } => {
                 check_dump_name("name", name)
             }
+            Request::Inject { frames } => {
+                if frames.is_empty() || frames.len() > MAX_INJECT_BATCH {
+                    return Err(ProtoError::invalid(
+                        "frames",
+                        format!(
+                            "{} frames; 1 to {MAX_INJECT_BATCH} per request",
+                            frames.len()
+                        ),
+                    ));
+                }
+                for (i, f) in frames.iter().enumerate() {
+                    if !INJECT_FRAME_LEN.contains(&f.data.len()) {
+                        return Err(ProtoError::invalid(
+                            format!("frames[{i}].data"),
+                            format!(
+                                "{} bytes; a frame is {} to {} bytes",
+                                f.data.len(),
+                                INJECT_FRAME_LEN.start(),
+                                INJECT_FRAME_LEN.end()
+                            ),
+                        ));
+                    }
+                    if f.tolerance_ns > MAX_TOLERANCE_NS {
+                        return Err(ProtoError::invalid(
+                            format!("frames[{i}].tolerance_ns"),
+                            format!("{}; at most {MAX_TOLERANCE_NS}", f.tolerance_ns),
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            Request::InjectReports => Ok(()),
             Request::Stats
             | Request::Checkpoint
             | Request::Flush
@@ -192,6 +237,20 @@ impl Response {
             } => check_text("reason", reason),
             Response::DumpPublished { name } | Response::Dump { name, bytes: _ } => {
                 check_dump_name("name", name)
+            }
+            Response::InjectReports { reports } => {
+                if reports.len() > MAX_REPORTS {
+                    return Err(ProtoError::invalid(
+                        "reports",
+                        format!("{} reports, at most {MAX_REPORTS}", reports.len()),
+                    ));
+                }
+                for (i, r) in reports.iter().enumerate() {
+                    if let Some(reason) = &r.reason {
+                        check_text(&format!("reports[{i}].reason"), reason)?;
+                    }
+                }
+                Ok(())
             }
             Response::Dumps { files } => {
                 for (i, DumpFile { name, .. }) in files.iter().enumerate() {

@@ -50,6 +50,7 @@ fn open_wire_bytes_are_pinned() {
         duration_s: Some(60.0),
         count: None,
         compress: false,
+        inject_only: false,
     };
     let expected: &[u8] = b"RCD1\x00\x01\x00\x01\
         {\"type\":\"open\",\"interfaces\":[\"eth0\"],\"filter\":\"tcp port 80\",\
@@ -281,7 +282,17 @@ fn refuses_malformed_json_with_its_position() {
 
 #[test]
 fn refuses_unknown_types_and_fields() {
-    assert!(request_error(&req(r#"{"type":"inject"}"#)).contains("unknown variant `inject`"));
+    assert!(request_error(&req(r#"{"type":"transmit"}"#)).contains("unknown variant `transmit`"));
+    assert!(request_error(&req(r#"{"type":"inject"}"#)).contains("missing field `frames`"));
+    assert!(request_error(&req(r#"{"type":"inject","frames":[]}"#)).starts_with("frames: "));
+    assert!(request_error(&req(
+        r#"{"type":"inject","frames":[{"tag":1,"at_ns":0,"tolerance_ns":0,"data":"0011"}]}"#
+    ))
+    .starts_with("frames[0].data: "));
+    assert!(request_error(&req(
+        r#"{"type":"inject","frames":[{"tag":1,"at_ns":0,"tolerance_ns":0,"data":"zz"}]}"#
+    ))
+    .contains("hexadecimal"));
     assert!(request_error(&req(r#"{"type":"Stats"}"#)).contains("unknown variant `Stats`"));
     assert!(request_error(&req(r#"{"filter":"x"}"#)).contains("missing field `type`"));
     // serde also reads a struct from a JSON array of its fields in order.

@@ -38,6 +38,8 @@ pub enum Command {
     BenchSink(BenchSinkArgs),
     /// Make a fresh Crypto-PAn key for --anonymize: into FILE (created mode 0600), or onto standard output redirected to a file.
     AnonymizeKey(AnonymizeKeyArgs),
+    /// Send the frames of a capture file at their relative times (root, or through ringcapd as the grant allows), with a report per frame.
+    Inject(InjectArgs),
     /// Show what ringcapd is capturing (your sessions; root sees all).
     Stats(StatsArgs),
     /// Your ringcapd dump files: list, fetch NAME [-o FILE], delete NAME.
@@ -548,4 +550,32 @@ pub struct AnonymizeKeyArgs {
     /// The key file to create (it must not exist). Without it the key goes
     /// to standard output, which must be a file (it is made mode 0600).
     pub file: Option<PathBuf>,
+}
+
+/// `ringcap inject`.
+#[derive(Debug, Args)]
+pub struct InjectArgs {
+    /// Interface to send on.
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    pub interface: String,
+
+    /// The frames to send (pcap or pcapng), at their timestamps relative to the first.
+    #[arg(short = 'r', long = "read", value_name = "FILE")]
+    pub read: PathBuf,
+
+    /// When the first frame goes: +SECS from now (default +0.1), or seconds since the epoch.
+    #[arg(long, value_name = "+SECS|TIME", default_value = "+0.1")]
+    pub start: String,
+
+    /// How late a frame may still be sent, in milliseconds; later ones are reported missed.
+    #[arg(long, value_name = "MS", default_value_t = 1.0)]
+    pub tolerance: f64,
+
+    /// Write one JSON report per frame ({tag, requested_ns, sent_ns, status, reason}) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+
+    /// Send through ringcapd (--daemon=PATH; default $RINGCAP_DAEMON, else /run/ringcapd/ringcapd.sock).
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub daemon: Option<String>,
 }

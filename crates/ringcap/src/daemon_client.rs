@@ -34,7 +34,7 @@ fn has_net_raw() -> bool {
         .is_none_or(|caps| caps & (1 << CAP_NET_RAW) != 0)
 }
 
-fn socket_path(arg: &str) -> PathBuf {
+pub(crate) fn socket_path(arg: &str) -> PathBuf {
     if arg.is_empty() {
         default_socket()
     } else {
@@ -86,7 +86,7 @@ fn counters(
     }
 }
 
-fn refusal(e: ClientError) -> Failure {
+pub(crate) fn refusal(e: ClientError) -> Failure {
     match e {
         ClientError::Refused { ref rule, .. } if rule == "filter" => Failure::usage(e.to_string()),
         ClientError::Refused { .. } => Failure::system(e.to_string()),
@@ -177,6 +177,7 @@ pub fn capture(
             ringcap_engine::RecordFormat::Pcapng => OutputFormat::Pcapng,
             _ => OutputFormat::Pcap,
         },
+        inject_only: false,
     };
     if dump && !spec.transforms.is_empty() {
         return Err(Failure::usage(

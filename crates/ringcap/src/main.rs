@@ -18,6 +18,7 @@ fn main() {
         Command::Capture(args) => ringcap::session::capture(&args, command_line),
         Command::Repair(args) => ringcap::demo::repair(&args),
         Command::AnonymizeKey(args) => ringcap::privacy::anonymize_key(&args),
+        Command::Inject(args) => ringcap::inject::run(&args),
         Command::Stats(args) => ringcap::daemon_client::stats(&args),
         Command::Dumps(args) => ringcap::daemon_client::dumps(&args),
         Command::BenchSink(args) => ringcap::benchsink::run(&args),

@@ -30,6 +30,24 @@ impl Injector {
         Ok(Injector { fd })
     }
 
+    /// Asks for a kernel transmit timestamp of every frame sent from now
+    /// on, numbered 0, 1, 2, ... in sending order (see [`Injector::tx_timestamp`]).
+    pub fn enable_tx_timestamps(&self) -> std::io::Result<()> {
+        sys::enable_tx_timestamps(&self.fd)
+    }
+
+    /// The next transmit timestamp the kernel has ready, without waiting:
+    /// `(number of the frame, CLOCK_REALTIME nanoseconds when it left)`.
+    pub fn tx_timestamp(&self) -> std::io::Result<Option<(u32, u64)>> {
+        sys::read_tx_timestamp(&self.fd)
+    }
+
+    /// Makes the calling (sending) thread real-time, if allowed: its
+    /// wake-ups at send times then do not wait behind other threads.
+    pub fn prefer_realtime() -> std::io::Result<()> {
+        sys::set_fifo_priority(10)
+    }
+
     /// Sends one frame.
     pub fn send(&self, frame: &[u8]) -> std::io::Result<()> {
         let n = sys::send(&self.fd, frame)?;

@@ -372,6 +372,106 @@ pub fn send(fd: &impl AsRawFd, frame: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// Asks the kernel for a software transmit timestamp of every frame sent on
+/// `fd`, numbered per socket from 0 (SO_TIMESTAMPING with OPT_ID, TSONLY:
+/// the error queue then carries the stamp and the number, not the frame).
+pub fn enable_tx_timestamps(fd: &impl AsRawFd) -> io::Result<()> {
+    let flags = (libc::SOF_TIMESTAMPING_TX_SOFTWARE
+        | libc::SOF_TIMESTAMPING_SOFTWARE
+        | libc::SOF_TIMESTAMPING_OPT_ID
+        | libc::SOF_TIMESTAMPING_OPT_TSONLY) as libc::c_int;
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &flags)
+}
+
+/// Makes the calling thread real-time (SCHED_FIFO at `priority`), so that
+/// its wake-up is not queued behind other work; needs CAP_SYS_NICE (or an
+/// RLIMIT_RTPRIO), and fails harmlessly without.
+pub fn set_fifo_priority(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a valid sched_param for the call's duration; pid 0
+    // is the calling thread.
+    check(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) }).map(drop)
+}
+
+/// `PACKET_TX_TIMESTAMP` (linux/if_packet.h): the control message of a
+/// packet socket's error queue that carries a `sock_extended_err`.
+const PACKET_TX_TIMESTAMP: libc::c_int = 16;
+
+/// Reads one transmit timestamp from `fd`'s error queue without waiting:
+/// `(id, CLOCK_REALTIME ns)`, or `None` when the queue is empty. A message
+/// without both parts (the kernel sends none such here) is skipped.
+pub fn read_tx_timestamp(fd: &impl AsRawFd) -> io::Result<Option<(u32, u64)>> {
+    loop {
+        // u64 elements keep the control buffer aligned for cmsghdr.
+        let mut control = [0u64; 64];
+        let mut data = [0u8; 64];
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        // SAFETY: msghdr is plain data; all-zero is valid.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        // SAFETY: `msg` points to one iovec over `data` and to `control`,
+        // both alive and writable for the lengths given, for the call.
+        let n = unsafe {
+            libc::recvmsg(
+                fd.as_raw_fd(),
+                &mut msg,
+                libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock => Ok(None),
+                io::ErrorKind::Interrupted => continue,
+                _ => Err(e),
+            };
+        }
+        let mut ts: Option<u64> = None;
+        let mut id: Option<u32> = None;
+        // SAFETY: the CMSG_* helpers walk the control buffer the kernel
+        // filled, within `msg_controllen`, which it set to what it wrote
+        // (at most the buffer's size); each header they return lies within
+        // that buffer, and the data read below is checked to fit its
+        // header's length before it is read (unaligned reads: the data of a
+        // cmsg is only guaranteed aligned to its header's alignment).
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                let h = &*c;
+                let data = libc::CMSG_DATA(c);
+                let len = h.cmsg_len as usize - (data as usize - c as usize);
+                if h.cmsg_level == libc::SOL_SOCKET
+                    && h.cmsg_type == libc::SCM_TIMESTAMPING
+                    && len >= size_of::<libc::timespec>()
+                {
+                    let t = std::ptr::read_unaligned(data as *const libc::timespec);
+                    ts = Some(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64);
+                } else if h.cmsg_level == libc::SOL_PACKET
+                    && h.cmsg_type == PACKET_TX_TIMESTAMP
+                    && len >= size_of::<libc::sock_extended_err>()
+                {
+                    let e = std::ptr::read_unaligned(data as *const libc::sock_extended_err);
+                    if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING {
+                        id = Some(e.ee_data);
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        if let (Some(id), Some(ts)) = (id, ts) {
+            return Ok(Some((id, ts)));
+        }
+    }
+}
+
 /// Asks the CPU to start loading the cache lines of `bytes` (the next
 /// packet: its header, and all of it when it is long), so that reading them
 /// later does not stall. A hint: it never faults and changes nothing.

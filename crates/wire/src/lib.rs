@@ -38,6 +38,7 @@
 #![deny(missing_docs)]
 
 pub mod arp;
+pub mod checksum;
 pub mod esp;
 pub mod ethernet;
 pub mod gre;

@@ -29,6 +29,7 @@ pub fn open_minimal() -> Request {
         duration_s: None,
         count: None,
         compress: false,
+        inject_only: false,
     }
 }
 
@@ -47,6 +48,7 @@ pub fn open_full() -> Request {
         duration_s: Some(0.25),
         count: Some(1),
         compress: true,
+        inject_only: false,
     }
 }
 
@@ -80,6 +82,7 @@ pub fn requests() -> Vec<Request> {
             duration_s: Some(1e9),
             count: None,
             compress: false,
+            inject_only: false,
         },
         Request::SetFilter {
             filter: "udp port 53".into(),

@@ -1,0 +1,238 @@
+//! The scheduler: one thread per injecting session (or `ringcap inject`),
+//! fed through a bounded queue, that sends each frame at its requested
+//! time and reports when it left.
+//!
+//! Timing: an absolute-time `clock_nanosleep` on CLOCK_REALTIME (with the
+//! thread's timer slack at 1 ns) to [`SPIN_NS`] before the deadline, then a
+//! spin on the clock; a frame already later than its tolerance is reported
+//! missed and not sent. The kernel's software transmit timestamp (taken as
+//! the frame leaves for the driver) is the reported send time. Frames go
+//! out in the order given: one whose time is earlier than its
+//! predecessor's goes as soon as it can (or is missed).
+
+use crate::now_ns;
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, TrySendError};
+use nix::sys::time::TimeSpec;
+use nix::time::{clock_nanosleep, ClockId, ClockNanosleepFlags};
+use ringcap_proto::{InjectReport, InjectStatus};
+use ringcap_source::inject::Injector;
+use ringcap_source::interface::Interface;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long before a deadline the sender stops sleeping and spins.
+pub const SPIN_NS: u64 = 150_000;
+
+/// How long the sender waits for a frame's transmit timestamp.
+const TIMESTAMP_WAIT_NS: u64 = 5_000_000;
+
+/// One frame to send.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The client's tag.
+    pub tag: u64,
+    /// When (CLOCK_REALTIME ns; 0 = now).
+    pub at_ns: u64,
+    /// How late it may still go.
+    pub tolerance_ns: u64,
+    /// The frame, as checked.
+    pub frame: Vec<u8>,
+}
+
+/// A running scheduler on one interface.
+pub struct Sender {
+    jobs: Option<crossbeam_channel::Sender<Job>>,
+    reports: Arc<Mutex<VecDeque<InjectReport>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Sender {
+    /// Opens a sending socket on `iface` (needs CAP_NET_RAW) and starts the
+    /// scheduler with room for `queue` frames.
+    pub fn start(iface: &str, queue: usize) -> Result<Sender, String> {
+        let i = Interface::open(iface).map_err(|e| e.to_string())?;
+        let injector = Injector::open(&i).map_err(|e| e.to_string())?;
+        injector
+            .enable_tx_timestamps()
+            .map_err(|e| format!("transmit timestamps on {iface}: {e}"))?;
+        let (tx, rx) = bounded(queue.max(1));
+        let reports = Arc::new(Mutex::new(VecDeque::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (reports, stop) = (reports.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("ringcap-inject".into())
+                .spawn(move || run(injector, rx, reports, stop))
+                .map_err(|e| format!("cannot start the sender: {e}"))?
+        };
+        Ok(Sender {
+            jobs: Some(tx),
+            reports,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues `job`; gives it back when the queue is full (never waits).
+    pub fn submit(&self, job: Job) -> Result<(), Job> {
+        match self.jobs.as_ref().map(|j| j.try_send(job)) {
+            Some(Ok(())) => Ok(()),
+            Some(Err(TrySendError::Full(j) | TrySendError::Disconnected(j))) => Err(j),
+            None => unreachable!("jobs is only taken by Drop"),
+        }
+    }
+
+    /// Adds a report made elsewhere (a refusal), so that every frame's
+    /// report comes out of one queue.
+    pub fn report(&self, r: InjectReport) {
+        lock(&self.reports).push_back(r);
+    }
+
+    /// Up to `max` reports, oldest first.
+    pub fn take_reports(&self, max: usize) -> Vec<InjectReport> {
+        let mut q = lock(&self.reports);
+        let n = q.len().min(max);
+        q.drain(..n).collect()
+    }
+
+    /// Frames queued and not yet sent.
+    pub fn queued(&self) -> usize {
+        self.jobs.as_ref().map_or(0, |j| j.len())
+    }
+}
+
+impl Drop for Sender {
+    /// Stops the scheduler: frames still queued are reported failed.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sleeps (then spins) until CLOCK_REALTIME reaches `t`; false if told to
+/// stop first.
+fn wait_until(t: u64, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = now_ns();
+        if now >= t {
+            return true;
+        }
+        let left = t - now;
+        if left > SPIN_NS {
+            // In steps of at most 50 ms, so a stop is noticed.
+            let wake = (t - SPIN_NS).min(now + 50_000_000);
+            let ts = TimeSpec::new((wake / 1_000_000_000) as _, (wake % 1_000_000_000) as _);
+            let _ = clock_nanosleep(
+                ClockId::CLOCK_REALTIME,
+                ClockNanosleepFlags::TIMER_ABSTIME,
+                &ts,
+            );
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+fn run(
+    injector: Injector,
+    jobs: Receiver<Job>,
+    reports: Arc<Mutex<VecDeque<InjectReport>>>,
+    stop: Arc<AtomicBool>,
+) {
+    // Wake-ups as close to the asked time as the kernel can (default slack
+    // 50 µs), and not behind other threads where we may be real-time (it
+    // spins at most SPIN_NS per frame, so it cannot starve the machine).
+    let _ = nix::sys::prctl::set_timerslack(1);
+    let _ = Injector::prefer_realtime();
+    let mut next_id: u32 = 0;
+    let push = |r: InjectReport| lock(&reports).push_back(r);
+    loop {
+        let job = match jobs.recv_timeout(Duration::from_millis(50)) {
+            Ok(j) => j,
+            Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Relaxed) => continue,
+            Err(_) => break,
+        };
+        let requested = if job.at_ns == 0 { now_ns() } else { job.at_ns };
+        let report = |status, sent_ns, reason: Option<String>| InjectReport {
+            tag: job.tag,
+            requested_ns: requested,
+            sent_ns,
+            status,
+            reason,
+        };
+        if !wait_until(requested, &stop) {
+            push(report(
+                InjectStatus::Failed,
+                None,
+                Some("the session ended before its time".into()),
+            ));
+            break;
+        }
+        let late = now_ns().saturating_sub(requested);
+        if late > job.tolerance_ns {
+            push(report(
+                InjectStatus::Missed,
+                None,
+                Some(format!(
+                    "{} µs late, tolerance {} µs",
+                    late / 1000,
+                    job.tolerance_ns / 1000
+                )),
+            ));
+            continue;
+        }
+        if let Err(e) = injector.send(&job.frame) {
+            push(report(
+                InjectStatus::Failed,
+                None,
+                Some(format!("send: {e}")),
+            ));
+            continue;
+        }
+        let id = next_id;
+        next_id = next_id.wrapping_add(1);
+        let sent = tx_timestamp(&injector, id);
+        let reason = sent
+            .is_none()
+            .then(|| "the kernel gave no transmit timestamp".to_string());
+        push(report(InjectStatus::Sent, sent, reason));
+    }
+    // Whatever is still queued will not be sent.
+    while let Ok(job) = jobs.try_recv() {
+        push(InjectReport {
+            tag: job.tag,
+            requested_ns: job.at_ns,
+            sent_ns: None,
+            status: InjectStatus::Failed,
+            reason: Some("the session ended before its time".into()),
+        });
+    }
+}
+
+/// The transmit timestamp of frame `id`: read from the error queue,
+/// skipping older ones, waiting up to [`TIMESTAMP_WAIT_NS`].
+fn tx_timestamp(injector: &Injector, id: u32) -> Option<u64> {
+    let deadline = now_ns() + TIMESTAMP_WAIT_NS;
+    loop {
+        match injector.tx_timestamp() {
+            Ok(Some((got, ts))) if got == id => return Some(ts),
+            Ok(Some(_)) => continue,
+            Ok(None) if now_ns() < deadline => std::thread::sleep(Duration::from_micros(20)),
+            _ => return None,
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! `ringcap inject` as root: the frames of a file leave at their relative
+//! times (never early; the send-time error is measured and bounded
+//! loosely), each gets exactly one report, and a capture on the peer end
+//! receives exactly those frames, with receive times that agree with the
+//! reported transmit timestamps.
+
+mod common;
+
+use common::*;
+use ringcap_testkit::frames::{self, Endpoints};
+use ringcap_testkit::netns::write_pcap;
+use ringcap_testkit::{skip, skip_unless_netns, Testbed};
+use std::process::Stdio;
+use std::time::Duration;
+
+const N: u32 = 2000;
+
+#[test]
+fn frames_leave_on_time_with_one_report_each_and_arrive_intact() {
+    skip_unless_netns!();
+    if !have("tcpdump") {
+        return skip("tcpdump is needed");
+    }
+    let tb = Testbed::new().expect("testbed");
+    let dir = TempDir::new("inject-local");
+    // From the capture end to the peer: 1000 frames per second.
+    let ep = Endpoints::new(tb.capture_mac, tb.peer_mac).with_ipv4(tb.capture_ip, tb.peer_ip);
+    let sent: Vec<Vec<u8>> = (0..N)
+        .map(|i| frames::udp4(&ep, i, 40000, 33434, 32))
+        .collect();
+    let input = dir.join("frames.pcap");
+    write_pcap_spaced(&input, &sent, 1_000_000);
+
+    let peer_pcap = dir.join("peer.pcap");
+    let mut tcpdump = tb.in_peer_ns("tcpdump");
+    tcpdump
+        .args(["-i", &tb.peer_if, "-w"])
+        .arg(&peer_pcap)
+        .args([
+            "--immediate-mode",
+            "-U",
+            "-Z",
+            "root",
+            "-nn",
+            "--time-stamp-precision=nano",
+        ])
+        .args(["-s", "256", "udp port 33434"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut td = ringcap_testkit::capture::ChildGuard::spawn(&mut tcpdump).expect("tcpdump");
+    ringcap_testkit::capture::wait_for_stderr_match(
+        &mut td,
+        |l| l.contains("listening on"),
+        Duration::from_secs(10),
+    )
+    .expect("tcpdump listening");
+
+    let report = dir.join("report.jsonl");
+    let out = tb
+        .in_capture_ns(bin())
+        .args(["inject", "-i", &tb.capture_if, "-r"])
+        .arg(&input)
+        .args(["--start", "+0.2", "--tolerance", "5", "--report"])
+        .arg(&report)
+        .output()
+        .expect("ringcap inject");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ringcap inject: {stderr}");
+    println!("{}", stderr.trim());
+    std::thread::sleep(Duration::from_millis(500));
+    td.terminate().expect("stop tcpdump");
+
+    let reports: Vec<serde_json::Value> = std::fs::read_to_string(&report)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), N as usize, "one report per frame");
+    let mut tags: Vec<u64> = reports.iter().map(|r| r["tag"].as_u64().unwrap()).collect();
+    tags.sort_unstable();
+    assert_eq!(
+        tags,
+        (0..u64::from(N)).collect::<Vec<_>>(),
+        "each tag exactly once"
+    );
+    let mut err: Vec<i64> = Vec::new();
+    let mut sent_at = vec![0u64; N as usize];
+    for r in &reports {
+        assert_eq!(r["status"], "sent", "{r}");
+        let (req, at) = (
+            r["requested_ns"].as_u64().unwrap(),
+            r["sent_ns"].as_u64().unwrap(),
+        );
+        assert!(at >= req, "sent {} ns early: {r}", req - at);
+        err.push((at - req) as i64);
+        sent_at[r["tag"].as_u64().unwrap() as usize] = at;
+    }
+    err.sort_unstable();
+    let (median, p99) = (err[err.len() / 2], err[err.len() * 99 / 100]);
+    println!(
+        "send-time error: median {} µs, p99 {} µs, max {} µs",
+        median / 1000,
+        p99 / 1000,
+        err[err.len() - 1] / 1000
+    );
+    assert!(median <= 100_000, "median {median} ns");
+    assert!(p99 <= 1_000_000, "p99 {p99} ns");
+
+    let got = read(&peer_pcap);
+    assert_eq!(
+        got.len(),
+        N as usize,
+        "the peer received {} of {N}",
+        got.len()
+    );
+    for p in &got {
+        let seq = frames::seq_of(&p.data).expect("tagged") as usize;
+        assert_eq!(p.data, sent[seq], "frame {seq} arrived changed");
+        let d = p.ts_ns as i64 - sent_at[seq] as i64;
+        assert!(
+            d.abs() <= 1_000_000,
+            "frame {seq}: received {d} ns after its transmit timestamp"
+        );
+    }
+}
+
+/// A pcap of `frames` `gap_ns` apart.
+fn write_pcap_spaced(path: &std::path::Path, frames: &[Vec<u8>], gap_ns: u64) {
+    // write_pcap spaces frames 1 µs apart: rewrite the timestamps.
+    write_pcap(path, frames).unwrap();
+    let mut b = std::fs::read(path).unwrap();
+    let mut off = 24;
+    let t0 = 1_700_000_000u64 * 1_000_000_000;
+    for i in 0..frames.len() {
+        let t = t0 + i as u64 * gap_ns;
+        b[off..off + 4].copy_from_slice(&((t / 1_000_000_000) as u32).to_le_bytes());
+        b[off + 4..off + 8].copy_from_slice(&(((t % 1_000_000_000) / 1000) as u32).to_le_bytes());
+        let incl = u32::from_le_bytes(b[off + 8..off + 12].try_into().unwrap()) as usize;
+        off += 16 + incl;
+    }
+    std::fs::write(path, b).unwrap();
+}

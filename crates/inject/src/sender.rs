@@ -26,8 +26,10 @@ use std::time::Duration;
 /// How long before a deadline the sender stops sleeping and spins.
 pub const SPIN_NS: u64 = 150_000;
 
-/// How long the sender waits for a frame's transmit timestamp.
-const TIMESTAMP_WAIT_NS: u64 = 5_000_000;
+/// How long a sent frame's report waits for its transmit timestamp before
+/// it goes out without one. The sender never waits for a stamp itself: it
+/// collects them between frames, so a late stamp delays no frame.
+const TIMESTAMP_WAIT_NS: u64 = 100_000_000;
 
 /// One frame to send.
 #[derive(Debug, Clone)]
@@ -159,25 +161,31 @@ fn run(
     let _ = nix::sys::prctl::set_timerslack(1);
     let _ = Injector::prefer_realtime();
     let mut next_id: u32 = 0;
+    // Sent frames whose transmit timestamp has not been read yet, by id.
+    let mut stamps = Stamps::default();
     let push = |r: InjectReport| lock(&reports).push_back(r);
     loop {
-        let job = match jobs.recv_timeout(Duration::from_millis(50)) {
+        stamps.collect(&injector, &push);
+        let job = match jobs.recv_timeout(Duration::from_millis(10)) {
             Ok(j) => j,
             Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Relaxed) => continue,
             Err(_) => break,
         };
         let requested = if job.at_ns == 0 { now_ns() } else { job.at_ns };
-        let report = |status, sent_ns, reason: Option<String>| InjectReport {
+        let report = |status, reason: Option<String>| InjectReport {
             tag: job.tag,
             requested_ns: requested,
-            sent_ns,
+            sent_ns: None,
             status,
             reason,
         };
+        // Collect stamps while there is time, then sleep and spin.
+        if requested > now_ns() + 2 * SPIN_NS {
+            stamps.collect(&injector, &push);
+        }
         if !wait_until(requested, &stop) {
             push(report(
                 InjectStatus::Failed,
-                None,
                 Some("the session ended before its time".into()),
             ));
             break;
@@ -186,7 +194,6 @@ fn run(
         if late > job.tolerance_ns {
             push(report(
                 InjectStatus::Missed,
-                None,
                 Some(format!(
                     "{} µs late, tolerance {} µs",
                     late / 1000,
@@ -196,20 +203,13 @@ fn run(
             continue;
         }
         if let Err(e) = injector.send(&job.frame) {
-            push(report(
-                InjectStatus::Failed,
-                None,
-                Some(format!("send: {e}")),
-            ));
+            push(report(InjectStatus::Failed, Some(format!("send: {e}"))));
             continue;
         }
-        let id = next_id;
+        stamps
+            .pending
+            .push_back((next_id, now_ns(), report(InjectStatus::Sent, None)));
         next_id = next_id.wrapping_add(1);
-        let sent = tx_timestamp(&injector, id);
-        let reason = sent
-            .is_none()
-            .then(|| "the kernel gave no transmit timestamp".to_string());
-        push(report(InjectStatus::Sent, sent, reason));
     }
     // Whatever is still queued will not be sent.
     while let Ok(job) = jobs.try_recv() {
@@ -221,18 +221,59 @@ fn run(
             reason: Some("the session ended before its time".into()),
         });
     }
+    let deadline = now_ns() + TIMESTAMP_WAIT_NS;
+    while !stamps.pending.is_empty() && now_ns() < deadline {
+        stamps.collect(&injector, &push);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    stamps.flush(&push);
 }
 
-/// The transmit timestamp of frame `id`: read from the error queue,
-/// skipping older ones, waiting up to [`TIMESTAMP_WAIT_NS`].
-fn tx_timestamp(injector: &Injector, id: u32) -> Option<u64> {
-    let deadline = now_ns() + TIMESTAMP_WAIT_NS;
-    loop {
-        match injector.tx_timestamp() {
-            Ok(Some((got, ts))) if got == id => return Some(ts),
-            Ok(Some(_)) => continue,
-            Ok(None) if now_ns() < deadline => std::thread::sleep(Duration::from_micros(20)),
-            _ => return None,
+/// Reports of sent frames waiting for their transmit timestamps.
+#[derive(Default)]
+struct Stamps {
+    /// (frame id, when it was sent, its report), oldest first.
+    pending: VecDeque<(u32, u64, InjectReport)>,
+}
+
+impl Stamps {
+    /// Reads every timestamp the kernel has ready and sends out the
+    /// reports they complete; reports whose stamp is overdue (or was
+    /// skipped: stamps come in sending order) go out without one.
+    fn collect(&mut self, injector: &Injector, push: &impl Fn(InjectReport)) {
+        while let Ok(Some((id, ts))) = injector.tx_timestamp() {
+            while let Some((pid, _, _)) = self.pending.front() {
+                let pid = *pid;
+                if pid.wrapping_sub(id) as i32 > 0 {
+                    break; // a stamp for a frame already reported
+                }
+                let (_, _, mut r) = self.pending.pop_front().expect("front exists");
+                if pid == id {
+                    r.sent_ns = Some(ts);
+                    push(r);
+                    break;
+                }
+                r.reason = Some("the kernel gave no transmit timestamp".into());
+                push(r);
+            }
+        }
+        let now = now_ns();
+        while self
+            .pending
+            .front()
+            .is_some_and(|(_, at, _)| now.saturating_sub(*at) > TIMESTAMP_WAIT_NS)
+        {
+            let (_, _, mut r) = self.pending.pop_front().expect("front exists");
+            r.reason = Some("the kernel gave no transmit timestamp".into());
+            push(r);
+        }
+    }
+
+    /// Sends out every waiting report, stamp or not.
+    fn flush(&mut self, push: &impl Fn(InjectReport)) {
+        for (_, _, mut r) in self.pending.drain(..) {
+            r.reason = Some("the kernel gave no transmit timestamp".into());
+            push(r);
         }
     }
 }

@@ -733,6 +733,28 @@ pub fn start_tcpdump(
     Ok(Tcpdump { child, stderr })
 }
 
+/// Starts `tcpdump -i PEER_IF -s 512 --time-stamp-precision=nano -w OUT
+/// FILTER` in the peer namespace of `tb` (what left the capture end: the
+/// oracle of injection tests) and waits until it listens. Stop it with
+/// [`ChildGuard::terminate`].
+pub fn start_peer_tcpdump(tb: &Testbed, out: &Path, filter: &str) -> io::Result<ChildGuard> {
+    let mut cmd = tb.in_peer_ns("tcpdump");
+    cmd.args(["-i", &tb.peer_if, "-w"])
+        .arg(out)
+        .args(["--immediate-mode", "-U", "-Z", "root", "-nn"])
+        .args(["--time-stamp-precision=nano", "-s", "512", filter])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(&mut cmd)?;
+    wait_for_stderr_match(
+        &mut child,
+        |l| l.contains("listening on"),
+        Duration::from_secs(10),
+    )?;
+    Ok(child)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -506,6 +506,16 @@ pub(crate) fn output_with_timeout(mut cmd: Command, limit: Duration) -> io::Resu
 
 /// Writes `frames` as a microsecond pcap (Ethernet, 1 µs apart) to `path`.
 pub fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) -> io::Result<()> {
+    write_pcap_spaced(path, frames, 1000)
+}
+
+/// Writes `frames` as a microsecond pcap (Ethernet), `gap_ns` apart (a
+/// schedule for `ringcap inject`), to `path`.
+pub fn write_pcap_spaced(
+    path: &std::path::Path,
+    frames: &[Vec<u8>],
+    gap_ns: u64,
+) -> io::Result<()> {
     use ringcap_format::pcap;
     use ringcap_format::TsResolution;
     let mut w = io::BufWriter::new(std::fs::File::create(path)?);
@@ -519,7 +529,7 @@ pub fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) -> io::Result<()> 
         let len = u32::try_from(f.len()).map_err(|_| io::Error::other("frame too long"))?;
         pcap::write_record_header(
             &mut hdr,
-            t0 + i as u64 * 1000,
+            t0 + i as u64 * gap_ns,
             len,
             len,
             TsResolution::Micro,

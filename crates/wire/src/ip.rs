@@ -42,18 +42,7 @@ pub mod ip_proto {
 /// A header whose checksum field is included verifies when the result is
 /// `0xffff`.
 pub fn ones_complement_sum(data: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        sum += u32::from(*last) << 8;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
+    crate::checksum::sum(data)
 }
 
 #[cfg(test)]

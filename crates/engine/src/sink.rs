@@ -6,7 +6,7 @@
 
 use ringcap_sink::Encoder;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Where one capture thread puts kept packets.
 pub trait PacketSink: Send {
@@ -33,6 +33,24 @@ pub trait PacketSink: Send {
     /// Sets the output interface of the packets that follow (files with
     /// several interfaces).
     fn set_interface_id(&mut self, id: u32);
+    /// True when `bytes` of packets (a whole ring block) can be kept now
+    /// without dropping any. While it is false a source that can wait leaves
+    /// its packets with the kernel (backpressure). Sinks that must never
+    /// make the source wait say true (the default: the daemon's per-client
+    /// rings, where one slow client must not hold the ring all share).
+    fn has_room(&mut self, bytes: usize) -> bool {
+        let _ = bytes;
+        true
+    }
+    /// Waits up to `timeout` for buffer room to come back.
+    fn wait_room(&mut self, timeout: Duration) {
+        std::thread::sleep(timeout);
+    }
+    /// (most bytes of the buffer in use at once so far, its size), for
+    /// sinks with a buffer of their own between the source and the output.
+    fn buffer_use(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 impl PacketSink for Encoder {
@@ -63,6 +81,15 @@ impl PacketSink for Encoder {
     fn set_interface_id(&mut self, id: u32) {
         Encoder::set_interface_id(self, id)
     }
+    fn has_room(&mut self, bytes: usize) -> bool {
+        Encoder::has_room(self, bytes)
+    }
+    fn wait_room(&mut self, timeout: Duration) {
+        Encoder::wait_room(self, timeout)
+    }
+    fn buffer_use(&self) -> Option<(u64, u64)> {
+        Some(Encoder::buffer_use(self))
+    }
 }
 
 impl PacketSink for Box<dyn PacketSink> {
@@ -91,6 +118,15 @@ impl PacketSink for Box<dyn PacketSink> {
     }
     fn set_interface_id(&mut self, id: u32) {
         (**self).set_interface_id(id)
+    }
+    fn has_room(&mut self, bytes: usize) -> bool {
+        (**self).has_room(bytes)
+    }
+    fn wait_room(&mut self, timeout: Duration) {
+        (**self).wait_room(timeout)
+    }
+    fn buffer_use(&self) -> Option<(u64, u64)> {
+        (**self).buffer_use()
     }
 }
 

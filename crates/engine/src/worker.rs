@@ -5,6 +5,16 @@
 //! board once per batch at most every 250 ms (no atomic per packet). A stop
 //! (this capture's own flag) lets the source drain what is already on its
 //! way, then the encoder ships what it holds.
+//!
+//! Backpressure: before taking a ring block, the thread asks the sink for
+//! room for a whole block. While there is none (the writer's buffers are all
+//! filled, queued or being written: a disk stall), the block stays with the
+//! kernel, which keeps filling the others; packets wait in the ring, the
+//! biggest buffer, and only when it is full too does the kernel drop them
+//! (and count them: `packets_dropped_ring`). The thread checks every few
+//! milliseconds, on the sink's free-buffer queue. After a stop it waits at
+//! most [`HOLD_LIMIT`] for a stalled writer, then reads what is left and
+//! the writer drops what does not fit (counted), so that a capture always ends.
 
 use crate::sink::PacketSink;
 use crate::source::{Flow, Next, Source, SourceError};
@@ -18,6 +28,11 @@ use std::time::{Duration, Instant};
 const DRAIN_LIMIT: Duration = Duration::from_secs(3);
 /// How often kernel statistics are read and counts published while busy.
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(250);
+/// Longest a stopping thread leaves ring blocks with the kernel because the
+/// writer has no room (within [`DRAIN_LIMIT`]).
+const HOLD_LIMIT: Duration = Duration::from_secs(2);
+/// How long a thread waits for writer room before looking again.
+const HOLD_NAP: Duration = Duration::from_millis(5);
 
 /// One capture thread's job.
 pub struct Worker<S: Source, K: PacketSink> {
@@ -51,11 +66,25 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
             .clamp(Duration::from_millis(10), PUBLISH_INTERVAL);
         let mut exhausted = false;
         let mut result = Ok(());
+        let hold = self.source.hold_bytes();
         loop {
             if draining_since.is_none() && (self.stop.load(Ordering::Relaxed) || exhausted) {
                 draining_since = Some(Instant::now());
             }
-            let next = if exhausted {
+            if let Some((ready, blocks)) = self.source.backlog() {
+                counts.ring_blocks = u64::from(blocks);
+                counts.ring_blocks_high_water = counts.ring_blocks_high_water.max(u64::from(ready));
+            }
+            let held = match hold {
+                Some(bytes) if !exhausted => {
+                    draining_since.is_none_or(|s| s.elapsed() <= HOLD_LIMIT)
+                        && !self.encoder.has_room(bytes)
+                }
+                _ => false,
+            };
+            let next = if held {
+                Ok(Next::Idle)
+            } else if exhausted {
                 self.source.next_batch(|_| Flow::Stop)
             } else {
                 let (stages, encoder, c) = (&mut self.stages, &mut self.encoder, &mut counts);
@@ -83,7 +112,7 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
             if let Some(since) = draining_since {
                 let grace = self.source.drain_grace();
                 if grace.is_zero()
-                    || (!got && since.elapsed() > grace)
+                    || (!got && !held && since.elapsed() > grace)
                     || since.elapsed() > DRAIN_LIMIT
                 {
                     break;
@@ -106,7 +135,9 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
                 }
                 self.publish(&counts);
             }
-            if !got {
+            if held {
+                self.encoder.wait_room(HOLD_NAP);
+            } else if !got {
                 if let Err(e) = self.source.wait(nap) {
                     result = Err(e);
                     break;
@@ -124,6 +155,10 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
     fn publish(&self, counts: &CaptureCounts) {
         let mut c = *counts;
         c.dropped_writer = self.encoder.dropped();
+        if let Some((peak, size)) = self.encoder.buffer_use() {
+            c.writer_buffer_high_water = peak;
+            c.writer_buffer_bytes = size;
+        }
         let (i, t) = self.slot;
         self.board.interfaces[i].threads[t].publish(&c);
         if let Some(seen) = self.source.seen() {

@@ -6,7 +6,11 @@ use ringcap_format::walk::RecordFormat;
 use ringcap_format::{pcap, pcapng};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Largest packet a record may hold (the largest snap length): what a batch
+/// may have to leave unused at its end when the next record does not fit.
+const MAX_RECORD_DATA: usize = 262_144 + 4;
 
 /// Encodes packets of one capture thread into batches and ships full ones.
 pub struct Encoder {
@@ -21,6 +25,14 @@ pub struct Encoder {
     blocking: bool,
     placement: Option<(Arc<Vec<AtomicU64>>, usize)>,
     shipped: u64,
+    /// Free batches taken from the pool while waiting for room.
+    spare: Vec<Batch>,
+    /// Batches of this encoder's pool, and the size of each.
+    pool_batches: usize,
+    batch_capacity: usize,
+    /// Most batches in use at once (filled, queued or being written), as
+    /// seen by [`has_room`](Self::has_room).
+    peak_in_use: usize,
 }
 
 /// Packs what the writer publishes per producer for batch placement: bytes of
@@ -39,8 +51,14 @@ impl Encoder {
         free: Receiver<Batch>,
         full: Sender<Batch>,
     ) -> Encoder {
+        let pool_batches = free.len();
         let current = free.try_recv().ok();
+        let batch_capacity = current.as_ref().map_or(0, Batch::capacity);
         Encoder {
+            spare: Vec::with_capacity(pool_batches),
+            pool_batches,
+            batch_capacity,
+            peak_in_use: 0,
             format,
             interface_id,
             current,
@@ -154,9 +172,56 @@ impl Encoder {
             }
         }
         if self.current.is_none() {
-            self.current = self.free.try_recv().ok();
+            self.current = self.take_free();
             self.place_current();
         }
+    }
+
+    fn take_free(&mut self) -> Option<Batch> {
+        self.spare.pop().or_else(|| self.free.try_recv().ok())
+    }
+
+    /// True when `bytes` of packets will fit in the current batch and the
+    /// free ones, however they fall into records (each batch may leave up
+    /// to one largest record unused at its end): a capture thread that can
+    /// leave a ring block with the kernel does so while this is false.
+    /// Also true when every batch is free (nothing more will come back), and
+    /// after [`close`](Self::close). Notes how many batches were in use.
+    pub fn has_room(&mut self, bytes: usize) -> bool {
+        if self.closed {
+            return true;
+        }
+        let free = self.free.len() + self.spare.len();
+        let idle = free + usize::from(matches!(&self.current, Some(b) if b.is_empty()));
+        self.peak_in_use = self.peak_in_use.max(self.pool_batches.saturating_sub(idle));
+        let slack = self.record_len(MAX_RECORD_DATA.min(bytes));
+        let room = self
+            .current
+            .as_ref()
+            .map_or(0, |b| b.remaining().saturating_sub(slack))
+            + free * self.batch_capacity.saturating_sub(slack);
+        room >= bytes || idle >= self.pool_batches
+    }
+
+    /// Waits up to `timeout` for the writer to give a batch back.
+    pub fn wait_room(&mut self, timeout: Duration) {
+        if self.spare.len() < self.spare.capacity() {
+            if let Ok(b) = self.free.recv_timeout(timeout) {
+                self.spare.push(b);
+            }
+        } else {
+            std::thread::sleep(timeout);
+        }
+    }
+
+    /// (most bytes of this encoder's batches in use at once so far, bytes of
+    /// all of them).
+    pub fn buffer_use(&self) -> (u64, u64) {
+        let cap = self.batch_capacity as u64;
+        (
+            self.peak_in_use as u64 * cap,
+            self.pool_batches as u64 * cap,
+        )
     }
 
     /// When the current batch got its first record, if it has any.
@@ -198,10 +263,10 @@ impl Encoder {
             }
             self.ship(b);
         }
-        self.current = if self.blocking {
-            self.free.recv().ok()
-        } else {
-            self.free.try_recv().ok()
+        self.current = match self.spare.pop() {
+            Some(b) => Some(b),
+            None if self.blocking => self.free.recv().ok(),
+            None => self.free.try_recv().ok(),
         };
         self.place_current();
         matches!(&self.current, Some(b) if b.remaining() >= need)
@@ -279,6 +344,43 @@ mod tests {
         assert_eq!(batches.len(), 2);
         assert_eq!(batches.iter().map(|b| b.packets).sum::<u64>(), 8);
         assert_eq!(&batches[0].bytes()[16..20], &[7, 7, 7, 7]);
+    }
+
+    #[test]
+    fn room_for_a_block_counts_free_batches_and_their_slack() {
+        let (free_tx, free_rx) = pool(3, 64 << 10);
+        let (full_tx, full_rx) = crossbeam_channel::unbounded();
+        let mut e = Encoder::new(RecordFormat::Pcap(TsResolution::Nano), 0, free_rx, full_tx);
+        let block = 16 << 10;
+        // All three batches free: room for a block; nothing in use yet.
+        assert!(e.has_room(block));
+        assert_eq!(e.buffer_use(), (0, 3 * (64 << 10)));
+        // Everything free: true even for more than the pool could ever hold.
+        assert!(e.has_room(1 << 30));
+        let data = [1u8; 1000];
+        let mut kept = 0;
+        while e.push(kept, 1000, &data, None, 1000).is_some() {
+            kept += 1;
+        }
+        assert_eq!(e.dropped, 1);
+        // No batch free and the current one full: no room, three in use.
+        assert!(!e.has_room(block));
+        assert_eq!(e.buffer_use().0, 3 * (64 << 10));
+        // The writer gives one back: a batch (less one largest record of
+        // the block) is room for the block.
+        let mut b = full_rx.try_recv().unwrap();
+        b.clear();
+        free_tx.send(b).unwrap();
+        assert!(e.has_room(block));
+        assert!(!e.has_room(60 << 10), "64 KiB less a 60 KiB record's slack");
+        // Waiting takes it as a spare, which the next record goes into.
+        e.wait_room(std::time::Duration::from_millis(10));
+        assert!(e.has_room(block));
+        assert!(e.push(kept, 1000, &data, None, 1000).is_some());
+        assert_eq!(e.dropped, 1);
+        // A closed encoder never holds the source back.
+        e.close();
+        assert!(e.has_room(1 << 30));
     }
 
     #[test]

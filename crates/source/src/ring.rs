@@ -125,6 +125,25 @@ impl RxRing {
         self.status_word(self.current).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
     }
 
+    /// How many blocks the kernel has handed over and user space has not
+    /// taken yet, counting from the current one: the ring's occupancy. The
+    /// caller says how many are already known to be ready (`known`, from a
+    /// previous call, less the blocks taken since): the kernel hands blocks
+    /// over in order and never takes one back, so only the blocks after
+    /// those are looked at, one status word each.
+    pub fn ready_blocks(&self, known: u32) -> u32 {
+        let count = self.geometry.block_count;
+        let mut n = known.min(count);
+        while n < count {
+            let block = (self.current + n as usize) % count as usize;
+            if self.status_word(block).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
     /// The current block, if the kernel has handed it over. Dropping the
     /// returned [`Block`] gives it back and moves on to the next one.
     pub fn next_block(&mut self) -> Option<Block<'_>> {

@@ -173,6 +173,11 @@ impl CaptureSocket {
         self.fanout_id
     }
 
+    /// The receive ring's geometry.
+    pub fn ring_geometry(&self) -> crate::ring::RingGeometry {
+        self.ring.geometry()
+    }
+
     /// The receive ring.
     pub fn ring(&mut self) -> &mut RxRing {
         &mut self.ring

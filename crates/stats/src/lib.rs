@@ -35,7 +35,10 @@ pub struct Counters {
     pub packets_after_count: u64,
     /// Packets written to the output.
     pub packets_written: u64,
-    /// Packets the writer could not keep up with (capture never waits for the disk).
+    /// Packets the writer could not keep: it failed (an I/O error), or it
+    /// was still stalled when the capture stopped. A live capture waits for
+    /// the writer's buffers by leaving packets in the kernel ring, so a
+    /// writer that falls behind shows as ring drops, not here.
     pub packets_dropped_writer: u64,
     /// Delivered packets longer than the MTU allows: merged by GRO/LRO/GSO.
     pub packets_merged_by_offload: u64,
@@ -43,6 +46,17 @@ pub struct Counters {
     pub bytes_on_wire: u64,
     /// Bytes written to the output (records and headers).
     pub bytes_written: u64,
+    /// Most kernel ring blocks full and waiting to be read at once (summed
+    /// over capture threads, each its own peak): how much of the ring a
+    /// stall used.
+    pub ring_blocks_high_water: u64,
+    /// Blocks of the kernel rings.
+    pub ring_blocks: u64,
+    /// Most bytes of the writer's buffers in use at once (filled, queued or
+    /// being written; summed over capture threads, each its own peak).
+    pub writer_buffer_high_water_bytes: u64,
+    /// Bytes of the writer's buffers.
+    pub writer_buffer_bytes: u64,
 }
 
 impl Counters {
@@ -62,6 +76,10 @@ impl Counters {
         self.packets_merged_by_offload += o.packets_merged_by_offload;
         self.bytes_on_wire += o.bytes_on_wire;
         self.bytes_written += o.bytes_written;
+        self.ring_blocks_high_water += o.ring_blocks_high_water;
+        self.ring_blocks += o.ring_blocks;
+        self.writer_buffer_high_water_bytes += o.writer_buffer_high_water_bytes;
+        self.writer_buffer_bytes += o.writer_buffer_bytes;
     }
 
     /// Packets that matched the filter and were sampled in but are not in the
@@ -104,6 +122,14 @@ pub struct CaptureCounts {
     pub merged_by_offload: u64,
     /// Wire bytes of delivered packets.
     pub bytes_on_wire: u64,
+    /// Most ring blocks waiting to be read at once.
+    pub ring_blocks_high_water: u64,
+    /// Blocks of the ring.
+    pub ring_blocks: u64,
+    /// Most bytes of the output buffers in use at once.
+    pub writer_buffer_high_water: u64,
+    /// Bytes of the output buffers.
+    pub writer_buffer_bytes: u64,
 }
 
 /// One capture thread's published counts: written only by that thread.
@@ -117,6 +143,10 @@ pub struct CaptureSlot {
     dropped_writer: AtomicU64,
     merged_by_offload: AtomicU64,
     bytes_on_wire: AtomicU64,
+    ring_blocks_high_water: AtomicU64,
+    ring_blocks: AtomicU64,
+    writer_buffer_high_water: AtomicU64,
+    writer_buffer_bytes: AtomicU64,
 }
 
 impl CaptureSlot {
@@ -132,6 +162,13 @@ impl CaptureSlot {
         self.merged_by_offload
             .store(c.merged_by_offload, Ordering::Relaxed);
         self.bytes_on_wire.store(c.bytes_on_wire, Ordering::Relaxed);
+        self.ring_blocks_high_water
+            .store(c.ring_blocks_high_water, Ordering::Relaxed);
+        self.ring_blocks.store(c.ring_blocks, Ordering::Relaxed);
+        self.writer_buffer_high_water
+            .store(c.writer_buffer_high_water, Ordering::Relaxed);
+        self.writer_buffer_bytes
+            .store(c.writer_buffer_bytes, Ordering::Relaxed);
     }
 
     fn read_into(&self, c: &mut Counters) {
@@ -143,6 +180,10 @@ impl CaptureSlot {
         c.packets_dropped_writer += self.dropped_writer.load(Ordering::Relaxed);
         c.packets_merged_by_offload += self.merged_by_offload.load(Ordering::Relaxed);
         c.bytes_on_wire += self.bytes_on_wire.load(Ordering::Relaxed);
+        c.ring_blocks_high_water += self.ring_blocks_high_water.load(Ordering::Relaxed);
+        c.ring_blocks += self.ring_blocks.load(Ordering::Relaxed);
+        c.writer_buffer_high_water_bytes += self.writer_buffer_high_water.load(Ordering::Relaxed);
+        c.writer_buffer_bytes += self.writer_buffer_bytes.load(Ordering::Relaxed);
     }
 }
 

@@ -64,11 +64,26 @@ pub fn status_line(now: &Counters, before: &Counters, seconds: f64, file: Option
         now.packets_dropped_writer,
         now.packets_dropped_by_interface
     );
+    if now.ring_blocks + now.writer_buffer_bytes > 0 {
+        s.push_str(&format!(
+            "  high water ring {:.0}% writer {:.0}%",
+            pct(now.ring_blocks_high_water, now.ring_blocks),
+            pct(now.writer_buffer_high_water_bytes, now.writer_buffer_bytes)
+        ));
+    }
     if let Some(f) = file {
         s.push_str("  → ");
         s.push_str(f);
     }
     s
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
 }
 
 /// The report printed at exit, in the terms of the classic capture studies.
@@ -109,6 +124,18 @@ pub fn final_report(per: &[(String, Counters)], total: &Counters, seconds: f64) 
         line(out, "merged by offload", c.packets_merged_by_offload);
         line(out, "bytes on wire", c.bytes_on_wire);
         line(out, "bytes written", c.bytes_written);
+        if c.ring_blocks > 0 {
+            line(out, "ring high water (blocks)", c.ring_blocks_high_water);
+            line(out, "ring size (blocks)", c.ring_blocks);
+        }
+        if c.writer_buffer_bytes > 0 {
+            line(
+                out,
+                "writer buffer high water (bytes)",
+                c.writer_buffer_high_water_bytes,
+            );
+            line(out, "writer buffer size (bytes)", c.writer_buffer_bytes);
+        }
         out.push_str(&format!("  {:<34}{:>13.4}%\n", "lost", c.lost_pct()));
     };
     for (name, c) in per {
@@ -139,6 +166,25 @@ mod tests {
         assert_eq!(v["final"], true);
         assert_eq!(v["packets_written"], 3);
         assert_eq!(v["interfaces"]["eth0"]["packets_written"], 3);
+    }
+
+    #[test]
+    fn high_water_marks_show_when_known() {
+        let c = Counters {
+            ring_blocks_high_water: 64,
+            ring_blocks: 256,
+            writer_buffer_high_water_bytes: 192 << 20,
+            writer_buffer_bytes: 256 << 20,
+            ..Default::default()
+        };
+        let r = final_report(&[("eth0".into(), c)], &c, 1.0);
+        assert!(r.contains("ring high water (blocks)"), "{r}");
+        assert!(r.contains(&format!("{:>14}", 192u64 << 20)), "{r}");
+        let line = status_line(&c, &Counters::default(), 1.0, None);
+        assert!(line.contains("high water ring 25% writer 75%"), "{line}");
+        let none = Counters::default();
+        assert!(!final_report(&[("f".into(), none)], &none, 1.0).contains("high water"));
+        assert!(!status_line(&none, &none, 1.0, None).contains("high water"));
     }
 
     #[test]

@@ -11,6 +11,8 @@ use std::time::Duration;
 pub struct LiveSource {
     socket: CaptureSocket,
     retire_timeout: Duration,
+    /// Blocks known to be ready, from the current one on.
+    ready: u32,
 }
 
 impl LiveSource {
@@ -20,6 +22,7 @@ impl LiveSource {
         LiveSource {
             socket,
             retire_timeout,
+            ready: 0,
         }
     }
 }
@@ -34,6 +37,7 @@ impl Source for LiveSource {
         let Some(block) = ring.next_block() else {
             return Ok(Next::Idle);
         };
+        self.ready = self.ready.saturating_sub(1);
         let total = u64::from(block.packet_count());
         for (i, p) in block.packets().enumerate() {
             let packet = Packet {
@@ -87,5 +91,15 @@ impl Source for LiveSource {
         // Blocks the kernel retires within two retire timeouts hold packets
         // that arrived before the stop.
         self.retire_timeout * 2 + Duration::from_millis(20)
+    }
+
+    fn hold_bytes(&self) -> Option<usize> {
+        Some(self.socket.ring_geometry().block_size as usize)
+    }
+
+    fn backlog(&mut self) -> Option<(u32, u32)> {
+        let total = self.socket.ring_geometry().block_count;
+        self.ready = self.socket.ring().ready_blocks(self.ready);
+        Some((self.ready, total))
     }
 }

@@ -72,6 +72,22 @@ pub trait Source: Send {
     /// How long to keep reading after a stop for packets already on their
     /// way (a ring's blocks still open), or zero.
     fn drain_grace(&self) -> Duration;
+
+    /// For a source that can leave its packets where they are while the sink
+    /// has no room (a ring block stays with the kernel, which keeps filling
+    /// the others): the most bytes of packets one [`next_batch`](Self::next_batch)
+    /// hands over. `None`: the source does not wait (files, which block in
+    /// the encoder instead).
+    fn hold_bytes(&self) -> Option<usize> {
+        None
+    }
+
+    /// How full the source's own buffer is: (blocks handed over by the
+    /// kernel and not read yet, blocks in all), if it has one. Called once
+    /// per batch; looks only at blocks it has not seen ready before.
+    fn backlog(&mut self) -> Option<(u32, u32)> {
+        None
+    }
 }
 
 /// A source failed.

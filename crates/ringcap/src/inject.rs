@@ -131,7 +131,7 @@ fn local(
         }
         let rs = sender.take_reports(usize::MAX);
         if rs.is_empty() {
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(Duration::from_millis(5));
         }
         for r in rs {
             got += 1;
@@ -172,7 +172,7 @@ fn via_daemon(
                     "the daemon ended the session: {reason}"
                 )));
             }
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(Duration::from_millis(5));
         }
         for r in rs {
             got += 1;

@@ -42,10 +42,11 @@ impl Injector {
         sys::read_tx_timestamp(&self.fd)
     }
 
-    /// Makes the calling (sending) thread real-time, if allowed: its
-    /// wake-ups at send times then do not wait behind other threads.
+    /// Makes the calling (sending) thread real-time, if allowed, else as
+    /// favoured as it may be (nice -15): its wake-ups at send times then do
+    /// not wait behind other threads.
     pub fn prefer_realtime() -> std::io::Result<()> {
-        sys::set_fifo_priority(10)
+        sys::set_fifo_priority(10).or_else(|_| sys::set_thread_nice(-15))
     }
 
     /// Sends one frame.

@@ -395,6 +395,14 @@ pub fn set_fifo_priority(priority: i32) -> io::Result<()> {
     check(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) }).map(drop)
 }
 
+/// Sets the calling thread's nice value (negative needs CAP_SYS_NICE).
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: plain system calls with integer arguments; gettid names the
+    // calling thread, whose priority alone setpriority then changes.
+    check(unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) })
+        .map(drop)
+}
+
 /// `PACKET_TX_TIMESTAMP` (linux/if_packet.h): the control message of a
 /// packet socket's error queue that carries a `sock_extended_err`.
 const PACKET_TX_TIMESTAMP: libc::c_int = 16;

@@ -155,7 +155,13 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
     fn publish(&self, counts: &CaptureCounts) {
         let mut c = *counts;
         c.dropped_writer = self.encoder.dropped();
-        if let Some((peak, size)) = self.encoder.buffer_use() {
+        // Measured where the source can wait for the writer (live rings);
+        // a file source blocks in the encoder instead, unmeasured.
+        if let Some((peak, size)) = self
+            .encoder
+            .buffer_use()
+            .filter(|_| self.source.hold_bytes().is_some())
+        {
             c.writer_buffer_high_water = peak;
             c.writer_buffer_bytes = size;
         }

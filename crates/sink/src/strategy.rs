@@ -25,6 +25,21 @@
 //!   kernel workers, counted in the process's CPU) costs more than it saves,
 //!   so direct stays the default.
 //!
+//!   Re-measured for issue 15 on a slower disk (the same VM type on another
+//!   day; `fio --rw=write --bs=1M --direct=1 --ioengine=io_uring`, 2 GiB):
+//!   a new file takes 465 MB/s with one write in flight and 463 with 16,
+//!   while overwriting that file's blocks takes 426 with one and 1101 with
+//!   16. ext4 makes every O_DIRECT write that extends the file, or fills
+//!   blocks reserved but never written, wait for the one before it, so a
+//!   capture file (always new blocks) gets nothing from more writes in
+//!   flight. bench-sink, 1500 B, 2 GB, three alternating runs: direct
+//!   645/698/717 MB/s at 180/160/140 ns per packet, uring 697/730/703 at
+//!   201/170/159. Live, 1 M whole 1500-byte frames at the generator's top
+//!   rate, median of 3, two runs each: direct 287 and 264 ns/packet, uring
+//!   323 (run disturbed by a concurrent fio) and 292; all lossless but the
+//!   disturbed run. Direct stays the default; what a disk stall costs is
+//!   absorbed by backpressure (the ring holds what the writer cannot take).
+//!
 //! Measured on the testbed (4 M packets of 64 bytes at ~0.5 Mpps, snaplen 64,
 //! CPU of the capture process after start-up): buffered 247 ns/packet, of which
 //! almost all is the kernel copying into fresh page-cache pages; direct 65

@@ -16,25 +16,14 @@ pub const QUEUE: usize = 4096;
 pub struct Injecting {
     guard: Guard,
     sender: Sender,
-    /// Frames queued since the session started (for the audit log).
-    pub queued: u64,
-    /// Frames refused since the session started.
-    pub refused: u64,
 }
 
 impl Injecting {
     /// Starts injecting on `iface` under `grant`.
     pub fn start(grant: &InjectGrant, iface: &str) -> Result<Injecting, String> {
-        let identity = Identity::of(iface)?;
-        let mtu = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(1500);
         Ok(Injecting {
-            guard: Guard::new(grant, identity, mtu, now_ns())?,
+            guard: Guard::new(grant, Identity::of(iface)?, now_ns())?,
             sender: Sender::start(iface, QUEUE)?,
-            queued: 0,
-            refused: 0,
         })
     }
 
@@ -56,18 +45,14 @@ impl Injecting {
                     .err()
                     .map(|_| format!("queue: {QUEUE} frames are already waiting")),
             };
-            match refusal {
-                Some(reason) => {
-                    self.refused += 1;
-                    self.sender.report(InjectReport {
-                        tag: f.tag,
-                        requested_ns: at,
-                        sent_ns: None,
-                        status: InjectStatus::Refused,
-                        reason: Some(reason),
-                    });
-                }
-                None => self.queued += 1,
+            if let Some(reason) = refusal {
+                self.sender.report(InjectReport {
+                    tag: f.tag,
+                    requested_ns: at,
+                    sent_ns: None,
+                    status: InjectStatus::Refused,
+                    reason: Some(reason),
+                });
             }
         }
     }

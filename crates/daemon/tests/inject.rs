@@ -72,14 +72,42 @@ fn ip_id(p: &CapturedPacket) -> u16 {
     u16::from_be_bytes([p.data[18], p.data[19]])
 }
 
-fn inject_as_nobody(tb: &Testbed, d: &Daemon, input: &Path, report: &Path) -> (bool, String) {
+/// A frame from the capture end to the peer, TTL 64, TOS 0, to port 33434.
+fn plain(tb: &Testbed, id: u16, sport: u16) -> Vec<u8> {
+    udp(
+        tb.capture_mac,
+        tb.peer_mac,
+        tb.capture_ip,
+        tb.peer_ip,
+        id,
+        64,
+        0,
+        sport,
+        33434,
+    )
+}
+
+/// `ringcap inject --daemon -r INPUT --report REPORT` as nobody, starting
+/// `start` from now.
+fn inject_cmd(
+    tb: &Testbed,
+    d: &Daemon,
+    input: &Path,
+    report: &Path,
+    start: &str,
+) -> std::process::Command {
     let mut cmd = as_user(tb, NOBODY, &ringcap_bin());
     cmd.arg("inject")
         .arg(d.arg())
         .args(["-i", &tb.capture_if, "-r"])
         .arg(input)
-        .args(["--start", "+0.3", "--tolerance", "100", "--report"])
+        .args(["--start", start, "--tolerance", "100", "--report"])
         .arg(report);
+    cmd
+}
+
+fn inject_as_nobody(tb: &Testbed, d: &Daemon, input: &Path, report: &Path) -> (bool, String) {
+    let mut cmd = inject_cmd(tb, d, input, report, "+0.3");
     let (status, _, stderr) = run_limited_out(&mut cmd, Duration::from_secs(60));
     (status.code() == Some(0), stderr)
 }
@@ -243,21 +271,7 @@ fn the_token_bucket_holds_the_rate_at_saturation() {
     // 500 frames/s allowed, 2000/s offered for 1.5 s.
     let d = Daemon::start(&tb, &grant(&tb, 500, 1, "\"ip.id\""));
     let dir = open_dir("inject-rate");
-    let sent: Vec<Vec<u8>> = (0..3000u16)
-        .map(|i| {
-            udp(
-                tb.capture_mac,
-                tb.peer_mac,
-                tb.capture_ip,
-                tb.peer_ip,
-                i,
-                64,
-                0,
-                40000,
-                33434,
-            )
-        })
-        .collect();
+    let sent: Vec<Vec<u8>> = (0..3000u16).map(|i| plain(&tb, i, 40000)).collect();
     let input = dir.join("frames.pcap");
     write_frames(&input, &sent, 500_000);
     let report = dir.join("report.jsonl");
@@ -298,19 +312,7 @@ fn four_clients_at_once_get_their_own_reports_on_time() {
     let inputs: Vec<_> = (0..4u16)
         .map(|k| {
             let frames: Vec<Vec<u8>> = (0..PER)
-                .map(|i| {
-                    udp(
-                        tb.capture_mac,
-                        tb.peer_mac,
-                        tb.capture_ip,
-                        tb.peer_ip,
-                        k * 10_000 + i,
-                        64,
-                        0,
-                        40000 + k,
-                        33434,
-                    )
-                })
+                .map(|i| plain(&tb, k * 10_000 + i, 40000 + k))
                 .collect();
             let p = dir.join(format!("c{k}.pcap"));
             write_frames(&p, &frames, 1_000_000);
@@ -324,13 +326,7 @@ fn four_clients_at_once_get_their_own_reports_on_time() {
         .enumerate()
         .map(|(k, input)| {
             let report = dir.join(format!("c{k}.jsonl"));
-            let mut cmd = as_user(&tb, NOBODY, &ringcap_bin());
-            cmd.arg("inject")
-                .arg(d.arg())
-                .args(["-i", &tb.capture_if, "-r"])
-                .arg(input)
-                .args(["--start", "+0.5", "--tolerance", "100", "--report"])
-                .arg(&report);
+            let mut cmd = inject_cmd(&tb, &d, input, &report, "+0.5");
             (
                 std::thread::spawn(move || run_limited_out(&mut cmd, Duration::from_secs(60))),
                 report,

@@ -52,11 +52,16 @@ pub struct Identity {
     pub ipv4: Option<[u8; 4]>,
     /// Its IPv6 address (a global one if it has one, else link-local).
     pub ipv6: Option<[u8; 16]>,
+    /// Its MTU (frames may be this plus the Ethernet header).
+    pub mtu: u32,
 }
 
 impl Identity {
     /// The identity of interface `name` (in this network namespace).
     pub fn of(name: &str) -> Result<Identity, String> {
+        let mtu = ringcap_source::interface::Interface::open(name)
+            .map_err(|e| e.to_string())?
+            .mtu;
         let path = format!("/sys/class/net/{name}/address");
         let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
         let mut mac = [0u8; 6];
@@ -82,7 +87,12 @@ impl Identity {
                 }
             }
         }
-        Ok(Identity { mac, ipv4, ipv6 })
+        Ok(Identity {
+            mac,
+            ipv4,
+            ipv6,
+            mtu,
+        })
     }
 }
 
@@ -102,20 +112,15 @@ pub struct Guard {
 
 impl Guard {
     /// The guard for frames sent under `grant` from an interface with
-    /// `identity` and `mtu`, its bucket full at `now_ns`.
-    pub fn new(
-        grant: &InjectGrant,
-        identity: Identity,
-        mtu: u32,
-        now_ns: u64,
-    ) -> Result<Guard, String> {
+    /// `identity`, its bucket full at `now_ns`.
+    pub fn new(grant: &InjectGrant, identity: Identity, now_ns: u64) -> Result<Guard, String> {
         let program = CheckedProgram::new(grant.program.clone())
             .ok_or("the inject filter does not pass libpcap's checks")?;
         Ok(Guard {
             program,
             settable: grant.settable.clone(),
             identity,
-            max_len: mtu as usize + 14,
+            max_len: identity.mtu as usize + 14,
             bucket: TokenBucket::new(grant.max_packets_per_second, grant.burst, now_ns),
             next_id: (now_ns as u16) ^ 0x5a5a,
             templates: HashMap::new(),
@@ -233,7 +238,7 @@ impl Guard {
             // Only a whole datagram's checksum can be recomputed; a first
             // fragment's transport fields are still held to the grant.
             let seg = &mut ip[hl..total];
-            self.transport(proto, seg, whole.then_some(&pseudo[..]), false)?;
+            self.transport(proto, seg, whole.then_some(&pseudo[..]))?;
         }
         Ok(())
     }
@@ -271,7 +276,7 @@ impl Guard {
         pseudo[32..36].copy_from_slice(&(plen as u32).to_be_bytes());
         pseudo[39] = next;
         let seg = &mut ip[40..40 + plen];
-        self.transport(next, seg, Some(&pseudo[..]), true)
+        self.transport(next, seg, Some(&pseudo[..]))
     }
 
     /// Transport fields and checksum; `pseudo` is the pseudo-header, or
@@ -281,7 +286,6 @@ impl Guard {
         proto: u8,
         seg: &mut [u8],
         pseudo: Option<&[u8]>,
-        v6: bool,
     ) -> Result<(), Refusal> {
         // (field, byte range) the grant may let the client set.
         let (fixed, payload_at, csum_at): (&[(F, usize, usize)], usize, usize) = match proto {
@@ -347,7 +351,6 @@ impl Guard {
             if proto == 17 && c == 0 {
                 c = 0xffff;
             }
-            let _ = v6;
             seg[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
         }
         Ok(())

@@ -100,11 +100,6 @@ impl Sender {
         let n = q.len().min(max);
         q.drain(..n).collect()
     }
-
-    /// Frames queued and not yet sent.
-    pub fn queued(&self) -> usize {
-        self.jobs.as_ref().map_or(0, |j| j.len())
-    }
 }
 
 impl Drop for Sender {

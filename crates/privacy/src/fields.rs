@@ -9,18 +9,12 @@ use std::fmt;
 pub struct Field {
     bit: u32,
     name: &'static str,
-    what: &'static str,
 }
 
 impl Field {
     /// Its name on the command line and in policies.
     pub fn name(self) -> &'static str {
         self.name
-    }
-
-    /// What it covers, for `ringcapd --check` and the docs.
-    pub fn what(self) -> &'static str {
-        self.what
     }
 
     /// The field called `name`, if it is in the vocabulary.
@@ -44,7 +38,7 @@ macro_rules! fields {
     ($($id:ident = $bit:expr, $name:expr, $what:expr;)*) => {
         $(
             #[doc = $what]
-            pub const $id: Field = Field { name: $name, bit: 1 << $bit, what: $what };
+            pub const $id: Field = Field { name: $name, bit: 1 << $bit };
         )*
         /// Every field, in documentation order.
         pub const ALL: &[Field] = &[$($id),*];
@@ -107,11 +101,6 @@ impl FieldSet {
     /// Whether the set is empty.
     pub fn is_empty(self) -> bool {
         self.0 == 0
-    }
-
-    /// Both sets' fields.
-    pub fn union(self, other: FieldSet) -> FieldSet {
-        FieldSet(self.0 | other.0)
     }
 
     /// The fields of this set that are not in `other`.

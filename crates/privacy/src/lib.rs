@@ -75,16 +75,6 @@ impl Privacy {
         self.mask.is_empty() && self.anon.is_none()
     }
 
-    /// The masked fields.
-    pub fn masked(&self) -> FieldSet {
-        self.mask
-    }
-
-    /// The anonymized fields (empty without a key).
-    pub fn anonymized(&self) -> FieldSet {
-        self.anon.as_ref().map_or(FieldSet::EMPTY, |a| a.1)
-    }
-
     /// A fresh per-thread transform (its own translation caches).
     pub fn transform(&self) -> PrivacyTransform {
         PrivacyTransform {

@@ -67,11 +67,11 @@ impl Visitor for Recorder {
         self.push(Hdr::Arp(off as u32), off);
     }
     #[inline(always)]
-    fn ip(&mut self, off: usize, v6: bool, _quoted: bool) {
+    fn ip(&mut self, off: usize, v6: bool) {
         self.push(Hdr::Ip(off as u32, v6), off);
     }
     #[inline(always)]
-    fn transport(&mut self, off: usize, proto: u8, end: usize, _quoted: bool) {
+    fn transport(&mut self, off: usize, proto: u8, end: usize) {
         self.push(Hdr::L4(off as u32, proto, end as u32), off);
     }
 }

@@ -157,16 +157,16 @@ pub trait Visitor {
     /// An ARP packet (its fixed 8 bytes present).
     #[inline(always)]
     fn arp(&mut self, _off: usize) {}
-    /// An IPv4 (`v6 == false`) or IPv6 header; `quoted` when it is the
-    /// datagram quoted by an ICMP or ICMPv6 error.
+    /// An IPv4 (`v6 == false`) or IPv6 header, also the datagram quoted by
+    /// an ICMP or ICMPv6 error (reported right after that ICMP header).
     #[inline(always)]
-    fn ip(&mut self, _off: usize, _v6: bool, _quoted: bool) {}
+    fn ip(&mut self, _off: usize, _v6: bool) {}
     /// The upper-layer header of protocol `proto` (TCP, UDP, ICMP, ICMPv6,
     /// SCTP, GRE, ESP) after the IP header reported last, in a datagram
-    /// that ends at `end` (the IP length, or the frame's end); of a quoted
-    /// datagram (`quoted`), only its first 8 bytes are headers.
+    /// that ends at `end` (the IP length, or the frame's end; for a quoted
+    /// datagram, the end of the ICMP message).
     #[inline(always)]
-    fn transport(&mut self, _off: usize, _proto: u8, _end: usize, _quoted: bool) {}
+    fn transport(&mut self, _off: usize, _proto: u8, _end: usize) {}
 }
 
 /// The visitor of [`header_len`]: told nothing, costs nothing.
@@ -275,12 +275,12 @@ fn ipv4<V: Visitor>(buf: &mut &[u8], off: usize, v: &mut V) -> Step {
         Ok(ip) => ip,
         Err(e) => {
             if e == Error::Truncated {
-                v.ip(off, false, false);
+                v.ip(off, false);
             }
             return Step::Done(cut(buf, off, e));
         }
     };
-    v.ip(off, false, false);
+    v.ip(off, false);
     let hl = ip.header_len();
     let tl = usize::from(ip.total_len());
     if tl >= hl {
@@ -301,12 +301,12 @@ fn ipv6<V: Visitor>(buf: &mut &[u8], off: usize, v: &mut V) -> Step {
         Ok(ip) => ip,
         Err(e) => {
             if e == Error::Truncated {
-                v.ip(off, true, false);
+                v.ip(off, true);
             }
             return Step::Done(cut(buf, off, e));
         }
     };
-    v.ip(off, true, false);
+    v.ip(off, true);
     let hl = ip.header_len();
     let pl = usize::from(ip.payload_len());
     if pl != 0 {
@@ -324,7 +324,7 @@ fn upper<V: Visitor>(buf: &[u8], mut off: usize, mut proto: u8, v6: bool, v: &mu
     loop {
         let rest = tail(buf, off);
         // Tells the visitor of a transport header, parsed or not.
-        let mut seen = |_: Result<(), Error>| v.transport(off, proto, buf.len(), false);
+        let mut seen = |_: Result<(), Error>| v.transport(off, proto, buf.len());
         match proto {
             ip_proto::TCP => {
                 let t = TcpPacket::new_checked(rest);
@@ -436,11 +436,11 @@ fn icmp_len<V: Visitor>(rest: &[u8], off: usize, v6: bool, v: &mut V) -> usize {
     let (is_error, quoted) = match parsed {
         Ok(x) => x,
         Err(e) => {
-            v.transport(off, proto, off + rest.len(), false);
+            v.transport(off, proto, off + rest.len());
             return cut(rest, 0, e);
         }
     };
-    v.transport(off, proto, off + rest.len(), false);
+    v.transport(off, proto, off + rest.len());
     if !is_error {
         return crate::icmp::HEADER_LEN;
     }
@@ -453,15 +453,15 @@ fn icmp_len<V: Visitor>(rest: &[u8], off: usize, v6: bool, v: &mut V) -> usize {
     crate::icmp::HEADER_LEN
         + match inner {
             Ok((hl, proto)) => {
-                v.ip(q, v6, true);
+                v.ip(q, v6);
                 if hl < quoted.len() {
-                    v.transport(q + hl, proto, q + quoted.len(), true);
+                    v.transport(q + hl, proto, q + quoted.len());
                 }
                 (hl + 8).min(quoted.len())
             }
             Err(e) => {
                 if e == Error::Truncated {
-                    v.ip(q, v6, true);
+                    v.ip(q, v6);
                 }
                 cut(quoted, 0, e)
             }

@@ -107,7 +107,7 @@ fn inject_cmd(
 }
 
 fn inject_as_nobody(tb: &Testbed, d: &Daemon, input: &Path, report: &Path) -> (bool, String) {
-    let mut cmd = inject_cmd(tb, d, input, report, "+0.3");
+    let mut cmd = inject_cmd(tb, d, input, report, "+1");
     let (status, _, stderr) = run_limited_out(&mut cmd, Duration::from_secs(60));
     (status.code() == Some(0), stderr)
 }
@@ -326,7 +326,7 @@ fn four_clients_at_once_get_their_own_reports_on_time() {
         .enumerate()
         .map(|(k, input)| {
             let report = dir.join(format!("c{k}.jsonl"));
-            let mut cmd = inject_cmd(&tb, &d, input, &report, "+0.5");
+            let mut cmd = inject_cmd(&tb, &d, input, &report, "+2");
             (
                 std::thread::spawn(move || run_limited_out(&mut cmd, Duration::from_secs(60))),
                 report,

@@ -39,7 +39,7 @@ fn frames_leave_on_time_with_one_report_each_and_arrive_intact() {
         .in_capture_ns(bin())
         .args(["inject", "-i", &tb.capture_if, "-r"])
         .arg(&input)
-        .args(["--start", "+0.2", "--tolerance", "100", "--report"])
+        .args(["--start", "+1", "--tolerance", "100", "--report"])
         .arg(&report)
         .output()
         .expect("ringcap inject");

@@ -22,7 +22,7 @@ impl Injecting {
     /// Starts injecting on `iface` under `grant`.
     pub fn start(grant: &InjectGrant, iface: &str) -> Result<Injecting, String> {
         Ok(Injecting {
-            guard: Guard::new(grant, Identity::of(iface)?, now_ns())?,
+            guard: Guard::new(grant, Identity::of(iface)?)?,
             sender: Sender::start(iface, QUEUE)?,
         })
     }

@@ -20,7 +20,6 @@ pub mod dump;
 pub mod inject;
 pub mod metrics;
 pub mod privilege;
-pub mod rate;
 pub mod ring_sink;
 pub mod server;
 pub mod session;

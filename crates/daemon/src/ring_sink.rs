@@ -8,9 +8,9 @@
 //! The session's rate limits (token buckets on the packets' timestamps) are
 //! applied here, before the copy.
 
-use crate::rate::Limits;
 use ringcap_engine::{copy_with_tag, PacketSink, SinkFactory};
 use ringcap_shm::RingWriter;
+use ringcap_stages::Limits;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -51,13 +51,25 @@ pub struct RingSinks {
     pub threads: u64,
 }
 
+/// A session's capture limits: each bucket holds one second of its rate.
+fn limits(pps: Option<u64>, bps: Option<u64>) -> Limits {
+    let mut l = Limits::none();
+    if let Some(r) = pps {
+        l = l.packets(r, r);
+    }
+    if let Some(r) = bps {
+        l = l.bits(r, r);
+    }
+    l
+}
+
 impl SinkFactory for RingSinks {
     fn make(&self, _input: usize, _thread: usize, _linktype: u32) -> Box<dyn PacketSink> {
         let n = self.threads.max(1);
         Box::new(RingSink {
             ring: self.ring.clone(),
             counters: self.counters.clone(),
-            limits: Limits::new(
+            limits: limits(
                 self.max_pps.map(|r| (r / n).max(1)),
                 self.max_bps.map(|r| (r / n).max(1)),
             ),
@@ -128,7 +140,7 @@ impl PacketSink for RingSink {
             self.counters.dropped_client.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        if !self.limits.unlimited() && !self.limits.admit(ts_ns, wire_len) {
+        if !self.limits.unlimited() && self.limits.admit(ts_ns, wire_len).is_err() {
             self.counters.rate_limited.fetch_add(1, Ordering::Relaxed);
             return None;
         }

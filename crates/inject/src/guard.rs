@@ -21,9 +21,9 @@
 //! A refused frame never reaches the sender. VLAN-tagged frames and IP
 //! frames with malformed headers are refused.
 
-use crate::bucket::TokenBucket;
 use ringcap_policy::{InjectGrant, SettableField as F};
 use ringcap_stages::CheckedProgram;
+use ringcap_stages::{Limits, Over};
 use ringcap_wire::checksum::sum;
 use std::collections::HashMap;
 
@@ -103,7 +103,7 @@ pub struct Guard {
     settable: Vec<F>,
     identity: Identity,
     max_len: usize,
-    bucket: TokenBucket,
+    limits: Limits,
     next_id: u16,
     /// Transport bytes of the first frame of each protocol (by IP protocol
     /// number): ports and the like, for the fields the client may not set.
@@ -112,17 +112,25 @@ pub struct Guard {
 
 impl Guard {
     /// The guard for frames sent under `grant` from an interface with
-    /// `identity`, its bucket full at `now_ns`.
-    pub fn new(grant: &InjectGrant, identity: Identity, now_ns: u64) -> Result<Guard, String> {
+    /// `identity`, its token buckets full.
+    pub fn new(grant: &InjectGrant, identity: Identity) -> Result<Guard, String> {
         let program = CheckedProgram::new(grant.program.clone())
             .ok_or("the inject filter does not pass libpcap's checks")?;
+        let max_len = identity.mtu as usize + 14;
+        let burst = u64::from(grant.burst);
+        let mut limits = Limits::none().packets(grant.max_packets_per_second, burst);
+        if let Some(bps) = grant.max_bits_per_second {
+            // `burst` frames of the largest size, so a full-size frame can
+            // always go once the bucket has filled.
+            limits = limits.bits(bps, burst * max_len as u64 * 8);
+        }
         Ok(Guard {
             program,
             settable: grant.settable.clone(),
             identity,
-            max_len: identity.mtu as usize + 14,
-            bucket: TokenBucket::new(grant.max_packets_per_second, grant.burst, now_ns),
-            next_id: (now_ns as u16) ^ 0x5a5a,
+            max_len,
+            limits,
+            next_id: (crate::now_ns() as u16) ^ 0x5a5a,
             templates: HashMap::new(),
         })
     }
@@ -162,15 +170,19 @@ impl Guard {
                 "the frame does not match the grant's inject filter",
             ));
         }
-        if !self.bucket.take(at_ns) {
-            return Err(refuse(
-                "rate",
-                format!(
-                    "over the grant's {} frames per second (burst {})",
-                    self.bucket.rate(),
-                    self.bucket.burst()
-                ),
-            ));
+        match self.limits.admit(at_ns, frame.len() as u32) {
+            Ok(()) => {}
+            Err(over) => {
+                let (what, b) = match over {
+                    Over::Packets => ("frames", self.limits.packet_bucket()),
+                    Over::Bits => ("bits", self.limits.bit_bucket()),
+                };
+                let (rate, burst) = b.map_or((0, 0), |b| (b.rate(), b.burst()));
+                return Err(refuse(
+                    "rate",
+                    format!("over the grant's {rate} {what} per second (burst {burst} {what})"),
+                ));
+            }
         }
         Ok(())
     }
@@ -354,5 +366,67 @@ impl Guard {
             seg[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringcap_policy::Policy;
+    use ringcap_testkit::frames::{udp4, Endpoints};
+
+    fn guard(inject: &str) -> Guard {
+        let text = format!(
+            "[[grant]]\nusers = [\"root\"]\ninterfaces = [\"x\"]\n[grant.inject]\n{inject}"
+        );
+        let p = Policy::from_toml(&text).unwrap_or_else(|e| panic!("{e}"));
+        let identity = Identity {
+            mac: [2, 0, 0, 0, 0, 1],
+            ipv4: Some([198, 18, 0, 1]),
+            ipv6: None,
+            mtu: 1500,
+        };
+        Guard::new(p.grants[0].inject.as_ref().unwrap(), identity).unwrap()
+    }
+
+    fn frame(len: usize) -> Vec<u8> {
+        let ep = Endpoints::new([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .with_ipv4([198, 18, 0, 1].into(), [198, 18, 0, 2].into());
+        udp4(&ep, 0, 4000, 33434, len - 42)
+    }
+
+    #[test]
+    fn the_bit_limit_holds_and_says_so() {
+        // 1 Mbit/s, burst 2 frames of 1514 bytes; 1000-byte frames every
+        // millisecond (8 Mbit/s) for one second.
+        let mut g = guard(
+            "filter = \"udp\"\nmax_packets_per_second = 100000\nmax_bits_per_second = \"1M\"\nburst = 2\n",
+        );
+        let (mut sent, mut reason) = (0u64, String::new());
+        for i in 0..1000u64 {
+            match g.check(&mut frame(1000), 1_000_000_000 + i * 1_000_000) {
+                Ok(()) => sent += 1,
+                Err(r) => {
+                    assert_eq!(r.rule, "rate");
+                    reason = r.reason;
+                }
+            }
+        }
+        // The burst (24224 bits: 3 frames), then 8000 bits per 8 ms.
+        assert!((126..=128).contains(&sent), "{sent} sent");
+        assert!(reason.contains("1000000 bits per second"), "{reason}");
+    }
+
+    #[test]
+    fn the_frame_limit_refuses_without_spending_bits() {
+        let mut g = guard(
+            "filter = \"udp\"\nmax_packets_per_second = 10\nmax_bits_per_second = \"1M\"\nburst = 1\n",
+        );
+        let at = 1_000_000_000;
+        assert!(g.check(&mut frame(1000), at).is_ok());
+        let r = g.check(&mut frame(1000), at).unwrap_err();
+        assert!(r.reason.contains("10 frames per second"), "{}", r.reason);
+        // 100 ms later a frame token is back.
+        assert!(g.check(&mut frame(1000), at + 100_000_000).is_ok());
     }
 }

@@ -1,7 +1,8 @@
 //! Injection: frames a client asks to send, checked against its grant
 //! ([`guard`]: the one place the policy for injected frames is enforced),
-//! rate-limited ([`bucket`]), sent at the time asked for by a scheduler that
-//! sleeps to just before it and spins the rest ([`sender`]), and reported
+//! rate-limited (`ringcap_stages::Limits`, on the frames' requested send
+//! times), sent at the time asked for by a scheduler that sleeps to just
+//! before it and spins the rest ([`sender`]), and reported
 //! with the kernel's transmit timestamp.
 //!
 //! Used by ringcapd for its clients and by `ringcap inject` as root; the
@@ -10,11 +11,9 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod bucket;
 pub mod guard;
 pub mod sender;
 
-pub use bucket::TokenBucket;
 pub use guard::{Guard, Refusal};
 pub use sender::{Job, Sender};
 

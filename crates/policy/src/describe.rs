@@ -117,7 +117,7 @@ fn grant(out: &mut String, g: &Grant, count: usize) {
         match &g.inject {
             None => "not allowed".into(),
             Some(i) => format!(
-                "frames matching {}; settable: {}; {} packets/s, burst {}",
+                "frames matching {}; settable: {}; {}, burst {}",
                 if i.filter.trim().is_empty() {
                     "anything".to_string()
                 } else {
@@ -132,7 +132,7 @@ fn grant(out: &mut String, g: &Grant, count: usize) {
                         .collect::<Vec<_>>()
                         .join(", ")
                 },
-                i.max_packets_per_second,
+                rate_text(Some(i.max_packets_per_second), i.max_bits_per_second),
                 i.burst
             ),
         },

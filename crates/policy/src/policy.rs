@@ -125,7 +125,10 @@ pub struct InjectGrant {
     pub settable: Vec<SettableField>,
     /// Token-bucket rate in frames per second.
     pub max_packets_per_second: u64,
-    /// Token-bucket depth in frames.
+    /// Token-bucket rate in bits per second (None = frames only).
+    pub max_bits_per_second: Option<u64>,
+    /// Token-bucket depth in frames (for the bit bucket: this many frames of
+    /// the interface's largest size).
     pub burst: u32,
 }
 
@@ -167,6 +170,7 @@ struct RawInject {
     filter: Option<Spanned<String>>,
     settable: Option<Names>,
     max_packets_per_second: Option<Spanned<Value>>,
+    max_bits_per_second: Option<Spanned<Value>>,
     burst: Option<Spanned<Value>>,
 }
 
@@ -185,6 +189,22 @@ impl Source<'_> {
             return Err(self.err(v.span(), format!("{key}: must be an absolute path")));
         }
         Ok(Some(p))
+    }
+
+    /// A rate in bits per second: a number, or a string with k/M/G/T.
+    fn bit_rate(&self, v: &Spanned<Value>, key: &str) -> Result<u64, PolicyError> {
+        match v.get_ref() {
+            Value::Integer(_) => self.count(v, key, 1),
+            Value::String(s) => match units::parse_bit_rate(s) {
+                Ok(n) if n >= 1 => Ok(n),
+                Ok(_) => Err(self.err(v.span(), format!("{key}: must be at least 1"))),
+                Err(e) => Err(self.err(v.span(), format!("{key}: {e}"))),
+            },
+            _ => Err(self.err(
+                v.span(),
+                format!("{key}: expected a number of bits/s or a string such as \"500M\""),
+            )),
+        }
     }
 
     /// A whole number from `min` up, for rates and counts.
@@ -459,23 +479,11 @@ fn grant(
         .as_ref()
         .map(|v| src.count(v, "max_packets_per_second", 1))
         .transpose()?;
-    let max_bits_per_second = match &g.max_bits_per_second {
-        None => None,
-        Some(v) => Some(match v.get_ref() {
-            Value::Integer(_) => src.count(v, "max_bits_per_second", 1)?,
-            Value::String(s) => match units::parse_bit_rate(s) {
-                Ok(n) if n >= 1 => n,
-                Ok(_) => return Err(src.err(v.span(), "max_bits_per_second: must be at least 1")),
-                Err(e) => return Err(src.err(v.span(), format!("max_bits_per_second: {e}"))),
-            },
-            _ => {
-                return Err(src.err(
-                    v.span(),
-                    "max_bits_per_second: expected a number of bits/s or a string such as \"500M\"",
-                ))
-            }
-        }),
-    };
+    let max_bits_per_second = g
+        .max_bits_per_second
+        .as_ref()
+        .map(|v| src.bit_rate(v, "max_bits_per_second"))
+        .transpose()?;
     let max_duration = match &g.max_duration {
         None => None,
         Some(v) => {
@@ -581,11 +589,17 @@ fn inject(src: &Source, i: &Spanned<RawInject>) -> Result<InjectGrant, PolicyErr
             u32::try_from(n).map_err(|_| src.err(b.span(), "inject.burst: too large"))?
         }
     };
+    let max_bits_per_second = i
+        .max_bits_per_second
+        .as_ref()
+        .map(|v| src.bit_rate(v, "inject.max_bits_per_second"))
+        .transpose()?;
     Ok(InjectGrant {
         filter,
         program,
         settable,
         max_packets_per_second,
+        max_bits_per_second,
         burst,
     })
 }

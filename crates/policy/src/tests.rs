@@ -27,6 +27,7 @@ ring_size = "64M"
 filter = "udp dst portrange 33434-33534"
 settable = ["ip.ttl", "ip.id"]
 max_packets_per_second = 100
+max_bits_per_second = "1M"
 burst = 10
 "#;
 
@@ -115,6 +116,7 @@ fn the_issue_example_loads_with_every_key() {
     assert_eq!(i.filter, "udp dst portrange 33434-33534");
     assert_eq!(i.settable, vec![SettableField::IpTtl, SettableField::IpId]);
     assert_eq!((i.max_packets_per_second, i.burst), (100, 10));
+    assert_eq!(i.max_bits_per_second, Some(1_000_000));
 }
 
 #[test]
@@ -180,6 +182,7 @@ sample = "1:8"
     assert_eq!(g.ring_size, 3 << 29);
     let i = g.inject.as_ref().unwrap();
     assert_eq!((i.filter.as_str(), i.burst), ("", 1));
+    assert_eq!(i.max_bits_per_second, None);
     assert!(i.settable.is_empty());
     assert_eq!(
         p.grants[1].sampling,
@@ -384,6 +387,11 @@ fn anonymize_needs_a_key_and_inject_needs_a_filter_and_rate() {
         &format!("{HEAD}[grant.inject]\nfilter = \"udp\"\nsettable = [\"ip.ttl\", \"ip.addr\"]\nmax_packets_per_second = 1\n"),
         6,
         "inject.settable: unknown field \"ip.addr\"",
+    );
+    assert_error(
+        &format!("{HEAD}[grant.inject]\nfilter = \"udp\"\nmax_packets_per_second = 1\nmax_bits_per_second = \"1X\"\n"),
+        7,
+        "inject.max_bits_per_second: ",
     );
     assert_error(
         &format!("{HEAD}[grant.inject]\nfilter = \"udp\"\nmax_packets_per_second = 1\nburst = 0\n"),
@@ -817,7 +825,7 @@ fn describe_shows_each_grant_as_understood() {
         "duration:       at most 1h",
         "dump quota:     10 GiB",
         "ring size:      64 MiB",
-        "inject:         frames matching \"udp dst portrange 33434-33534\"; settable: ip.ttl, ip.id; 100 packets/s, burst 10",
+        "inject:         frames matching \"udp dst portrange 33434-33534\"; settable: ip.ttl, ip.id; 100 packets/s, 1000000 bits/s, burst 10",
         "grant 2 of 4",
         "users root (uid 0)",
         "snap cap:       64 bytes",

@@ -1,5 +1,5 @@
-//! The stages between the source and the sink: filter, sample, truncate,
-//! transform.
+//! The stages between the source and the sink: filter, sample, rate limit,
+//! truncate, transform.
 //!
 //! Live captures run as much of this as possible inside the kernel: the filter,
 //! the snap length and the random and per-flow samplers are one classic BPF
@@ -10,12 +10,14 @@
 
 pub mod bpf;
 pub mod filter;
+pub mod rate;
 pub mod sample;
 pub mod transform;
 pub mod truncate;
 
 pub use bpf::{CheckedProgram, Instruction, Program, MAX_INSTRUCTIONS};
 pub use filter::{compile, FilterError};
+pub use rate::{Limits, Over, TokenBucket};
 pub use sample::{SampleMode, Sampling, UserSampler};
 pub use transform::{Transform, TransformFactory};
 pub use truncate::Snap;

@@ -302,6 +302,81 @@ impl Testbed {
         Ok(self)
     }
 
+    /// Makes the peer a router to a third namespace, the target, behind it:
+    /// capture — peer (forwarding, ICMP errors not rate-limited) — target at
+    /// 198.19.X.2/24 (the peer is 198.19.X.1 on that side), with routes both
+    /// ways. The target namespace is removed with the testbed. For tests of
+    /// tools that probe paths (traceroute).
+    pub fn add_target(&mut self) -> io::Result<Target> {
+        let x = self.capture_ip.octets()[2];
+        let ns = self.capture_ns.trim_end_matches("-cap").to_string() + "-tgt";
+        let stem = self.capture_if.trim_end_matches('c');
+        let (rif, tif) = (format!("{stem}r"), format!("{stem}t"));
+        let (router_ip, ip) = (Ipv4Addr::new(198, 19, x, 1), Ipv4Addr::new(198, 19, x, 2));
+        run("ip", &["netns", "add", &ns])?;
+        self.created.push(ns.clone());
+        let pns = self.peer_ns.clone();
+        run(
+            "ip",
+            &[
+                "link", "add", &rif, "netns", &pns, "type", "veth", "peer", "name", &tif, "netns",
+                &ns,
+            ],
+        )?;
+        for (n, sys) in [
+            (
+                &pns,
+                vec!["net.ipv4.ip_forward=1", "net.ipv4.icmp_ratelimit=0"],
+            ),
+            (
+                &ns,
+                vec![
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv4.icmp_ratelimit=0",
+                ],
+            ),
+        ] {
+            let mut args = vec!["netns", "exec", n.as_str(), "sysctl", "-q", "-w"];
+            args.extend(sys);
+            run("ip", &args)?;
+        }
+        for (n, ifname, addr) in [(&pns, &rif, router_ip), (&ns, &tif, ip)] {
+            run(
+                "ip",
+                &["-n", n, "addr", "add", &format!("{addr}/24"), "dev", ifname],
+            )?;
+            self.offloads_off(n, ifname)?;
+            run("ip", &["-n", n, "link", "set", ifname, "up"])?;
+        }
+        run("ip", &["-n", &ns, "link", "set", "lo", "up"])?;
+        let peer = self.peer_ip.to_string();
+        run(
+            "ip",
+            &[
+                "-n",
+                &self.capture_ns,
+                "route",
+                "add",
+                &format!("198.19.{x}.0/24"),
+                "via",
+                &peer,
+            ],
+        )?;
+        run(
+            "ip",
+            &[
+                "-n",
+                &ns,
+                "route",
+                "add",
+                "default",
+                "via",
+                &router_ip.to_string(),
+            ],
+        )?;
+        Ok(Target { ns, router_ip, ip })
+    }
+
     fn offloads_off(&self, ns: &str, ifname: &str) -> io::Result<()> {
         if !have_program("ethtool") {
             return Err(io::Error::new(
@@ -538,6 +613,17 @@ pub fn write_pcap_spaced(
         w.write_all(f)?;
     }
     w.flush()
+}
+
+/// The third namespace of [`Testbed::add_target`].
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Its network namespace.
+    pub ns: String,
+    /// The router's (the peer's) address on the target's link.
+    pub router_ip: Ipv4Addr,
+    /// The target's address.
+    pub ip: Ipv4Addr,
 }
 
 impl Drop for Testbed {

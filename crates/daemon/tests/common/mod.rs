@@ -60,30 +60,48 @@ fn newest(dir: &Path) -> Option<SystemTime> {
 /// client sources it is built from (RINGCAP_ALLOW_STALE_BIN=1 skips that
 /// check, for a tree that others are editing while the tests run).
 pub fn ringcap_bin() -> PathBuf {
+    built(
+        "ringcap",
+        &["client/src", "ringcap/src", "proto/src", "shm/src"],
+        "cargo build -p ringcap",
+    )
+}
+
+/// An example program of the client crate (`target/<profile>/examples/NAME`),
+/// built by `cargo build -p ringcap-client --examples` (scripts/test does).
+pub fn example_bin(name: &str) -> PathBuf {
+    built(
+        &format!("examples/{name}"),
+        &["client/src", "client/examples", "proto/src", "shm/src"],
+        "cargo build -p ringcap-client --examples",
+    )
+}
+
+/// `target/<profile>/<rel>`, checked to exist and to be newer than the
+/// sources under `crates/<srcs>`; `build` says how to make it.
+fn built(rel: &str, srcs: &[&str], build: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test executable's path");
     let bin = exe
         .parent()
         .and_then(Path::parent)
-        .map(|d| d.join("ringcap"))
+        .map(|d| d.join(rel))
         .expect("the test executable is in target/<profile>/deps");
     let Ok(meta) = std::fs::metadata(&bin) else {
         panic!(
-            "the ringcap binary is missing ({}): run `cargo build -p ringcap` before \
-             `cargo test -p ringcap-daemon` (cargo builds it only for the ringcap package's own tests)",
+            "{} is missing: run `{build}` before `cargo test -p ringcap-daemon`",
             bin.display()
         );
     };
     if std::env::var_os("RINGCAP_ALLOW_STALE_BIN").is_some_and(|v| v == "1") {
         return bin;
     }
-    let built = meta.modified().expect("mtime of the ringcap binary");
+    let made = meta.modified().expect("mtime of a built program");
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for src in ["client/src", "ringcap/src", "proto/src", "shm/src"] {
+    for src in srcs {
         if let Some(t) = newest(&crates.join(src)) {
             assert!(
-                t <= built,
-                "the ringcap binary ({}) is older than crates/{src}: run `cargo build -p ringcap` \
-                 before `cargo test -p ringcap-daemon`",
+                t <= made,
+                "{} is older than crates/{src}: run `{build}` before `cargo test -p ringcap-daemon`",
                 bin.display()
             );
         }

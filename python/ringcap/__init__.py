@@ -24,7 +24,7 @@ import ctypes.util
 import os
 import struct
 
-__all__ = ["Session", "Packet", "RingcapError", "RefusedError", "library"]
+__all__ = ["Session", "Packet", "InjectReport", "RingcapError", "RefusedError", "library"]
 __version__ = "0.1.0"
 
 ERRBUF = 1024
@@ -46,6 +46,12 @@ ERR_BUSY = -9
 
 FORMAT_PCAP = 0
 FORMAT_PCAPNG = 1
+
+# ringcap_inject_report.status
+INJECT_STATUS = {0: "sent", 1: "missed", 2: "refused", 3: "failed"}
+REASON_SIZE = 128
+# Frames per ringcap_inject call (the library splits them for the daemon).
+INJECT_BATCH = 1024
 
 
 class RingcapError(Exception):
@@ -74,7 +80,7 @@ class _Options(ctypes.Structure):
         ("interfaces", ctypes.c_char_p),
         ("filter", ctypes.c_char_p),
         ("dump", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint32),
+        ("inject_only", ctypes.c_uint32),
         ("rotate_seconds", ctypes.c_uint64),
         ("rotate_packets", ctypes.c_uint64),
         ("rotate_bytes", ctypes.c_uint64),
@@ -98,6 +104,50 @@ class _Stats(ctypes.Structure):
 
     def as_dict(self):
         return {f: getattr(self, f) for f in _STATS_FIELDS}
+
+
+class _InjectFrame(ctypes.Structure):
+    _fields_ = [
+        ("tag", ctypes.c_uint64),
+        ("at_ns", ctypes.c_uint64),
+        ("tolerance_ns", ctypes.c_uint64),
+        ("data", ctypes.c_char_p),
+        ("len", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+class _InjectReport(ctypes.Structure):
+    _fields_ = [
+        ("tag", ctypes.c_uint64),
+        ("requested_ns", ctypes.c_uint64),
+        ("sent_ns", ctypes.c_uint64),
+        ("status", ctypes.c_int32),
+        ("reserved", ctypes.c_uint32),
+        ("reason", ctypes.c_char * REASON_SIZE),
+    ]
+
+
+class InjectReport:
+    """What became of one injected frame: ``tag`` (yours), ``requested_ns``,
+    ``sent_ns`` (the kernel's transmit timestamp; None if it did not leave),
+    ``status`` ("sent", "missed", "refused" or "failed") and ``reason``
+    (why not sent; "" if sent)."""
+
+    __slots__ = ("tag", "requested_ns", "sent_ns", "status", "reason")
+
+    def __init__(self, tag, requested_ns, sent_ns, status, reason):
+        self.tag = tag
+        self.requested_ns = requested_ns
+        self.sent_ns = sent_ns
+        self.status = status
+        self.reason = reason
+
+    def __repr__(self):
+        return (
+            f"InjectReport(tag={self.tag}, requested_ns={self.requested_ns}, "
+            f"sent_ns={self.sent_ns}, status={self.status!r}, reason={self.reason!r})"
+        )
 
 
 # struct ringcap_pkthdr { uint64_t ts_ns; uint32_t caplen; uint32_t wire_len; }
@@ -136,6 +186,8 @@ def library():
         "ringcap_read_batch": (i, [p, p, sz, p, sz, cp, sz]),
         "ringcap_describe": (i, [p, cp, sz]),
         "ringcap_next_dump": (i, [p, cp, sz, cp, sz]),
+        "ringcap_inject": (i, [p, ctypes.POINTER(_InjectFrame), sz, cp, sz]),
+        "ringcap_inject_reports": (i, [p, ctypes.POINTER(_InjectReport), sz, cp, sz]),
         "ringcap_version": (cp, []),
     }
     for name, (res, args) in sig.items():
@@ -189,8 +241,9 @@ class Session:
     most ``snaplen``). ``sample_packets``/``sample_flows``: keep 1 in N.
     ``count``/``duration``: end the session after that many packets/seconds.
     ``dump=True``: the daemon writes dump files (``rotate_*``) instead of
-    delivering packets. ``socket``: the daemon's socket (default
-    ``$RINGCAP_DAEMON``, else /run/ringcapd/ringcapd.sock).
+    delivering packets. ``inject_only=True``: a session that only sends
+    (``inject``), capturing nothing. ``socket``: the daemon's socket
+    (default ``$RINGCAP_DAEMON``, else /run/ringcapd/ringcapd.sock).
     """
 
     def __init__(
@@ -209,6 +262,7 @@ class Session:
         rotate_seconds=0,
         rotate_packets=0,
         rotate_bytes=0,
+        inject_only=False,
     ):
         lib = library()
         if not isinstance(interface, (str, bytes)):
@@ -224,6 +278,7 @@ class Session:
         o.count = count
         o.duration_s = float(duration)
         o.dump = 1 if dump else 0
+        o.inject_only = 1 if inject_only else 0
         o.format = {"pcap": FORMAT_PCAP, "pcapng": FORMAT_PCAPNG}[format]
         o.rotate_seconds, o.rotate_packets, o.rotate_bytes = rotate_seconds, rotate_packets, rotate_bytes
         self._lib = lib
@@ -295,6 +350,52 @@ class Session:
         if self._check(self._lib.ringcap_next_dump(self._handle(), name, len(name), self._err, ERRBUF)):
             return name.value.decode()
         return None
+
+    def inject(self, frames, tolerance_ns=1_000_000):
+        """Queue frames to send at their times (pktd: wire_inject), under your
+        grant's [grant.inject] rules. ``frames``: an iterable of ``bytes``
+        (send now) or ``(data, at_ns)`` / ``(data, at_ns, tag)`` tuples, where
+        ``at_ns`` is CLOCK_REALTIME nanoseconds (``time.time_ns()``; 0: now)
+        and ``tag`` defaults to the frame's index in ``frames``. A frame later
+        than ``tolerance_ns`` is reported missed, not sent. Every frame gets
+        exactly one report (``inject_reports``). Returns the tags."""
+        tags = []
+        items = []
+        for i, f in enumerate(frames):
+            if isinstance(f, (bytes, bytearray, memoryview)):
+                data, at_ns, tag = bytes(f), 0, i
+            else:
+                data, at_ns, tag = bytes(f[0]), int(f[1]), int(f[2]) if len(f) > 2 else i
+            items.append((data, at_ns, tag))
+            tags.append(tag)
+        for start in range(0, len(items), INJECT_BATCH):
+            chunk = items[start : start + INJECT_BATCH]
+            arr = (_InjectFrame * len(chunk))()
+            for k, (data, at_ns, tag) in enumerate(chunk):
+                arr[k].tag, arr[k].at_ns, arr[k].tolerance_ns = tag, at_ns, tolerance_ns
+                arr[k].data, arr[k].len = data, len(data)
+            self._check(self._lib.ringcap_inject(self._handle(), arr, len(chunk), self._err, ERRBUF))
+        return tags
+
+    def inject_reports(self):
+        """The transmit reports ready now (a list of :class:`InjectReport`,
+        oldest first; empty if none yet: poll every few milliseconds)."""
+        out = []
+        arr = (_InjectReport * 256)()
+        while True:
+            n = self._check(self._lib.ringcap_inject_reports(self._handle(), arr, 256, self._err, ERRBUF))
+            for r in arr[:n]:
+                out.append(
+                    InjectReport(
+                        r.tag,
+                        r.requested_ns,
+                        r.sent_ns or None,
+                        INJECT_STATUS.get(r.status, "failed"),
+                        r.reason.decode(errors="replace"),
+                    )
+                )
+            if n < 256:
+                return out
 
     def _batch(self):
         """Headers and bytes of the packets there now: (count, header view,

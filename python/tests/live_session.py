@@ -110,3 +110,32 @@ def test_iterator_keeps_up_at_the_top_rate_with_headers():
         expected = int((DIR / "expected").read_text())
         assert final["dropped_client"] == 0, final
         assert n == expected == final["delivered"], (n, expected, final)
+
+
+def test_inject_with_reports():
+    """Sends the frames of $RINGCAP_TEST_DIR/inject.pcap at their relative
+    times from one second out, on an inject-only session, and writes every
+    report into $RINGCAP_TEST_DIR/reports ("TAG STATUS REQUESTED SENT
+    REASON" lines); the harness checks them against tcpdump on the peer."""
+    frames = read_pcap(DIR / "inject.pcap")
+    with ringcap.Session(IF, inject_only=True) as s:
+        (DIR / "ready").write_text(s.describe())
+        start = time.time_ns() + 1_000_000_000
+        t0 = frames[0][0]
+        tags = s.inject(((data, start + ts - t0) for ts, _, data in frames), tolerance_ns=50_000_000)
+        assert tags == list(range(len(frames)))
+        reports = []
+        deadline = time.monotonic() + 1.0 + (frames[-1][0] - t0) / 1e9 + 10.0
+        while len(reports) < len(frames):
+            assert time.monotonic() < deadline, f"{len(reports)} of {len(frames)} reports"
+            got = s.inject_reports()
+            reports.extend(got)
+            if not got:
+                time.sleep(0.005)
+    assert sorted(r.tag for r in reports) == tags
+    for r in reports:
+        assert r.status in ("sent", "refused"), r
+        assert (r.sent_ns is not None) == (r.status == "sent"), r
+    (DIR / "reports").write_text(
+        "".join(f"{r.tag} {r.status} {r.requested_ns} {r.sent_ns or 0} {r.reason or '-'}\n" for r in reports)
+    )

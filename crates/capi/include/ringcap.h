@@ -47,6 +47,15 @@ extern "C" {
 #define RINGCAP_ERR_TOO_SMALL (-8) /* your buffer cannot hold the next packet */
 #define RINGCAP_ERR_BUSY (-9)      /* another call on this session is running */
 
+/* ringcap_inject_report.status. */
+#define RINGCAP_INJECT_SENT 0    /* it left at sent_ns */
+#define RINGCAP_INJECT_MISSED 1  /* its time had passed by more than its tolerance: not sent */
+#define RINGCAP_INJECT_REFUSED 2 /* the grant refused it (reason says which rule): not sent */
+#define RINGCAP_INJECT_FAILED 3  /* sending failed, or the session ended before its time */
+
+/* Bytes of ringcap_inject_report.reason, its NUL included. */
+#define RINGCAP_REASON_SIZE 128
+
 /* ringcap_options.format (of daemon dump files). */
 #define RINGCAP_FORMAT_PCAP 0
 #define RINGCAP_FORMAT_PCAPNG 1
@@ -65,7 +74,7 @@ typedef struct ringcap_options {
     const char *interfaces;   /* required: "eth0" or "eth0,eth1" */
     const char *filter;       /* tcpdump syntax; NULL or "": all your grant allows */
     uint32_t dump;            /* nonzero: the daemon writes dump files instead of delivering */
-    uint32_t reserved;        /* 0 */
+    uint32_t inject_only;     /* nonzero: the session only injects (captures nothing) */
     uint64_t rotate_seconds;  /* dump mode: new file after this many seconds; 0: never */
     uint64_t rotate_packets;  /* dump mode: ... this many packets; 0: never */
     uint64_t rotate_bytes;    /* dump mode: ... this many bytes; 0: never */
@@ -94,6 +103,26 @@ typedef struct ringcap_pkthdr {
 /* A packet callback. `data` (h->caplen bytes) is valid only during the call.
  * It may call ringcap_breakloop() on the session, nothing else on it. */
 typedef void (*ringcap_handler)(void *user, const ringcap_pkthdr *h, const uint8_t *data);
+
+/* A frame to inject. */
+typedef struct ringcap_inject_frame {
+    uint64_t tag;          /* your name for it, echoed in its report */
+    uint64_t at_ns;        /* when to send it: CLOCK_REALTIME ns since the epoch; 0: now */
+    uint64_t tolerance_ns; /* how late it may still go; later it is reported missed */
+    const uint8_t *data;   /* the whole Ethernet frame */
+    uint32_t len;          /* its length in bytes */
+    uint32_t reserved;     /* 0 */
+} ringcap_inject_frame;
+
+/* The report of one injected frame. */
+typedef struct ringcap_inject_report {
+    uint64_t tag;          /* the frame's tag */
+    uint64_t requested_ns; /* when it was asked for (for "now": when the sender took it up) */
+    uint64_t sent_ns;      /* when it left (kernel transmit timestamp); 0: not sent or unknown */
+    int32_t status;        /* RINGCAP_INJECT_* */
+    uint32_t reserved;     /* 0 */
+    char reason[RINGCAP_REASON_SIZE]; /* why refused/failed, NUL-terminated; "" if sent */
+} ringcap_inject_report;
 
 typedef struct ringcap_session ringcap_session;
 
@@ -167,6 +196,22 @@ int ringcap_describe(ringcap_session *s, char *buf, size_t len);
 /* Dump mode: the name of the next dump file the daemon completed, into
  * name; 1 if there was one, 0 if not (fetch it with `ringcap dumps fetch`). */
 int ringcap_next_dump(ringcap_session *s, char *name, size_t len, char *errbuf, size_t errlen);
+
+/* Queues n frames to send on the session's interface at their times
+ * (libwire: wire_inject), under the grant's [grant.inject] rules: the daemon
+ * sets the source addresses, fixes what you may not set, recomputes
+ * checksums, checks the grant's filter and token buckets. The library
+ * copies the frames (64 per request to the daemon). Every frame gets exactly
+ * one report, refused ones too. Returns n, or an error if a batch as a
+ * whole was refused (no injection rights): earlier batches stay queued. */
+int ringcap_inject(ringcap_session *s, const ringcap_inject_frame *frames, size_t n,
+                   char *errbuf, size_t errlen);
+
+/* Copies up to max transmit reports into out, oldest first, asking the
+ * daemon when none are held. Returns how many (0: none ready now; poll
+ * again, e.g. every few ms, until every frame has its report). */
+int ringcap_inject_reports(ringcap_session *s, ringcap_inject_report *out, size_t max,
+                           char *errbuf, size_t errlen);
 
 /* The library's version, e.g. "0.1.0" (static). */
 const char *ringcap_version(void);

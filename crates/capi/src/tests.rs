@@ -80,6 +80,11 @@ fn the_header_constants_have_the_library_values() {
         ("RINGCAP_ERR_BUSY", RINGCAP_ERR_BUSY.into()),
         ("RINGCAP_FORMAT_PCAP", RINGCAP_FORMAT_PCAP.into()),
         ("RINGCAP_FORMAT_PCAPNG", RINGCAP_FORMAT_PCAPNG.into()),
+        ("RINGCAP_INJECT_SENT", RINGCAP_INJECT_SENT.into()),
+        ("RINGCAP_INJECT_MISSED", RINGCAP_INJECT_MISSED.into()),
+        ("RINGCAP_INJECT_REFUSED", RINGCAP_INJECT_REFUSED.into()),
+        ("RINGCAP_INJECT_FAILED", RINGCAP_INJECT_FAILED.into()),
+        ("RINGCAP_REASON_SIZE", RINGCAP_REASON_SIZE as i64),
     ];
     let h = header();
     let mut seen = BTreeSet::new();
@@ -117,7 +122,9 @@ fn the_header_constants_have_the_library_values() {
 /// the header's structs.
 #[test]
 fn the_structs_have_the_same_layout_in_c_and_rust() {
-    use crate::{ringcap_options, ringcap_pkthdr, ringcap_stats};
+    use crate::{
+        ringcap_inject_frame, ringcap_inject_report, ringcap_options, ringcap_pkthdr, ringcap_stats,
+    };
     use std::mem::{offset_of, size_of};
     let dir = std::env::temp_dir().join(format!("ringcap-capi-layout-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -135,7 +142,7 @@ fn the_structs_have_the_same_layout_in_c_and_rust() {
         "interfaces",
         "filter",
         "dump",
-        "reserved",
+        "inject_only",
         "rotate_seconds",
         "rotate_packets",
         "rotate_bytes",
@@ -148,7 +155,9 @@ fn the_structs_have_the_same_layout_in_c_and_rust() {
         c += &format!("printf(\"%zu\\n\", offsetof(ringcap_options, {f}));\n");
     }
     c += "printf(\"%zu %zu\\n\", offsetof(ringcap_pkthdr, caplen), offsetof(ringcap_pkthdr, wire_len));\n";
-    c += "printf(\"%zu\\n\", offsetof(ringcap_stats, bytes_delivered));\nreturn 0; }\n";
+    c += "printf(\"%zu\\n\", offsetof(ringcap_stats, bytes_delivered));\n";
+    c += "printf(\"%zu %zu %zu %zu\\n\", sizeof(ringcap_inject_frame), offsetof(ringcap_inject_frame, tolerance_ns), offsetof(ringcap_inject_frame, data), offsetof(ringcap_inject_frame, len));\n";
+    c += "printf(\"%zu %zu %zu %zu\\n\", sizeof(ringcap_inject_report), offsetof(ringcap_inject_report, sent_ns), offsetof(ringcap_inject_report, status), offsetof(ringcap_inject_report, reason));\nreturn 0; }\n";
     std::fs::write(&src, c).expect("write layout.c");
     let exe = dir.join("layout");
     let st = Command::new("cc")
@@ -180,7 +189,7 @@ fn the_structs_have_the_same_layout_in_c_and_rust() {
             "interfaces" => offset_of!(ringcap_options, interfaces),
             "filter" => offset_of!(ringcap_options, filter),
             "dump" => offset_of!(ringcap_options, dump),
-            "reserved" => offset_of!(ringcap_options, reserved),
+            "inject_only" => offset_of!(ringcap_options, inject_only),
             "rotate_seconds" => offset_of!(ringcap_options, rotate_seconds),
             "rotate_packets" => offset_of!(ringcap_options, rotate_packets),
             "rotate_bytes" => offset_of!(ringcap_options, rotate_bytes),
@@ -196,6 +205,16 @@ fn the_structs_have_the_same_layout_in_c_and_rust() {
     want.push(offset_of!(ringcap_pkthdr, caplen));
     want.push(offset_of!(ringcap_pkthdr, wire_len));
     want.push(offset_of!(ringcap_stats, bytes_delivered));
+    want.extend([
+        size_of::<ringcap_inject_frame>(),
+        offset_of!(ringcap_inject_frame, tolerance_ns),
+        offset_of!(ringcap_inject_frame, data),
+        offset_of!(ringcap_inject_frame, len),
+        size_of::<ringcap_inject_report>(),
+        offset_of!(ringcap_inject_report, sent_ns),
+        offset_of!(ringcap_inject_report, status),
+        offset_of!(ringcap_inject_report, reason),
+    ]);
     assert_eq!(nums, want, "C layout vs Rust layout");
     let _ = std::fs::remove_dir_all(&dir);
 }

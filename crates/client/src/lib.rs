@@ -16,6 +16,7 @@
 //! # Ok::<(), ringcap_client::ClientError>(())
 //! ```
 
+pub use ringcap_proto::validate::MAX_INJECT_BATCH;
 use ringcap_proto::{
     decode_response, encode_request, transport, Effective, Request, Response, SampleRequest,
     SessionInfo, SnapRequest, MAX_DATAGRAM,
@@ -402,7 +403,7 @@ impl Session {
     }
 
     /// Queues frames to send on the session's interface at their times
-    /// (at most [`MAX_INJECT_BATCH`](ringcap_proto::validate::MAX_INJECT_BATCH)
+    /// (at most [`MAX_INJECT_BATCH`]
     /// per call); each gets exactly one report (see [`Session::inject_reports`]),
     /// refused ones too. Fails only if the batch as a whole is refused (the
     /// grant has no injection rights, say).

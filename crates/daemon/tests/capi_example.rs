@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use ringcap_testkit::capture::wait_for_stderr_line;
-use ringcap_testkit::capture::ChildGuard;
+use ringcap_testkit::capture::{start_peer_tcpdump, ChildGuard};
 use ringcap_testkit::{frames, TempDir, Testbed};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -58,17 +58,17 @@ pub fn libringcap_dir() -> PathBuf {
     dir
 }
 
-/// Compiles examples/c/ringcap_example.c into `dir` with `cc`, linked to
+/// Compiles examples/c/NAME.c into `dir` with `cc`, linked to
 /// libringcap.so (found through an rpath, as an installed copy would be
 /// through ld.so.conf).
-fn compile_example(dir: &TempDir) -> PathBuf {
+fn compile_example(dir: &TempDir, name: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let lib = libringcap_dir();
-    let exe = dir.join("ringcap_example");
+    let exe = dir.join(name);
     let out = Command::new("cc")
         .args(["-Wall", "-Wextra", "-Werror", "-O2", "-I"])
         .arg(root.join("crates/capi/include"))
-        .arg(root.join("examples/c/ringcap_example.c"))
+        .arg(root.join(format!("examples/c/{name}.c")))
         .arg("-o")
         .arg(&exe)
         .arg("-L")
@@ -100,7 +100,7 @@ fn the_c_example_as_nobody_receives_exactly_what_tcpdump_captures() {
         &format!("capture_filter = \"{FRAMEWORK}\"\nmax_snaplen = {CAP}\n"),
     );
     let out = open_dir("capi-out");
-    let exe = compile_example(&out);
+    let exe = compile_example(&out, "ringcap_example");
     let td = TempDir::new("capi-tcpdump");
     let filter = "udp or icmp or arp";
     let pcap = out.join("c.pcap");
@@ -173,5 +173,49 @@ fn the_c_example_as_nobody_receives_exactly_what_tcpdump_captures() {
         "the C example's report for {n} packets:\n{}",
         f.stderr
     );
+    d.stop();
+}
+
+#[test]
+fn the_c_inject_example_as_nobody_sends_what_the_grant_allows_with_reports() {
+    if !can_run() {
+        return;
+    }
+    if !ringcap_testkit::netns::have_program("cc") {
+        ringcap_testkit::skip("`cc` is not installed (scripts/setup installs gcc)");
+        return;
+    }
+    const N: u16 = 300;
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(&tb, &binding_inject_grant(&tb));
+    let out = open_dir("capi-inject");
+    let exe = compile_example(&out, "ringcap_inject");
+    let input = binding_inject_frames(&tb, out.path(), N);
+    let peer = out.join("peer.pcap");
+    let mut td = start_peer_tcpdump(&tb, &peer, "udp").expect("tcpdump on the peer");
+    let mut cmd = as_user(&tb, NOBODY, &exe);
+    cmd.arg("-S")
+        .arg(&d.socket)
+        .args(["-i", &tb.capture_if, "-d", "1000", "-r"])
+        .arg(&input);
+    let (status, stdout, stderr) = run_limited_out(&mut cmd, Duration::from_secs(60));
+    assert!(status.success(), "ringcap_inject: {stderr}");
+    std::thread::sleep(Duration::from_millis(500));
+    td.terminate().expect("stop tcpdump");
+    let reports: Vec<SeenReport> = stdout
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.splitn(5, ' ').collect();
+            assert_eq!(f.len(), 5, "report line {l:?}");
+            SeenReport {
+                tag: f[0].parse().expect("tag"),
+                status: f[1].to_string(),
+                requested_ns: f[2].parse().expect("requested_ns"),
+                sent_ns: f[3].parse().expect("sent_ns"),
+                reason: f[4].to_string(),
+            }
+        })
+        .collect();
+    check_binding_injection("the C example", N, &reports, &read(&peer));
     d.stop();
 }

@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use ringcap_testkit::capture::ChildGuard;
+use ringcap_testkit::capture::{start_peer_tcpdump, ChildGuard};
 use ringcap_testkit::netns::have_program;
 use ringcap_testkit::{frames, skip, TempDir, Testbed};
 use std::path::{Path, PathBuf};
@@ -65,7 +65,20 @@ struct PyTest {
 }
 
 fn start_pytest(tb: &Testbed, d: &Daemon, test: &str, filter: &str) -> PyTest {
+    start_pytest_with(tb, d, test, filter, |_| {})
+}
+
+/// [`start_pytest`], with `prepare` putting files into the shared
+/// directory before pytest starts.
+fn start_pytest_with(
+    tb: &Testbed,
+    d: &Daemon,
+    test: &str,
+    filter: &str,
+    prepare: impl FnOnce(&Path),
+) -> PyTest {
     let dir = open_dir("py-live");
+    prepare(dir.path());
     let mut cmd = as_user(tb, NOBODY, Path::new(PYTHON));
     cmd.args(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-s"])
         .arg(format!(
@@ -215,5 +228,41 @@ fn python_iterates_a_full_session_ring_and_keeps_up_at_the_top_rate() {
     std::thread::sleep(SETTLE);
     std::fs::write(py.dir.join("expected"), want.to_string()).expect("write expected");
     py.finish("iterator at the top rate");
+    d.stop();
+}
+
+#[test]
+fn python_as_nobody_injects_what_the_grant_allows_with_reports() {
+    if !can_run_python() {
+        return;
+    }
+    const N: u16 = 300;
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(&tb, &binding_inject_grant(&tb));
+    let td = TempDir::new("py-inject-peer");
+    let peer = td.join("peer.pcap");
+    let mut tcpdump = start_peer_tcpdump(&tb, &peer, "udp").expect("tcpdump on the peer");
+    let py = start_pytest_with(&tb, &d, "test_inject_with_reports", "", |dir| {
+        binding_inject_frames(&tb, dir, N);
+    });
+    let dir = py.finish("python inject");
+    std::thread::sleep(Duration::from_millis(500));
+    tcpdump.terminate().expect("stop tcpdump");
+    let reports: Vec<SeenReport> = std::fs::read_to_string(dir.join("reports"))
+        .expect("the reports")
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.splitn(5, ' ').collect();
+            assert_eq!(f.len(), 5, "report line {l:?}");
+            SeenReport {
+                tag: f[0].parse().expect("tag"),
+                status: f[1].to_string(),
+                requested_ns: f[2].parse().expect("requested_ns"),
+                sent_ns: f[3].parse().expect("sent_ns"),
+                reason: f[4].to_string(),
+            }
+        })
+        .collect();
+    check_binding_injection("python", N, &reports, &read(&peer));
     d.stop();
 }

@@ -29,6 +29,20 @@ fn unit_has_least_privilege_settings() {
     }
 }
 
+/// The unit's LimitRTPRIO is what the injection sender asks for: the limit
+/// lets the sender thread be SCHED_FIFO without CAP_SYS_NICE. (Not run
+/// here: this machine's root lacks CAP_SYS_RESOURCE, so no limit can be
+/// raised to show it.)
+#[test]
+fn the_rtprio_limit_is_the_senders_priority() {
+    let p = ringcap_source::inject::FIFO_PRIORITY;
+    assert!(
+        UNIT.lines().any(|l| l.trim() == format!("LimitRTPRIO={p}")),
+        "the unit's LimitRTPRIO is not the sender's priority {p}"
+    );
+    assert!(UNIT.lines().any(|l| l.trim() == "RestrictRealtime=no"));
+}
+
 #[test]
 fn systemd_analyze_verifies_the_unit() {
     if !ringcap_testkit::netns::have_program("systemd-analyze") {

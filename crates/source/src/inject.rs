@@ -4,6 +4,10 @@ use crate::interface::{Interface, OpenError};
 use crate::sys;
 use std::os::fd::OwnedFd;
 
+/// The SCHED_FIFO priority of an injection sender thread: above every
+/// normal thread, below the kernel's own real-time threads (50 and up).
+pub const FIFO_PRIORITY: i32 = 10;
+
 /// A socket that sends whole link-layer frames on one interface.
 pub struct Injector {
     fd: OwnedFd,
@@ -42,11 +46,13 @@ impl Injector {
         sys::read_tx_timestamp(&self.fd)
     }
 
-    /// Makes the calling (sending) thread real-time, if allowed, else as
-    /// favoured as it may be (nice -15): its wake-ups at send times then do
-    /// not wait behind other threads.
+    /// Makes the calling (sending) thread real-time (SCHED_FIFO at
+    /// [`FIFO_PRIORITY`]), if allowed — by CAP_SYS_NICE, or without it by an
+    /// RLIMIT_RTPRIO of at least that (ringcapd's systemd unit sets
+    /// `LimitRTPRIO=`) — else as favoured as it may be (nice -15): its
+    /// wake-ups at send times then do not wait behind other threads.
     pub fn prefer_realtime() -> std::io::Result<()> {
-        sys::set_fifo_priority(10).or_else(|_| sys::set_thread_nice(-15))
+        sys::set_fifo_priority(FIFO_PRIORITY).or_else(|_| sys::set_thread_nice(-15))
     }
 
     /// Sends one frame.

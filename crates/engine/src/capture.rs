@@ -13,12 +13,14 @@ use crate::error::EngineError;
 use crate::event::Event;
 use crate::interfaces::Lease;
 use crate::source::file::{self, FileSource};
+use crate::source::hook::HookSource;
 use crate::source::live::LiveSource;
 use crate::source::SourceError;
 use crate::spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec};
 use crate::stages::Stages;
 use crate::worker::Worker;
 use crossbeam_channel::{Receiver, Sender};
+use ringcap_hook::{Hook, HookCapture, HookError};
 use ringcap_sink::writer::Shared;
 use ringcap_sink::{Batch, Encoder, RecordFormat, SinkInterface, Writer, WriterConfig};
 use ringcap_source::socket::CountingSocket;
@@ -365,6 +367,9 @@ fn start_live(
             live.threads
         )));
     }
+    if live.hook != Hook::Packet {
+        return start_hook(spec, live, events, stop, budget);
+    }
     let mut interfaces: Vec<Interface> = Vec::new();
     for name in &live.interfaces {
         if interfaces.iter().any(|i| &i.name == name) {
@@ -565,6 +570,178 @@ fn start_live(
             interfaces,
             counting: Mutex::new(counting),
         }),
+    };
+    Ok((
+        inner,
+        started,
+        Running {
+            threads: handles,
+            leases,
+            writer,
+            full,
+        },
+    ))
+}
+
+impl From<HookError> for EngineError {
+    fn from(e: HookError) -> EngineError {
+        match e.kind {
+            ringcap_hook::ErrorKind::System => EngineError::system(e.message),
+            ringcap_hook::ErrorKind::Runtime => EngineError::runtime(e.message),
+        }
+    }
+}
+
+/// A live capture through an XDP or netfilter program (`live.hook`): one
+/// program, ring buffer and capture thread per interface; the filter and
+/// sampling run in the thread's stages (see `source::hook`).
+fn start_hook(
+    spec: &CaptureSpec,
+    live: &LiveSpec,
+    events: &Sender<Event>,
+    stop: &Arc<AtomicBool>,
+    budget: &Option<Arc<AtomicU64>>,
+) -> Result<Parts, EngineError> {
+    let hook = live.hook;
+    if live.threads != 1 {
+        return Err(EngineError::usage(format!(
+            "--hook {hook} reads one ring buffer per interface with one thread: --threads must be 1"
+        )));
+    }
+    if live.tstamp == TimestampSource::Adapter {
+        return Err(EngineError::usage(format!(
+            "--hook {hook} stamps packets with the host clock in the program: --tstamp adapter needs --hook packet"
+        )));
+    }
+    if spec.stream.is_some() {
+        return Err(EngineError::usage(format!(
+            "--hook {hook} writes through the capture's own sink"
+        )));
+    }
+    let mut interfaces: Vec<Interface> = Vec::new();
+    for name in &live.interfaces {
+        if interfaces.iter().any(|i| &i.name == name) {
+            return Err(EngineError::usage(format!(
+                "interface '{name}' given twice"
+            )));
+        }
+        interfaces.push(Interface::open(name)?);
+    }
+    let linktypes: Vec<u32> = interfaces
+        .iter()
+        .map(|i| hook.linktype(i.linktype().unwrap_or(1)))
+        .collect();
+    if matches!(spec.sink.format, RecordFormat::Pcap(_))
+        && linktypes.iter().any(|l| *l != linktypes[0])
+    {
+        return Err(EngineError::usage("these interfaces have different link types, which one pcap file cannot hold: use --format pcapng"));
+    }
+    // The filter runs on the copied bytes as on a file's (VLAN tags, if
+    // any, are in the bytes at these hooks).
+    let mut filters = Vec::new();
+    let mut copy_lens = Vec::new();
+    for lt in &linktypes {
+        let program = compile(spec, *lt, Target::Offline)?;
+        let reach = ringcap_hook::filter_reach(program.instructions.iter().map(|i| (i.code, i.k)));
+        copy_lens.push(ringcap_hook::copy_len(spec.snap.kernel_snaplen(), reach));
+        filters.push(CheckedProgram::new(program).ok_or_else(|| {
+            EngineError::usage("libpcap compiled a filter program it does not accept")
+        })?);
+    }
+    let board = Arc::new(Board::new(
+        &interfaces
+            .iter()
+            .map(|i| (i.name.clone(), 1))
+            .collect::<Vec<_>>(),
+    ));
+    let producers: Vec<usize> = (0..interfaces.len()).collect();
+    let sink_ifaces: Vec<SinkInterface> = interfaces
+        .iter()
+        .zip(&linktypes)
+        .enumerate()
+        .map(|(n, (i, lt))| SinkInterface {
+            name: i.name.clone(),
+            linktype: *lt,
+            snaplen: spec.snap.snaplen(),
+            filter: filter_text(spec),
+            stats: Some(n),
+        })
+        .collect();
+    let SinkSetup {
+        writer,
+        full,
+        pools,
+    } = start_sink(
+        &spec.sink,
+        sink_ifaces,
+        &producers,
+        spec.sink.writer_buffer_bytes,
+        board.clone(),
+        true,
+    )?;
+    let mut leases = Vec::new();
+    for iface in &interfaces {
+        leases.push(Lease::acquire(
+            &iface.name,
+            live.fix_offloads,
+            false,
+            events,
+        )?);
+    }
+    let mut captures = Vec::new();
+    for (i, iface) in interfaces.iter().enumerate() {
+        captures.push(HookCapture::open(
+            hook,
+            &iface.name,
+            iface.index,
+            copy_lens[i],
+            live.ring_bytes,
+        )?);
+    }
+    let mut handles = Vec::new();
+    for (i, ((capture, filter), free)) in captures.into_iter().zip(filters).zip(pools).enumerate() {
+        let stages = Stages {
+            filters: Some(vec![filter]),
+            sampler: UserSampler::offline(spec.sampling, 0x9e37_79b9_7f4a_7c15 ^ i as u64),
+            snap: spec.snap,
+            // Netfilter sees IP packets: no link-layer header.
+            max_frame_len: match hook {
+                Hook::Netfilter => interfaces[i].mtu,
+                _ => interfaces[i].max_frame_len(),
+            },
+            transforms: spec.transforms.iter().map(|f| f()).collect(),
+            linktypes: vec![linktypes[i]],
+            budget: budget.clone(),
+            interface_base: None,
+            current_interface: 0,
+        };
+        let mut encoder = Encoder::new(spec.sink.format, i as u32, free, full.clone());
+        encoder.set_placement(writer.placement.clone(), i);
+        let worker = Worker {
+            source: HookSource::new(capture),
+            stages,
+            encoder,
+            board: board.clone(),
+            slot: (i, 0),
+            stop: stop.clone(),
+            flush_interval: spec.sink.flush_interval,
+        };
+        let name = format!("ringcap-{hook}-{}", interfaces[i].name);
+        handles.push(spawn(name, move || worker.run())?);
+    }
+    let started = Started {
+        inputs: interfaces.iter().map(|i| i.name.clone()).collect(),
+        linktype: linktypes[0],
+        snap: spec.snap,
+        threads: 1,
+        ring_bytes: u64::from(ringcap_hook::ring_size(live.ring_bytes)),
+        live: true,
+    };
+    let inner = Inner {
+        board,
+        stop: stop.clone(),
+        writer: writer.shared.clone(),
+        live: None,
     };
     Ok((
         inner,

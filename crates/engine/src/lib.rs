@@ -5,7 +5,8 @@
 //! The capture path, by module:
 //!
 //! - [`source`]: where packets come from, behind one interface: live
-//!   AF_PACKET rings ([`source::live`]) and capture files ([`source::file`]).
+//!   AF_PACKET rings ([`source::live`]), capture files ([`source::file`])
+//!   and the ring buffer of an XDP or netfilter program ([`source::hook`]).
 //! - [`stages`]: filter (where the kernel did not), sample, count, truncate,
 //!   then the transform slot on each kept packet.
 //! - the sink: encoders per capture thread and a writer thread
@@ -39,6 +40,7 @@ pub use sink::{PacketSink, SharedSinkFactory, SinkFactory};
 pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec};
 
 // What a front end needs to fill a spec, without depending on every crate.
+pub use ringcap_hook::Hook;
 pub use ringcap_sink::encode::copy_with_tag;
 pub use ringcap_sink::files::{OutputPlan, Retention, Rotation};
 pub use ringcap_sink::writer::Shared as WriterShared;

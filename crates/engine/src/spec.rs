@@ -1,6 +1,7 @@
 //! What a capture is asked to do: plain data, checked by [`crate::Capture::start`].
 //! Front ends (the command line, the daemon) build one from their own input.
 
+use ringcap_hook::Hook;
 use ringcap_sink::files::{OutputPlan, Retention, Rotation};
 use ringcap_sink::{RecordFormat, WriteMode};
 use ringcap_source::TimestampSource;
@@ -79,6 +80,9 @@ pub struct LiveSpec {
     pub fix_offloads: bool,
     /// Timestamp source.
     pub tstamp: TimestampSource,
+    /// Where in the kernel packets are taken: AF_PACKET (the default), an
+    /// XDP program or a netfilter program (`ringcap_hook`).
+    pub hook: Hook,
 }
 
 /// Where kept packets go, and how files are written.

@@ -46,6 +46,7 @@ fn spec(iface: &str, filter: &str, snap: Snap, out: PathBuf, format: RecordForma
             promiscuous: true,
             fix_offloads: true,
             tstamp: TimestampSource::Host,
+            hook: ringcap_engine::Hook::Packet,
         }),
         filter: filter.to_string(),
         snap,

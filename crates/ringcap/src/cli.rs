@@ -158,6 +158,21 @@ pub struct CaptureArgs {
     )]
     pub buffer: Option<String>,
 
+    /// Where in the kernel to take packets: packet (AF_PACKET, every frame
+    /// both ways), xdp (an XDP program at the driver: received frames, before
+    /// the stack) or netfilter (IPv4/IPv6 pre-routing: IP packets the host
+    /// takes in, recorded as raw IP). xdp and netfilter copy into a BPF ring
+    /// buffer, filter in user space, take one thread per interface and leave
+    /// every packet to the host.
+    #[arg(
+        long,
+        value_name = "HOOK",
+        default_value = "packet",
+        value_parser = ["packet", "xdp", "netfilter"],
+        help_heading = "Capture"
+    )]
+    pub hook: String,
+
     /// Capture threads per interface, joined by a PACKET_FANOUT flow-hash group.
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Capture")]
     pub threads: u32,

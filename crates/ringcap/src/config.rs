@@ -210,6 +210,7 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
             promiscuous: !a.no_promiscuous,
             fix_offloads: a.fix_offloads,
             tstamp,
+            hook: a.hook.parse().map_err(Failure::usage)?,
         })
     };
     let sink = SinkSpec {

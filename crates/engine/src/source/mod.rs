@@ -1,10 +1,12 @@
 //! The source interface: where a capture thread gets its packets. Live
-//! AF_PACKET rings ([`live`]) and capture files ([`file`]) are two
+//! AF_PACKET rings ([`live`]), capture files ([`file`]) and the BPF ring
+//! buffer of an XDP or netfilter hook program ([`hook`]) are the
 //! implementations; the capture thread (`crate::worker`) is generic over
-//! them, so both share the stages and the sink with no cost per packet for
-//! the abstraction. An XDP source would be a third.
+//! them, so all share the stages and the sink with no cost per packet for
+//! the abstraction.
 
 pub mod file;
+pub mod hook;
 pub mod live;
 
 use ringcap_stats::CaptureCounts;

@@ -58,6 +58,8 @@ pub const LINKTYPE_RAW: u32 = 101;
 /// Netfilter hook priority: before conntrack's defragmentation (-400), so
 /// fragments are seen as they arrived.
 const NETFILTER_PRIORITY: i32 = -450;
+/// Priorities tried from [`NETFILTER_PRIORITY`] on (all below -400).
+const NETFILTER_PRIORITIES: i32 = 40;
 /// The kernel's internal "not supported" errno, which reaches user space.
 const ENOTSUPP: i32 = 524;
 
@@ -402,22 +404,56 @@ impl HookCapture {
             }
             Hook::Netfilter => {
                 for pf in [libc::NFPROTO_IPV4, libc::NFPROTO_IPV6] {
-                    let opts = libbpf_rs::NetfilterOpts {
-                        protocol_family: pf,
-                        hooknum: libc::NF_INET_PRE_ROUTING,
-                        priority: NETFILTER_PRIORITY,
-                        ..Default::default()
+                    let family = if pf == libc::NFPROTO_IPV4 {
+                        "IPv4"
+                    } else {
+                        "IPv6"
                     };
-                    let link = prog.attach_netfilter_with_opts(opts).map_err(|e| {
-                        let os = io::Error::last_os_error();
-                        let family = if pf == libc::NFPROTO_IPV4 { "IPv4" } else { "IPv6" };
-                        explain(&format!("attaching the netfilter program at {family} pre-routing"), &e, os, |errno| {
-                            matches!(errno, libc::EINVAL | libc::EOPNOTSUPP | libc::EAFNOSUPPORT | ENOTSUPP).then(|| {
-                                format!("the kernel cannot attach BPF programs to {family} netfilter hooks (needs Linux 6.4+ with CONFIG_NETFILTER_BPF_LINK, and {family} support)")
-                            })
-                        })
-                    })?;
-                    links.push(link);
+                    // The kernel takes one BPF program per hook and priority
+                    // (EBUSY otherwise): other captures may hold the first
+                    // priorities, so try the next ones, all before
+                    // defragmentation.
+                    let mut attached = None;
+                    for priority in NETFILTER_PRIORITY..NETFILTER_PRIORITY + NETFILTER_PRIORITIES {
+                        let opts = libbpf_rs::NetfilterOpts {
+                            protocol_family: pf,
+                            hooknum: libc::NF_INET_PRE_ROUTING,
+                            priority,
+                            ..Default::default()
+                        };
+                        match prog.attach_netfilter_with_opts(opts) {
+                            Ok(link) => {
+                                attached = Some(Ok(link));
+                                break;
+                            }
+                            Err(e) => {
+                                let os = io::Error::last_os_error();
+                                let busy = os.raw_os_error() == Some(libc::EBUSY);
+                                attached = Some(Err(explain(
+                                    &format!(
+                                        "attaching the netfilter program at {family} pre-routing"
+                                    ),
+                                    &e,
+                                    os,
+                                    |errno| {
+                                        match errno {
+                                    libc::EBUSY => Some(format!("{NETFILTER_PRIORITIES} other BPF programs hold the pre-routing priorities ringcap uses")),
+                                    libc::EINVAL | libc::EOPNOTSUPP | libc::EAFNOSUPPORT | ENOTSUPP => Some(format!("the kernel cannot attach BPF programs to {family} netfilter hooks (needs Linux 6.4+ with CONFIG_NETFILTER_BPF_LINK, and {family} support)")),
+                                    _ => None,
+                                }
+                                    },
+                                )));
+                                if !busy {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    match attached {
+                        Some(Ok(link)) => links.push(link),
+                        Some(Err(e)) => return Err(e),
+                        None => return Err(runtime("no netfilter priority to try".into())),
+                    }
                 }
             }
             Hook::Packet => {}

@@ -174,6 +174,12 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     spec.sink.owner = owner.map(|o| (o.uid, o.gid));
     let signals = Signals::install();
     if let Some(socket) = crate::daemon_client::socket_for(args, &spec) {
+        if args.hook != "packet" {
+            return Err(Failure::usage(format!(
+                "--hook {} loads a BPF program, which needs root (CAP_BPF and CAP_NET_ADMIN); ringcapd captures with the packet hook only",
+                args.hook
+            )));
+        }
         return crate::daemon_client::capture(
             spec,
             socket,

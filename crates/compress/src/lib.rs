@@ -1,0 +1,612 @@
+//! Lossless header compression of packet records: ringcap's compressed
+//! capture format (`.rcz`), a few bytes per packet for header traces.
+//!
+//! A pcap record costs 16 bytes of record header plus the packet's headers
+//! (54–80 bytes for TCP/IP); consecutive packets of one flow differ in a few
+//! predictable fields. Like CSLIP (RFC 1144), each packet is coded as the
+//! difference from the previous packet *of the same flow*, here with the
+//! record's timestamp and lengths included, and losslessly: decoding gives
+//! back exactly the records that went in (timestamp at the file's
+//! resolution, original length, captured bytes). It is hand-written because
+//! no library codes pcap records per flow this way; general-purpose
+//! compressors (zstd, xz) see the bytes but not the flows, and cannot predict
+//! sequence numbers, IP IDs or checksums.
+//!
+//! # Format, version 1
+//!
+//! All multi-byte integers of the framing are little-endian; varints are
+//! unsigned LEB128; "signed" varints are zig-zag coded (0, -1, 1, -2 …).
+//!
+//! **File header** (20 bytes): magic `89 52 43 5a 0d 0a 1a 0a` (`\x89RCZ\r\n\x1a\n`),
+//! version u16 = 1, flags u16 (bit 0: timestamps in nanoseconds, else
+//! microseconds; other bits zero), pcap LINKTYPE u32, snap length u32.
+//!
+//! **Blocks** follow, each standing alone: magic `RCZB`, payload length
+//! u32, record count u32, first timestamp u64 (in the file's unit), CRC-32
+//! (IEEE, as zlib) u32 of the 16 bytes after the magic and of the payload;
+//! then the payload. Every block starts with empty flow contexts, so a
+//! reader can start at any block ([`find_block`]), a damaged block loses only
+//! its own records, and a file cut short is valid up to its last whole block
+//! ([`valid_prefix`]). Writers end a block every [`BLOCK_TARGET`] bytes of
+//! payload or sooner (ringcap: at least once per write to the file).
+//!
+//! **Records** in a payload, one after the other; each starts with a tag byte.
+//! `dts` below is a signed varint: the timestamp minus the previous record's
+//! (the first record's is relative to the block's first timestamp).
+//!
+//! - Tag `0x00`, *literal*: `dts`, original length, captured length
+//!   (varints), the captured bytes. Used for what the codec does not model
+//!   (non-IP, link types other than Ethernet and raw IP, truncated headers).
+//! - Tag `0x40`, *literal opening a context*: `dts`, original length, captured
+//!   length, slot number (varints), the captured bytes; the packet becomes
+//!   the context in that slot (there are [`SLOTS`] slots).
+//! - Tag `1ssffffe`, *compressed*: the packet is predicted from the context
+//!   in a slot, the reference: `ss` = 0, 1, 2 names the most, second and
+//!   third most recently used slot, 3 means a slot number (varint) follows.
+//!   `ffff` are flags 0–3; with `e` set a byte follows holding flags 4–10 in
+//!   bits 0–6, and if its bit 7 is set, one more byte holding flags 11–17
+//!   (only 11 and 12 are defined in version 1). Then `dts`, then for each
+//!   set flag, in order, the field's value:
+//!
+//!   | flag | field | prediction | coded as |
+//!   |---|---|---|---|
+//!   | 0 | TCP/UDP checksum | the reference's | 2 bytes, big-endian |
+//!   | 1 | TCP ack | reference ack + its last ack change | signed varint of the difference (mod 2³²) |
+//!   | 2, 3 | TCP timestamp option TSval, TSecr | the reference's | signed varint (mod 2³²) |
+//!   | 4 | original length | the reference's | signed varint |
+//!   | 5 | IPv4 ID | same while the reference had more fragments, else +1 | signed varint (mod 2¹⁶) |
+//!   | 6 | IPv4 flags + fragment offset | the next fragment's offset; after a last fragment, a new datagram's | 2 bytes |
+//!   | 7 | TCP seq | reference seq + its payload length (+1 for SYN/FIN) | signed varint (mod 2³²) |
+//!   | 8 | TCP window | the reference's | signed varint (mod 2¹⁶) |
+//!   | 9 | captured length | the original length, or the reference's if that was cut short | varint |
+//!   | 10 | *new context*: the slot the packet goes to (varint) | — | the packet opens a new context there instead of updating the reference |
+//!   | 11 | byte runs | — | count (1 byte), then per run: gap since the previous run's end, length − 1 (varints), the bytes |
+//!   | 12 | IPv4 header checksum | computed from the header | 2 bytes (only when the packet's is not the computed one) |
+//!
+//!   The IP length fields are predicted to change with the original length;
+//!   every other header byte is predicted equal to the reference's. The
+//!   decoder starts from the reference's header bytes, writes the fields,
+//!   applies the byte runs (which carry whatever the fields did not: TTL,
+//!   TCP flags, addresses of a new flow, a length that was not as predicted)
+//!   and computes the IPv4 header checksum; the captured bytes past the
+//!   headers follow literally.
+//!
+//! A compressed record is only used when the packet's headers have the same
+//! shape as the reference's (link header, IP version and header length,
+//! transport protocol and header length, timestamp option position): a
+//! change of options or of fragment kind opens a new context, predicted from
+//! a recent packet of that shape or stored literally. The modelled headers
+//! are Ethernet (up to two VLAN tags) or raw IP, IPv4 or IPv6 (no extension
+//! headers), then TCP or UDP; IPv4 fragments other than the first have a
+//! context of their own (no ports), so a stream of fragmented datagrams costs
+//! about two bytes for each later fragment.
+//!
+//! Which slot a flow uses is the encoder's choice alone (ringcap: a hash of
+//! addresses, protocol, ports and VLAN tags); the decoder follows the slot
+//! numbers it is given, so both stay in step without sharing a hash.
+//!
+//! # Use
+//!
+//! [`Encoder`] codes records into blocks without allocating per packet;
+//! [`Reader`] reads a file (any [`std::io::Read`]) record by record. Decoding
+//! never panics: corrupt or truncated input gives a [`DecodeError`] with the
+//! byte offset where it was found.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod codec;
+mod layout;
+mod varint;
+
+use std::fmt;
+use std::io::{self, Read};
+
+/// Magic number at the start of a compressed file.
+pub const MAGIC: [u8; 8] = *b"\x89RCZ\r\n\x1a\n";
+/// Format version this crate writes and reads.
+pub const VERSION: u16 = 1;
+/// Length of the file header.
+pub const FILE_HEADER_LEN: usize = 20;
+/// Magic number at the start of every block.
+pub const BLOCK_MAGIC: [u8; 4] = *b"RCZB";
+/// Length of a block's header.
+pub const BLOCK_HEADER_LEN: usize = 24;
+/// Number of flow-context slots.
+pub const SLOTS: usize = 4096;
+/// Payload bytes after which [`Encoder::push`] asks for the block to end.
+pub const BLOCK_TARGET: usize = 1 << 20;
+/// Largest block payload a reader accepts.
+pub const MAX_BLOCK: usize = 64 << 20;
+/// Largest captured length of a record.
+pub const MAX_CAPLEN: u32 = 1 << 20;
+
+/// Timestamp unit of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// Microseconds since the epoch.
+    Micro,
+    /// Nanoseconds since the epoch.
+    Nano,
+}
+
+/// The file header's contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileHeader {
+    /// Unit of every timestamp in the file.
+    pub resolution: Resolution,
+    /// pcap LINKTYPE of every packet.
+    pub linktype: u32,
+    /// Snap length the capture used.
+    pub snaplen: u32,
+}
+
+impl FileHeader {
+    /// The 20 header bytes.
+    pub fn to_bytes(&self) -> [u8; FILE_HEADER_LEN] {
+        let mut h = [0u8; FILE_HEADER_LEN];
+        h[..8].copy_from_slice(&MAGIC);
+        h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+        let flags: u16 = (self.resolution == Resolution::Nano) as u16;
+        h[10..12].copy_from_slice(&flags.to_le_bytes());
+        h[12..16].copy_from_slice(&self.linktype.to_le_bytes());
+        h[16..20].copy_from_slice(&self.snaplen.to_le_bytes());
+        h
+    }
+
+    /// Parses a file header from the start of `b`.
+    pub fn parse(b: &[u8]) -> Result<FileHeader, DecodeError> {
+        let err = |offset, kind| DecodeError { offset, kind };
+        if b.len() < FILE_HEADER_LEN {
+            return Err(err(b.len() as u64, ErrorKind::Truncated));
+        }
+        if b[..8] != MAGIC {
+            return Err(err(0, ErrorKind::NotCompressed));
+        }
+        let version = u16::from_le_bytes([b[8], b[9]]);
+        if version != VERSION {
+            return Err(err(8, ErrorKind::Version(version)));
+        }
+        let flags = u16::from_le_bytes([b[10], b[11]]);
+        if flags & !1 != 0 {
+            return Err(err(10, ErrorKind::BadFlags(flags as u32)));
+        }
+        Ok(FileHeader {
+            resolution: if flags & 1 != 0 {
+                Resolution::Nano
+            } else {
+                Resolution::Micro
+            },
+            linktype: le32(b, 12),
+            snaplen: le32(b, 16),
+        })
+    }
+}
+
+/// True if `b` starts like a compressed file (for format detection).
+pub fn is_compressed(b: &[u8]) -> bool {
+    b.len() >= 4 && b[..4] == MAGIC[..4]
+}
+
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// One packet record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// Timestamp in the file's unit since the epoch.
+    pub ts: u64,
+    /// Original length on the wire.
+    pub wire_len: u32,
+    /// Captured bytes.
+    pub data: &'a [u8],
+}
+
+/// What is wrong with compressed input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The input ends inside a header, block or record.
+    Truncated,
+    /// No compressed-file magic number.
+    NotCompressed,
+    /// A version this reader does not know.
+    Version(u16),
+    /// A block does not start with the block magic.
+    BadBlockMagic,
+    /// A block's payload length is over [`MAX_BLOCK`].
+    BlockTooLarge(u32),
+    /// A block's checksum does not match its contents.
+    BadChecksum,
+    /// A record's tag byte is not a defined one.
+    BadTag(u8),
+    /// Flags undefined, or not applicable to the reference's headers.
+    BadFlags(u32),
+    /// A varint longer than 64 bits.
+    BadVarint,
+    /// A length out of range (captured length over [`MAX_CAPLEN`] or
+    /// shorter than the predicted headers).
+    BadLength,
+    /// A slot number of [`SLOTS`] or more.
+    BadSlot,
+    /// A record refers to a context no earlier record of the block opened.
+    EmptyContext,
+    /// A byte run reaches past the headers.
+    BadRun,
+    /// A record that should open or continue a context has headers the
+    /// codec cannot model.
+    NoLayout,
+    /// A block's payload holds more than its records.
+    TrailingBytes,
+    /// Reading failed.
+    Io(io::ErrorKind, String),
+}
+
+/// Corrupt or truncated input, with the byte offset (from the start of the
+/// file) where it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    /// Byte offset of the problem.
+    pub offset: u64,
+    /// What the problem is.
+    pub kind: ErrorKind,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match &self.kind {
+            ErrorKind::Truncated => "input ends in the middle of a header, block or record".into(),
+            ErrorKind::NotCompressed => "not a ringcap compressed file (bad magic number)".into(),
+            ErrorKind::Version(v) => format!(
+                "compressed format version {v} is not supported (this reader knows {VERSION})"
+            ),
+            ErrorKind::BadBlockMagic => "no block starts here (bad block magic)".into(),
+            ErrorKind::BlockTooLarge(n) => {
+                format!("block payload of {n} bytes is over the limit of {MAX_BLOCK}")
+            }
+            ErrorKind::BadChecksum => "block checksum mismatch (damaged block)".into(),
+            ErrorKind::BadTag(t) => format!("undefined record tag 0x{t:02x}"),
+            ErrorKind::BadFlags(m) => format!("record flags 0x{m:x} undefined or not applicable"),
+            ErrorKind::BadVarint => "varint longer than 64 bits".into(),
+            ErrorKind::BadLength => "length out of range".into(),
+            ErrorKind::BadSlot => format!("slot number not below {SLOTS}"),
+            ErrorKind::EmptyContext => "record refers to an empty context".into(),
+            ErrorKind::BadRun => "byte run reaches past the headers".into(),
+            ErrorKind::NoLayout => "record's headers cannot be modelled".into(),
+            ErrorKind::TrailingBytes => "block holds bytes after its last record".into(),
+            ErrorKind::Io(_, m) => format!("read error: {m}"),
+        };
+        write!(
+            f,
+            "corrupt compressed input at byte {}: {what}",
+            self.offset
+        )
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// Codes records into blocks.
+pub struct Encoder {
+    inner: codec::BlockEncoder,
+}
+
+impl Encoder {
+    /// An encoder for packets of `linktype` (pcap LINKTYPE).
+    pub fn new(linktype: u32) -> Encoder {
+        Encoder {
+            inner: codec::BlockEncoder::new(linktype),
+        }
+    }
+
+    /// Adds a record to the current block: timestamp `ts` in the file's
+    /// unit, original length `wire_len`, captured bytes `data` (at most
+    /// [`MAX_CAPLEN`]; longer data is cut, as no reader would accept it).
+    /// Returns true once the block has reached [`BLOCK_TARGET`] bytes:
+    /// time to [`finish_block`](Self::finish_block).
+    #[inline]
+    pub fn push(&mut self, ts: u64, wire_len: u32, data: &[u8]) -> bool {
+        let data = &data[..data.len().min(MAX_CAPLEN as usize)];
+        self.inner.push(ts, wire_len, data);
+        self.inner.payload.len() >= BLOCK_TARGET || self.inner.count == u32::MAX
+    }
+
+    /// Records in the current block.
+    pub fn records(&self) -> u32 {
+        self.inner.count
+    }
+
+    /// Payload bytes of the current block so far.
+    pub fn pending_bytes(&self) -> usize {
+        self.inner.payload.len()
+    }
+
+    /// Appends the current block (if it has records) to `out` and starts a
+    /// new one with every context forgotten.
+    pub fn finish_block(&mut self, out: &mut Vec<u8>) {
+        if self.inner.count == 0 {
+            return;
+        }
+        let p = &self.inner.payload;
+        let mut h = [0u8; BLOCK_HEADER_LEN];
+        h[..4].copy_from_slice(&BLOCK_MAGIC);
+        h[4..8].copy_from_slice(&(p.len() as u32).to_le_bytes());
+        h[8..12].copy_from_slice(&self.inner.count.to_le_bytes());
+        h[12..20].copy_from_slice(&self.inner.base_ts.to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&h[4..20]);
+        crc.update(p);
+        h[20..24].copy_from_slice(&crc.finalize().to_le_bytes());
+        out.reserve(BLOCK_HEADER_LEN + p.len());
+        out.extend_from_slice(&h);
+        out.extend_from_slice(p);
+        self.inner.reset();
+    }
+}
+
+/// A block header, checked.
+struct BlockHeader {
+    len: usize,
+    count: u32,
+    base_ts: u64,
+    crc: u32,
+}
+
+fn block_header(h: &[u8], offset: u64) -> Result<BlockHeader, DecodeError> {
+    if h.len() < BLOCK_HEADER_LEN {
+        return Err(DecodeError {
+            offset: offset + h.len() as u64,
+            kind: ErrorKind::Truncated,
+        });
+    }
+    if h[..4] != BLOCK_MAGIC {
+        return Err(DecodeError {
+            offset,
+            kind: ErrorKind::BadBlockMagic,
+        });
+    }
+    let len = le32(h, 4);
+    if len as usize > MAX_BLOCK {
+        return Err(DecodeError {
+            offset: offset + 4,
+            kind: ErrorKind::BlockTooLarge(len),
+        });
+    }
+    Ok(BlockHeader {
+        len: len as usize,
+        count: le32(h, 8),
+        base_ts: u64::from_le_bytes(h[12..20].try_into().unwrap_or_default()),
+        crc: le32(h, 20),
+    })
+}
+
+fn crc_ok(h: &[u8], payload: &[u8], want: u32) -> bool {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&h[4..20]);
+    crc.update(payload);
+    crc.finalize() == want
+}
+
+/// Reads a compressed file record by record.
+pub struct Reader<R: Read> {
+    r: R,
+    header: FileHeader,
+    dec: codec::BlockDecoder,
+    block: Vec<u8>,
+    pos: usize,
+    left: u32,
+    /// File offset of the current block's payload.
+    base: u64,
+    /// File offset of the next block.
+    next: u64,
+}
+
+impl<R: Read> Reader<R> {
+    /// Reads the file header.
+    pub fn new(mut r: R) -> Result<Reader<R>, DecodeError> {
+        let mut h = [0u8; FILE_HEADER_LEN];
+        let n = read_full(&mut r, &mut h, 0)?;
+        let header = FileHeader::parse(&h[..n])?;
+        Ok(Reader {
+            r,
+            header,
+            dec: codec::BlockDecoder::new(header.linktype),
+            block: Vec::new(),
+            pos: 0,
+            left: 0,
+            base: FILE_HEADER_LEN as u64,
+            next: FILE_HEADER_LEN as u64,
+        })
+    }
+
+    /// The file header.
+    pub fn header(&self) -> &FileHeader {
+        &self.header
+    }
+
+    /// Bytes of the file read so far (whole blocks).
+    pub fn offset(&self) -> u64 {
+        self.next
+    }
+
+    /// The next record, `None` at the end of the file.
+    pub fn next_record(&mut self) -> Result<Option<Record<'_>>, DecodeError> {
+        while self.left == 0 {
+            if self.pos != self.block.len() {
+                return Err(DecodeError {
+                    offset: self.base + self.pos as u64,
+                    kind: ErrorKind::TrailingBytes,
+                });
+            }
+            let mut h = [0u8; BLOCK_HEADER_LEN];
+            let at = self.next;
+            let n = read_full(&mut self.r, &mut h, at)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            let bh = block_header(&h[..n], at)?;
+            self.block.clear();
+            let got = (&mut self.r)
+                .take(bh.len as u64)
+                .read_to_end(&mut self.block)
+                .map_err(|e| io_err(e, at))?;
+            if got < bh.len {
+                return Err(DecodeError {
+                    offset: at + (BLOCK_HEADER_LEN + got) as u64,
+                    kind: ErrorKind::Truncated,
+                });
+            }
+            if !crc_ok(&h, &self.block, bh.crc) {
+                return Err(DecodeError {
+                    offset: at,
+                    kind: ErrorKind::BadChecksum,
+                });
+            }
+            self.base = at + BLOCK_HEADER_LEN as u64;
+            self.next = self.base + bh.len as u64;
+            self.pos = 0;
+            self.left = bh.count;
+            self.dec.reset(bh.base_ts);
+        }
+        let mut c = varint::Cursor {
+            buf: &self.block,
+            pos: self.pos,
+            base: self.base,
+        };
+        let rec = self.dec.next(&mut c)?;
+        self.pos = c.pos;
+        self.left -= 1;
+        Ok(Some(rec))
+    }
+}
+
+fn io_err(e: io::Error, offset: u64) -> DecodeError {
+    DecodeError {
+        offset,
+        kind: ErrorKind::Io(e.kind(), e.to_string()),
+    }
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+fn read_full(r: &mut impl Read, buf: &mut [u8], offset: u64) -> Result<usize, DecodeError> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err(e, offset + n as u64)),
+        }
+    }
+    Ok(n)
+}
+
+/// Decodes every record of a whole file held in memory, calling `f` for
+/// each; stops at the first error.
+pub fn decode(file: &[u8], mut f: impl FnMut(Record<'_>)) -> Result<FileHeader, DecodeError> {
+    let mut r = Reader::new(file)?;
+    while let Some(rec) = r.next_record()? {
+        f(rec);
+    }
+    Ok(r.header)
+}
+
+/// The start of the next whole, undamaged block at or after `from` in a
+/// file held in memory (magic, length and checksum right), to resume
+/// reading after a damaged one.
+pub fn find_block(file: &[u8], from: usize) -> Option<usize> {
+    let mut i = from.max(FILE_HEADER_LEN);
+    while i + BLOCK_HEADER_LEN <= file.len() {
+        let k = file[i..].windows(4).position(|w| w == BLOCK_MAGIC)?;
+        i += k;
+        if let Ok(bh) = block_header(&file[i..], i as u64) {
+            let start = i + BLOCK_HEADER_LEN;
+            if let Some(p) = file.get(start..start + bh.len) {
+                if crc_ok(&file[i..], p, bh.crc) {
+                    return Some(i);
+                }
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Decodes the block at `at` of a file held in memory on its own (every
+/// block stands alone), calling `f` for each record; returns the offset of
+/// the next block.
+pub fn decode_block(
+    file: &[u8],
+    at: usize,
+    mut f: impl FnMut(Record<'_>),
+) -> Result<usize, DecodeError> {
+    let header = FileHeader::parse(file)?;
+    let bh = block_header(file.get(at..).unwrap_or_default(), at as u64)?;
+    let start = at + BLOCK_HEADER_LEN;
+    let payload = file.get(start..start + bh.len).ok_or(DecodeError {
+        offset: file.len() as u64,
+        kind: ErrorKind::Truncated,
+    })?;
+    if !crc_ok(&file[at..], payload, bh.crc) {
+        return Err(DecodeError {
+            offset: at as u64,
+            kind: ErrorKind::BadChecksum,
+        });
+    }
+    let mut dec = codec::BlockDecoder::new(header.linktype);
+    dec.reset(bh.base_ts);
+    let mut c = varint::Cursor {
+        buf: payload,
+        pos: 0,
+        base: start as u64,
+    };
+    for _ in 0..bh.count {
+        f(dec.next(&mut c)?);
+    }
+    if c.pos != payload.len() {
+        return Err(c.err(ErrorKind::TrailingBytes));
+    }
+    Ok(start + bh.len)
+}
+
+/// How much of a (possibly cut-short) file is whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    /// Bytes up to the end of the last whole, undamaged block (0 if not
+    /// even the file header is whole).
+    pub valid_len: u64,
+    /// Whole blocks.
+    pub blocks: u64,
+    /// Records in them.
+    pub records: u64,
+}
+
+/// The whole blocks at the start of `file` (checked by length and checksum,
+/// not decoded): where to cut a file a crash left partly written.
+pub fn valid_prefix(file: &[u8]) -> Prefix {
+    let mut p = Prefix {
+        valid_len: 0,
+        blocks: 0,
+        records: 0,
+    };
+    if FileHeader::parse(file).is_err() {
+        return p;
+    }
+    let mut at = FILE_HEADER_LEN;
+    p.valid_len = at as u64;
+    while let Ok(bh) = block_header(&file[at..], at as u64) {
+        let start = at + BLOCK_HEADER_LEN;
+        match file.get(start..start + bh.len) {
+            Some(payload) if crc_ok(&file[at..], payload, bh.crc) => {}
+            _ => break,
+        }
+        at = start + bh.len;
+        p.valid_len = at as u64;
+        p.blocks += 1;
+        p.records += bh.count as u64;
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests;

@@ -37,6 +37,9 @@ struct Slot {
     hdr: [u8; MAXH],
     wire: u32,
     caplen: u32,
+    /// Bytes of the packet kept in `hdr`: its headers and what follows
+    /// them, up to MAXH (later packets' bytes there are predicted too).
+    stored: usize,
     /// Last change of the TCP acknowledgement number.
     ack_step: u32,
     /// IPv4 fragment offset of the packet that opened the context: where a
@@ -53,6 +56,7 @@ impl Default for Slot {
             hdr: [0; MAXH],
             wire: 0,
             caplen: 0,
+            stored: 0,
             ack_step: 0,
             first_off: 0,
         }
@@ -107,7 +111,7 @@ impl Contexts {
     fn store(&mut self, d: u16, new: bool, key: u64, layout: Layout, data: &[u8], wire: u32) {
         let gen = self.gen;
         let s = &mut self.slots[d as usize];
-        let hl = layout.hdr_len as usize;
+        let n = data.len().min(MAXH);
         if new {
             s.ack_step = 0;
             s.first_off = if layout.v4() {
@@ -122,7 +126,8 @@ impl Contexts {
         s.gen = gen;
         s.key = key;
         s.layout = layout;
-        s.hdr[..hl].copy_from_slice(&data[..hl]);
+        s.hdr[..n].copy_from_slice(&data[..n]);
+        s.stored = n;
         s.wire = wire;
         s.caplen = data.len() as u32;
         self.touch(d);
@@ -392,7 +397,8 @@ impl BlockEncoder {
             }
         };
         let rs = &self.ctx.slots[r as usize];
-        let hl = l.hdr_len as usize;
+        // Headers and the bytes after them that the reference also has.
+        let hl = data.len().min(rs.stored);
         let pr = predict(rs, wire);
         let old = Fields::read(&l, &rs.hdr);
         let v = Fields::read(&l, data);
@@ -680,12 +686,12 @@ impl BlockDecoder {
         } else {
             pr.caplen
         };
-        let hl = l.hdr_len as usize;
-        if (caplen as usize) < hl || caplen > MAX_CAPLEN {
+        if (caplen as usize) < l.hdr_len as usize || caplen > MAX_CAPLEN {
             c.pos = at;
             return Err(c.err(ErrorKind::BadLength));
         }
         let d = if flags & F_NEW != 0 { slot_no(c)? } else { r };
+        let hl = (caplen as usize).min(rs.stored);
         self.rec.clear();
         self.rec.extend_from_slice(&rs.hdr[..hl]);
         let p = &mut self.rec[..hl];

@@ -64,12 +64,14 @@
 //!   | 12 | IPv4 header checksum | computed from the header | 2 bytes (only when the packet's is not the computed one) |
 //!
 //!   The IP length fields are predicted to change with the original length;
-//!   every other header byte is predicted equal to the reference's. The
-//!   decoder starts from the reference's header bytes, writes the fields,
+//!   every other byte is predicted equal to the reference's, over the first
+//!   min(captured length, reference's captured length, 160) bytes (the
+//!   headers, and what follows them: an ICMP error's quoted headers, say).
+//!   The decoder starts from the reference's bytes, writes the fields,
 //!   applies the byte runs (which carry whatever the fields did not: TTL,
 //!   TCP flags, addresses of a new flow, a length that was not as predicted)
-//!   and computes the IPv4 header checksum; the captured bytes past the
-//!   headers follow literally.
+//!   and computes the IPv4 header checksum; the captured bytes past those
+//!   160 (or past the reference's) follow literally.
 //!
 //! A compressed record is only used when the packet's headers have the same
 //! shape as the reference's (link header, IP version and header length,
@@ -252,9 +254,9 @@ pub struct DecodeError {
     pub kind: ErrorKind,
 }
 
-impl fmt::Display for DecodeError {
+impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match &self.kind {
+        let what = match self {
             ErrorKind::Truncated => "input ends in the middle of a header, block or record".into(),
             ErrorKind::NotCompressed => "not a ringcap compressed file (bad magic number)".into(),
             ErrorKind::Version(v) => format!(
@@ -276,10 +278,16 @@ impl fmt::Display for DecodeError {
             ErrorKind::TrailingBytes => "block holds bytes after its last record".into(),
             ErrorKind::Io(_, m) => format!("read error: {m}"),
         };
+        f.write_str(&what)
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "corrupt compressed input at byte {}: {what}",
-            self.offset
+            "corrupt compressed input at byte {}: {}",
+            self.offset, self.kind
         )
     }
 }
@@ -387,16 +395,114 @@ fn crc_ok(h: &[u8], payload: &[u8], want: u32) -> bool {
     crc.finalize() == want
 }
 
-/// Reads a compressed file record by record.
-pub struct Reader<R: Read> {
-    r: R,
-    header: FileHeader,
+/// Decodes blocks one at a time, for readers that do their own buffering
+/// (ringcap-format's reader): [`block_len`](Self::block_len) says how many
+/// bytes the block at hand needs, [`load`](Self::load) takes them,
+/// [`next_record`](Self::next_record) gives its records.
+pub struct BlockReader {
     dec: codec::BlockDecoder,
     block: Vec<u8>,
     pos: usize,
     left: u32,
-    /// File offset of the current block's payload.
+    /// File offset of the loaded block's payload.
     base: u64,
+}
+
+impl BlockReader {
+    /// A reader of blocks of a file with `header`.
+    pub fn new(header: &FileHeader) -> BlockReader {
+        BlockReader {
+            dec: codec::BlockDecoder::new(header.linktype),
+            block: Vec::new(),
+            pos: 0,
+            left: 0,
+            base: 0,
+        }
+    }
+
+    /// Total length (header and payload) of the block whose header is at
+    /// the start of `head` (at least [`BLOCK_HEADER_LEN`] bytes), found at
+    /// file offset `offset`.
+    pub fn block_len(head: &[u8], offset: u64) -> Result<usize, DecodeError> {
+        Ok(BLOCK_HEADER_LEN + block_header(head, offset)?.len)
+    }
+
+    /// Takes the whole block `block` found at file offset `offset` (its
+    /// checksum is checked here) in place of the previous one, whose
+    /// records must all have been read.
+    pub fn load(&mut self, block: &[u8], offset: u64) -> Result<(), DecodeError> {
+        if self.pos != self.block.len() || self.left != 0 {
+            return Err(DecodeError {
+                offset: self.base + self.pos as u64,
+                kind: ErrorKind::TrailingBytes,
+            });
+        }
+        let bh = block_header(block, offset)?;
+        let payload = block
+            .get(BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + bh.len)
+            .ok_or(DecodeError {
+                offset: offset + block.len() as u64,
+                kind: ErrorKind::Truncated,
+            })?;
+        if !crc_ok(block, payload, bh.crc) {
+            return Err(DecodeError {
+                offset,
+                kind: ErrorKind::BadChecksum,
+            });
+        }
+        self.block.clear();
+        self.block.extend_from_slice(payload);
+        self.base = offset + BLOCK_HEADER_LEN as u64;
+        self.pos = 0;
+        self.left = bh.count;
+        self.dec.reset(bh.base_ts);
+        Ok(())
+    }
+
+    /// Records of the loaded block not read yet.
+    pub fn remaining(&self) -> u32 {
+        self.left
+    }
+
+    /// The loaded block's next record, `None` when all are read.
+    pub fn next_record(&mut self) -> Result<Option<Record<'_>>, DecodeError> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        let mut c = varint::Cursor {
+            buf: &self.block,
+            pos: self.pos,
+            base: self.base,
+        };
+        let rec = self.dec.next(&mut c);
+        self.pos = c.pos;
+        match rec {
+            Ok(rec) => {
+                self.left -= 1;
+                if self.left == 0 && self.pos != self.block.len() {
+                    return Err(DecodeError {
+                        offset: self.base + self.pos as u64,
+                        kind: ErrorKind::TrailingBytes,
+                    });
+                }
+                Ok(Some(rec))
+            }
+            Err(e) => {
+                // A damaged block is not read further.
+                self.left = 0;
+                self.pos = self.block.len();
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Reads a compressed file record by record.
+pub struct Reader<R: Read> {
+    r: R,
+    header: FileHeader,
+    blocks: BlockReader,
+    buf: Vec<u8>,
     /// File offset of the next block.
     next: u64,
 }
@@ -409,12 +515,9 @@ impl<R: Read> Reader<R> {
         let header = FileHeader::parse(&h[..n])?;
         Ok(Reader {
             r,
+            blocks: BlockReader::new(&header),
             header,
-            dec: codec::BlockDecoder::new(header.linktype),
-            block: Vec::new(),
-            pos: 0,
-            left: 0,
-            base: FILE_HEADER_LEN as u64,
+            buf: Vec::new(),
             next: FILE_HEADER_LEN as u64,
         })
     }
@@ -431,52 +534,28 @@ impl<R: Read> Reader<R> {
 
     /// The next record, `None` at the end of the file.
     pub fn next_record(&mut self) -> Result<Option<Record<'_>>, DecodeError> {
-        while self.left == 0 {
-            if self.pos != self.block.len() {
-                return Err(DecodeError {
-                    offset: self.base + self.pos as u64,
-                    kind: ErrorKind::TrailingBytes,
-                });
-            }
-            let mut h = [0u8; BLOCK_HEADER_LEN];
+        while self.blocks.remaining() == 0 {
             let at = self.next;
-            let n = read_full(&mut self.r, &mut h, at)?;
+            self.buf.resize(BLOCK_HEADER_LEN, 0);
+            let n = read_full(&mut self.r, &mut self.buf, at)?;
             if n == 0 {
                 return Ok(None);
             }
-            let bh = block_header(&h[..n], at)?;
-            self.block.clear();
+            let len = BlockReader::block_len(&self.buf[..n], at)?;
             let got = (&mut self.r)
-                .take(bh.len as u64)
-                .read_to_end(&mut self.block)
+                .take((len - BLOCK_HEADER_LEN) as u64)
+                .read_to_end(&mut self.buf)
                 .map_err(|e| io_err(e, at))?;
-            if got < bh.len {
+            if BLOCK_HEADER_LEN + got < len {
                 return Err(DecodeError {
                     offset: at + (BLOCK_HEADER_LEN + got) as u64,
                     kind: ErrorKind::Truncated,
                 });
             }
-            if !crc_ok(&h, &self.block, bh.crc) {
-                return Err(DecodeError {
-                    offset: at,
-                    kind: ErrorKind::BadChecksum,
-                });
-            }
-            self.base = at + BLOCK_HEADER_LEN as u64;
-            self.next = self.base + bh.len as u64;
-            self.pos = 0;
-            self.left = bh.count;
-            self.dec.reset(bh.base_ts);
+            self.blocks.load(&self.buf, at)?;
+            self.next = at + len as u64;
         }
-        let mut c = varint::Cursor {
-            buf: &self.block,
-            pos: self.pos,
-            base: self.base,
-        };
-        let rec = self.dec.next(&mut c)?;
-        self.pos = c.pos;
-        self.left -= 1;
-        Ok(Some(rec))
+        self.blocks.next_record()
     }
 }
 

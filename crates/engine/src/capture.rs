@@ -182,6 +182,7 @@ fn start_sink(
         file_mode: sink.file_mode,
         owner: sink.owner,
         wall_clock: live,
+        compress: sink.compress,
     };
     let writer = Writer::spawn(cfg, board, full_rx, senders).map_err(|e| {
         let msg = format!("cannot write the output: {e}");

@@ -92,6 +92,9 @@ pub struct SinkSpec {
     pub output: OutputPlan,
     /// Record format.
     pub format: RecordFormat,
+    /// Write ringcap's compressed format (then `format` is the pcap
+    /// resolution of the records it codes).
+    pub compress: bool,
     /// When to start a new file.
     pub rotation: Rotation,
     /// Which old files to delete.
@@ -122,6 +125,7 @@ impl SinkSpec {
         SinkSpec {
             output,
             format,
+            compress: false,
             rotation: Rotation::default(),
             retention: Retention::default(),
             write_mode: WriteMode::Direct,

@@ -93,6 +93,11 @@ pub enum FileFormat {
     },
     /// pcapng (each section may have its own byte order).
     Pcapng,
+    /// ringcap's compressed format (crate `ringcap-compress`).
+    Compressed {
+        /// Micro- or nanosecond timestamps (from the file header).
+        resolution: TsResolution,
+    },
 }
 
 /// The unit of an interface's timestamps, from pcapng's `if_tsresol`.
@@ -242,6 +247,8 @@ pub enum FormatErrorKind {
     ZeroRecord,
     /// Any other inconsistency, described in a sentence.
     Malformed(String),
+    /// A problem in a compressed file (see `ringcap_compress::ErrorKind`).
+    Compressed(ringcap_compress::ErrorKind),
 }
 
 impl fmt::Display for FormatErrorKind {
@@ -303,6 +310,7 @@ impl fmt::Display for FormatErrorKind {
                 "record header is all zeros (what a crash leaves where data was never written)"
             ),
             FormatErrorKind::Malformed(s) => f.write_str(s),
+            FormatErrorKind::Compressed(k) => write!(f, "compressed file: {k}"),
         }
     }
 }
@@ -323,7 +331,11 @@ impl FormatError {
 
     /// True if the error is that the file ends in the middle of a record.
     pub fn is_truncation(&self) -> bool {
-        matches!(self.kind, FormatErrorKind::Truncated { .. })
+        matches!(
+            self.kind,
+            FormatErrorKind::Truncated { .. }
+                | FormatErrorKind::Compressed(ringcap_compress::ErrorKind::Truncated)
+        )
     }
 }
 
@@ -356,6 +368,27 @@ enum State {
         section_first: usize,
         section: usize,
     },
+    Compressed {
+        nano: bool,
+    },
+}
+
+/// A compressed file's block being read: its records are decoded from a
+/// copy, and the reader's offset stays at the block's start until the last
+/// one is read (a block is whole or not at all).
+struct CompressedState {
+    blocks: ringcap_compress::BlockReader,
+    /// Length of the block being read, added to the offset at its end.
+    pending: u64,
+}
+
+fn compressed_error(e: ringcap_compress::DecodeError) -> FormatError {
+    match e.kind {
+        ringcap_compress::ErrorKind::Io(kind, msg) => {
+            FormatError::new(e.offset, FormatErrorKind::Io(io::Error::new(kind, msg)))
+        }
+        kind => FormatError::new(e.offset, FormatErrorKind::Compressed(kind)),
+    }
 }
 
 /// Reads packets from a pcap or pcapng stream. See the [module docs](self).
@@ -372,6 +405,7 @@ pub struct Reader<R: Read> {
     state: State,
     interfaces: Vec<Interface>,
     strict: bool,
+    compressed: Option<Box<CompressedState>>,
 }
 
 impl<R: Read> fmt::Debug for Reader<R> {
@@ -470,6 +504,7 @@ impl<R: Read> Reader<R> {
             },
             interfaces: Vec::new(),
             strict,
+            compressed: None,
         };
         let avail = rd
             .fill(4)
@@ -487,6 +522,7 @@ impl<R: Read> Reader<R> {
             None
         };
         match magic {
+            _ if ringcap_compress::is_compressed(head) => rd.read_compressed_header()?,
             Some((m, _)) if m == BT_SHB => {
                 // A pcapng section header: parsed like any later one.
                 rd.read_block()?;
@@ -514,6 +550,112 @@ impl<R: Read> Reader<R> {
             }
         }
         Ok(rd)
+    }
+
+    fn read_compressed_header(&mut self) -> Result<(), FormatError> {
+        let n = ringcap_compress::FILE_HEADER_LEN;
+        let avail = self
+            .fill(n)
+            .map_err(|e| FormatError::new(0, FormatErrorKind::Io(e)))?;
+        let h =
+            ringcap_compress::FileHeader::parse(&self.buf[self.start..self.start + avail.min(n)])
+                .map_err(compressed_error)?;
+        let nano = h.resolution == ringcap_compress::Resolution::Nano;
+        self.format = FileFormat::Compressed {
+            resolution: if nano {
+                TsResolution::Nano
+            } else {
+                TsResolution::Micro
+            },
+        };
+        self.state = State::Compressed { nano };
+        self.interfaces.push(Interface {
+            linktype: h.linktype,
+            snaplen: h.snaplen,
+            name: None,
+            description: None,
+            filter: None,
+            ts_unit: TsUnit::Pow10(if nano { 9 } else { 6 }),
+            ts_offset_s: 0,
+            section: 0,
+        });
+        self.compressed = Some(Box::new(CompressedState {
+            blocks: ringcap_compress::BlockReader::new(&h),
+            pending: 0,
+        }));
+        self.consume(n);
+        Ok(())
+    }
+
+    /// The next record of a compressed file.
+    fn next_compressed(&mut self, nano: bool) -> Result<Option<Packet<'_>>, FormatError> {
+        // Blocks with no records (no encoder writes them) are passed over.
+        while self
+            .compressed
+            .as_ref()
+            .is_some_and(|c| c.blocks.remaining() == 0)
+        {
+            let off = self.pos;
+            let io_err = |e| FormatError::new(off, FormatErrorKind::Io(e));
+            let head = ringcap_compress::BLOCK_HEADER_LEN;
+            let avail = self.fill(head).map_err(io_err)?;
+            if avail == 0 {
+                return Ok(None);
+            }
+            if avail < head {
+                return Err(truncated(off, "block header", avail, head));
+            }
+            let len = ringcap_compress::BlockReader::block_len(
+                &self.buf[self.start..self.start + head],
+                off,
+            )
+            .map_err(compressed_error)?;
+            let avail = self.fill(len).map_err(io_err)?;
+            if avail < len {
+                return Err(truncated(off, "block", avail, len));
+            }
+            let Some(c) = self.compressed.as_mut() else {
+                return Ok(None);
+            };
+            c.blocks
+                .load(&self.buf[self.start..self.start + len], off)
+                .map_err(compressed_error)?;
+            c.pending = len as u64;
+            self.start += len;
+            if c.blocks.remaining() == 0 {
+                self.pos += std::mem::take(&mut c.pending);
+            }
+        }
+        let Some(c) = self.compressed.as_mut() else {
+            return Ok(None);
+        };
+        // The offset moves past the block with its last record (and back
+        // if that record turns out bad).
+        let pending = c.pending;
+        if c.blocks.remaining() <= 1 {
+            self.pos += std::mem::take(&mut c.pending);
+        }
+        let rec = match c.blocks.next_record() {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                if c.pending == 0 {
+                    self.pos -= pending;
+                }
+                return Err(compressed_error(e));
+            }
+        };
+        let ts_ns = if nano {
+            rec.ts
+        } else {
+            rec.ts.saturating_mul(1_000)
+        };
+        Ok(Some(Packet {
+            interface: 0,
+            ts_ns,
+            wire_len: rec.wire_len,
+            data: rec.data,
+        }))
     }
 
     fn read_pcap_header(&mut self, order: ByteOrder, nano: bool) -> Result<(), FormatError> {
@@ -575,6 +717,9 @@ impl<R: Read> Reader<R> {
     /// After an error the reader stays at the bad record: calling again reports
     /// the same error.
     pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, FormatError> {
+        if let State::Compressed { nano } = self.state {
+            return self.next_compressed(nano);
+        }
         match self.step()? {
             None => Ok(None),
             Some(f) => Ok(Some(Packet {
@@ -606,7 +751,7 @@ impl<R: Read> Reader<R> {
     /// Number of pcapng sections seen so far (1 for pcap).
     pub fn sections(&self) -> usize {
         match self.state {
-            State::Pcap { .. } => 1,
+            State::Pcap { .. } | State::Compressed { .. } => 1,
             State::Pcapng { section, .. } => section,
         }
     }
@@ -650,6 +795,7 @@ impl<R: Read> Reader<R> {
                 snaplen,
             } => self.step_pcap(order, nano, snaplen),
             State::Pcapng { .. } => self.step_pcapng(),
+            State::Compressed { .. } => Ok(None),
         }
     }
 
@@ -736,6 +882,7 @@ impl<R: Read> Reader<R> {
             match self.state {
                 State::Pcapng { order, .. } => order,
                 State::Pcap { order, .. } => order,
+                State::Compressed { .. } => ByteOrder::host(),
             }
         };
         let block_type = order.u32(b, 0);
@@ -769,7 +916,7 @@ impl<R: Read> Reader<R> {
                 section,
                 ..
             } => (section_first, section),
-            State::Pcap { .. } => (0, 0),
+            State::Pcap { .. } | State::Compressed { .. } => (0, 0),
         };
         let section_ifaces = self.interfaces.len() - section_first;
         // The block body, between the length fields.

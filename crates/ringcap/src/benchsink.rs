@@ -63,6 +63,7 @@ pub fn run(args: &BenchSinkArgs) -> Result<i32, Failure> {
         file_mode: 0o640,
         owner: None,
         wall_clock: false,
+        compress: false,
     };
     let writer = Writer::spawn(cfg, board.clone(), full_rx, vec![pool_tx])
         .map_err(|e| Failure::runtime(format!("cannot write the output: {e}")))?;

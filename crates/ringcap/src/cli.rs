@@ -258,12 +258,12 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "FIELD,...", help_heading = "Privacy")]
     pub mask: Option<String>,
 
-    /// Output format: pcap or pcapng.
+    /// Output format: pcap, pcapng, or compressed (ringcap's lossless header compression, a few bytes per packet of -s headers traces; read back with -r; timestamps at --tstamp-precision).
     #[arg(
         long,
         value_name = "FORMAT",
         default_value = "pcap",
-        value_parser = ["pcap", "pcapng"],
+        value_parser = ["pcap", "pcapng", "compressed"],
         help_heading = "Output"
     )]
     pub format: String,

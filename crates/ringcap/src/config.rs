@@ -75,12 +75,14 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
             )))
         }
     };
-    let (format, ext) = match a.format.as_str() {
-        "pcap" => (RecordFormat::Pcap(resolution), "pcap"),
-        "pcapng" => (RecordFormat::Pcapng, "pcapng"),
+    // Compressed files are coded from pcap records of the chosen precision.
+    let (format, ext, compress) = match a.format.as_str() {
+        "pcap" => (RecordFormat::Pcap(resolution), "pcap", false),
+        "pcapng" => (RecordFormat::Pcapng, "pcapng", false),
+        "compressed" => (RecordFormat::Pcap(resolution), "rcz", true),
         f => {
             return Err(Failure::usage(format!(
-                "--format '{f}' must be pcap or pcapng"
+                "--format '{f}' must be pcap, pcapng or compressed"
             )))
         }
     };
@@ -222,6 +224,7 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
         overwrite: a.overwrite,
         writer_buffer_bytes: u64::from(a.writer_buffer) << 20,
         comment: command_line,
+        compress,
         ..SinkSpec::new(output, format)
     };
     Ok(Plan {

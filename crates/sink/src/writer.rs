@@ -64,6 +64,12 @@ pub struct WriterConfig {
     /// Packets arrive now (live capture), not from files: a time-rotated
     /// file is closed when the wall clock passes its end.
     pub wall_clock: bool,
+    /// Write ringcap's compressed format (`ringcap-compress`) instead of
+    /// pcap. `format` must then be `RecordFormat::Pcap`: batches still
+    /// hold pcap records (rotation walks them as usual), and the writer
+    /// codes each written segment into whole compressed blocks, so a file
+    /// always ends at a block boundary (crash safety as for pcap).
+    pub compress: bool,
 }
 
 /// State shared between the writer thread and the rest of the program.
@@ -199,6 +205,9 @@ pub struct Writer {
     failed: bool,
     placement: Arc<Vec<AtomicU64>>,
     consumed: Vec<u64>,
+    /// With `compress`: the encoder and its output buffer (reused).
+    zenc: Option<ringcap_compress::Encoder>,
+    zbuf: Vec<u8>,
 }
 
 fn now_ns() -> u64 {
@@ -223,7 +232,18 @@ impl Writer {
         let placement: Arc<Vec<AtomicU64>> =
             Arc::new(pools.iter().map(|_| AtomicU64::new(0)).collect());
         let consumed = vec![0; pools.len()];
+        if cfg.compress && !matches!(cfg.format, RecordFormat::Pcap(_)) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "compressed output is coded from pcap records",
+            ));
+        }
+        let zenc = cfg.compress.then(|| {
+            ringcap_compress::Encoder::new(cfg.interfaces.first().map_or(1, |i| i.linktype))
+        });
         let mut w = Writer {
+            zenc,
+            zbuf: Vec::new(),
             placement: placement.clone(),
             consumed,
             anchor_ns: cfg.rotation.align.then_some(0),
@@ -418,20 +438,22 @@ impl Writer {
                 }
                 continue;
             }
-            if let Err((e, salvaged, salvaged_bytes)) = self.write_segment(&mut batch, off, end) {
-                self.fail(e);
-                self.board
-                    .add_written(batch.interface, salvaged, salvaged_bytes);
-                self.board
-                    .add_write_failed(batch.interface, left - salvaged);
-                self.close_after_failure(batch.interface);
-                break;
-            }
+            let wrote = match self.write_segment(&mut batch, off, end) {
+                Ok(wrote) => wrote,
+                Err((e, salvaged, salvaged_bytes)) => {
+                    self.fail(e);
+                    self.board
+                        .add_written(batch.interface, salvaged, salvaged_bytes);
+                    self.board
+                        .add_write_failed(batch.interface, left - salvaged);
+                    self.close_after_failure(batch.interface);
+                    break;
+                }
+            };
             if let Some(f) = self.current.as_mut() {
                 f.packets += n;
             }
-            self.board
-                .add_written(batch.interface, n, (end - off) as u64);
+            self.board.add_written(batch.interface, n, wrote);
             off = end;
             left -= n;
         }
@@ -504,15 +526,39 @@ impl Writer {
         batch: &mut Batch,
         from: usize,
         to: usize,
-    ) -> Result<(), (String, u64, u64)> {
-        let r = self.with_room(|f| {
-            let before = f.out.len();
-            f.out.write_batch(batch, from, to).inspect_err(|_| {
-                // Never leave half a record: cut back to the last whole one.
-                let _ = f.out.truncate(before);
+    ) -> Result<u64, (String, u64, u64)> {
+        let mut wrote = (to - from) as u64;
+        let r = if let Some(enc) = self.zenc.as_mut() {
+            let mut z = std::mem::take(&mut self.zbuf);
+            z.clear();
+            compress_records(
+                enc,
+                self.cfg.format,
+                batch.bytes(),
+                from,
+                to,
+                usize::MAX,
+                &mut z,
+            );
+            wrote = z.len() as u64;
+            let r = self.with_room(|f| {
+                let before = f.out.len();
+                f.out.write(&z).inspect_err(|_| {
+                    let _ = f.out.truncate(before);
+                })
+            });
+            self.zbuf = z;
+            r
+        } else {
+            self.with_room(|f| {
+                let before = f.out.len();
+                f.out.write_batch(batch, from, to).inspect_err(|_| {
+                    // Never leave half a record: cut back to the last whole one.
+                    let _ = f.out.truncate(before);
+                })
             })
-        });
-        let Err(e) = r else { return Ok(()) };
+        };
+        let Err(e) = r else { return Ok(wrote) };
         let name = self
             .current
             .as_ref()
@@ -544,11 +590,20 @@ impl Writer {
         let mut good = (start, 0u64);
         let mut n = 0u64;
         let mut p = from;
+        let mut z = Vec::new();
         while p < to {
             let Some((len, _)) = record_at(format, bytes, p) else {
                 break;
             };
-            if f.out.write(&bytes[p..p + len]).is_err() {
+            let written = if let Some(enc) = self.zenc.as_mut() {
+                // A block per record: each write leaves a whole file.
+                z.clear();
+                compress_records(enc, format, bytes, p, p + len, 1, &mut z);
+                f.out.write(&z)
+            } else {
+                f.out.write(&bytes[p..p + len])
+            };
+            if written.is_err() {
                 break;
             }
             n += 1;
@@ -614,6 +669,25 @@ impl Writer {
     }
 
     fn header_bytes(&self) -> Vec<u8> {
+        if let (true, RecordFormat::Pcap(res)) = (self.cfg.compress, self.cfg.format) {
+            let i = &self.cfg.interfaces[0];
+            return ringcap_compress::FileHeader {
+                resolution: match res {
+                    ringcap_format::TsResolution::Micro => ringcap_compress::Resolution::Micro,
+                    ringcap_format::TsResolution::Nano => ringcap_compress::Resolution::Nano,
+                },
+                linktype: i.linktype,
+                snaplen: self
+                    .cfg
+                    .interfaces
+                    .iter()
+                    .map(|i| i.snaplen)
+                    .max()
+                    .unwrap_or(i.snaplen),
+            }
+            .to_bytes()
+            .to_vec();
+        }
         match self.cfg.format {
             RecordFormat::Pcap(res) => {
                 let i = &self.cfg.interfaces[0];
@@ -819,6 +893,49 @@ impl Writer {
         }
         result
     }
+}
+
+/// Codes the pcap records `bytes[from..to]` (in `format`, which is pcap)
+/// into compressed blocks appended to `out`, ending a block after every
+/// `per_block` records and at the end. Returns the records coded.
+pub fn compress_records(
+    enc: &mut ringcap_compress::Encoder,
+    format: RecordFormat,
+    bytes: &[u8],
+    from: usize,
+    to: usize,
+    per_block: usize,
+    out: &mut Vec<u8>,
+) -> u64 {
+    let RecordFormat::Pcap(res) = format else {
+        return 0;
+    };
+    let mut p = from;
+    let mut n = 0u64;
+    while p + pcap::RECORD_HEADER_LEN <= to {
+        let h = &bytes[p..p + pcap::RECORD_HEADER_LEN];
+        let word = |i: usize| u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let (secs, frac, caplen, wire) =
+            (word(0) as u64, word(4) as u64, word(8) as usize, word(12));
+        let ts = match res {
+            ringcap_format::TsResolution::Micro => secs * 1_000_000 + frac,
+            ringcap_format::TsResolution::Nano => secs * 1_000_000_000 + frac,
+        };
+        let start = p + pcap::RECORD_HEADER_LEN;
+        let Some(data) = bytes
+            .get(start..start + caplen)
+            .filter(|_| start + caplen <= to)
+        else {
+            break;
+        };
+        n += 1;
+        if enc.push(ts, wire, data) || (n as usize).is_multiple_of(per_block) {
+            enc.finish_block(out);
+        }
+        p = start + caplen;
+    }
+    enc.finish_block(out);
+    n
 }
 
 /// ENOSPC or EDQUOT.

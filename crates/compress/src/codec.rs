@@ -42,9 +42,19 @@ struct Slot {
     stored: usize,
     /// Last change of the TCP acknowledgement number.
     ack_step: u32,
+    /// Last change of the TCP/UDP checksum (ones' complement): constant
+    /// when only a counted field changes, e.g. a masked flow's checksums
+    /// recomputed over a partial (offloaded) checksum.
+    csum_step: u16,
     /// IPv4 fragment offset of the packet that opened the context: where a
     /// new datagram's fragments restart in a context of non-first fragments.
     first_off: u16,
+    /// Offset and original length of the last final fragment seen, and the
+    /// original length of the last fragment with more to come: a stream of
+    /// same-sized datagrams repeats them.
+    last_off: u16,
+    last_wire: u32,
+    full_wire: u32,
 }
 
 impl Default for Slot {
@@ -58,7 +68,11 @@ impl Default for Slot {
             caplen: 0,
             stored: 0,
             ack_step: 0,
+            csum_step: 0,
             first_off: 0,
+            last_off: 0,
+            last_wire: 0,
+            full_wire: 0,
         }
     }
 }
@@ -112,6 +126,28 @@ impl Contexts {
         let gen = self.gen;
         let s = &mut self.slots[d as usize];
         let n = data.len().min(MAXH);
+        if layout.tcp() || layout.udp() {
+            let at = layout.l4_csum_at();
+            s.csum_step = if new {
+                0
+            } else {
+                ones_sub(be16(data, at), be16(&s.hdr, at))
+            };
+        }
+        if new {
+            s.last_off = 0;
+            s.last_wire = 0;
+            s.full_wire = 0;
+        }
+        if layout.v4() {
+            let f = be16(data, layout.l3 as usize + 6);
+            if f & 0x2000 != 0 {
+                s.full_wire = wire;
+            } else if f & 0x1fff != 0 {
+                s.last_off = f & 0x1fff;
+                s.last_wire = wire;
+            }
+        }
         if new {
             s.ack_step = 0;
             s.first_off = if layout.v4() {
@@ -134,8 +170,18 @@ impl Contexts {
     }
 }
 
+fn ones_add(a: u16, b: u16) -> u16 {
+    let s = a as u32 + b as u32;
+    ((s & 0xffff) + (s >> 16)) as u16
+}
+
+fn ones_sub(a: u16, b: u16) -> u16 {
+    ones_add(a, !b)
+}
+
 /// What a context predicts for the next packet of its flow.
 struct Pred {
+    l4csum: u16,
     caplen: u32,
     ip_len: u16,
     udp_len: u16,
@@ -143,6 +189,25 @@ struct Pred {
     frag: u16,
     seq: u32,
     ack: u32,
+}
+
+/// The original length a context predicts: its own, except between the
+/// fragments of a datagram stream (see [`Slot::last_off`]).
+fn predict_wire(s: &Slot) -> u32 {
+    let l = &s.layout;
+    if l.v4() {
+        let f = be16(&s.hdr, l.l3 as usize + 6);
+        let (off, mf) = (f & 0x1fff, f & 0x2000 != 0);
+        if mf {
+            let next = off.wrapping_add((l.ip_payload(&s.hdr) / 8) as u16) & 0x1fff;
+            if s.last_off != 0 && next == s.last_off {
+                return s.last_wire;
+            }
+        } else if off != 0 && s.full_wire != 0 {
+            return s.full_wire;
+        }
+    }
+    s.wire
 }
 
 fn predict(s: &Slot, wire: u32) -> Pred {
@@ -169,9 +234,18 @@ fn predict(s: &Slot, wire: u32) -> Pred {
         if mf {
             // The datagram continues: same ID, the next offset.
             ipid = id;
-            frag = (f & 0xe000) | (off.wrapping_add((l.ip_payload(h) / 8) as u16) & 0x1fff);
+            let next = off.wrapping_add((l.ip_payload(h) / 8) as u16) & 0x1fff;
+            // The last fragment where the previous datagram's was.
+            let more = if s.last_off != 0 && next == s.last_off {
+                0
+            } else {
+                0x2000
+            };
+            frag = (f & 0xc000) | more | next;
         } else {
-            ipid = id.wrapping_add(1);
+            // Zero stays zero: masked by policy, or a sender that does not
+            // number DF packets.
+            ipid = if id == 0 { 0 } else { id.wrapping_add(1) };
             frag = if off != 0 {
                 // After a last fragment, the next datagram's fragments.
                 (f & 0xc000) | 0x2000 | s.first_off
@@ -185,12 +259,23 @@ fn predict(s: &Slot, wire: u32) -> Pred {
         let l4 = l.l4 as usize;
         let thl = (h[l4 + 12] >> 4) as u32 * 4;
         let syn_fin = (h[l4 + 13] & 3 != 0) as u32;
-        seq = be32(h, l4 + 4)
-            .wrapping_add(l.ip_payload(h).wrapping_sub(thl))
-            .wrapping_add(syn_fin);
+        let prev = be32(h, l4 + 4);
+        // A zero sequence number is a masked one (1 in 2^32 otherwise).
+        seq = if prev == 0 {
+            0
+        } else {
+            prev.wrapping_add(l.ip_payload(h).wrapping_sub(thl))
+                .wrapping_add(syn_fin)
+        };
         ack = be32(h, l4 + 8).wrapping_add(s.ack_step);
     }
+    let l4csum = if l.tcp() || l.udp() {
+        ones_add(be16(h, l.l4_csum_at()), s.csum_step)
+    } else {
+        0
+    };
     Pred {
+        l4csum,
         caplen,
         ip_len,
         udp_len,
@@ -248,7 +333,10 @@ fn flow_key(l: &Layout, d: &[u8]) -> u64 {
     if l.kind != layout::L4::None {
         h = mix(h, be32(d, l.l4 as usize) as u64);
     }
-    h ^ (h >> 32)
+    // splitmix64's finalizer: every key bit reaches the slot bits.
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
 }
 
 /// Writes the predicted-or-coded field values into header `p`.
@@ -368,9 +456,23 @@ impl BlockEncoder {
             return;
         };
         let key = flow_key(&l, data);
-        let d = ((key >> 20) as usize & (SLOTS - 1)) as u16;
-        let own = &self.ctx.slots[d as usize];
-        let continues = own.gen == self.ctx.gen && own.key == key && own.layout == l;
+        // Two candidate slots per flow (two-way associative), so two busy
+        // flows that collide in one do not keep evicting each other.
+        let c1 = (key as usize & (SLOTS - 1)) as u16;
+        let c2 = ((key >> 32) as usize & (SLOTS - 1)) as u16;
+        let holds = |s: u16| {
+            let o = &self.ctx.slots[s as usize];
+            o.gen == self.ctx.gen && o.key == key && o.layout == l
+        };
+        let (d, continues) = if holds(c1) {
+            (c1, true)
+        } else if holds(c2) {
+            (c2, true)
+        } else if !self.ctx.valid(c1) || (self.ctx.valid(c2) && !self.ctx.mru.contains(&c1)) {
+            (c1, false)
+        } else {
+            (c2, false)
+        };
         let r = if continues {
             d
         } else {
@@ -406,7 +508,8 @@ impl BlockEncoder {
         if !continues {
             flags |= F_NEW;
         }
-        if wire != rs.wire {
+        let wire_pred = predict_wire(rs);
+        if wire != wire_pred {
             flags |= F_WIRE;
         }
         if data.len() as u32 != pr.caplen {
@@ -424,7 +527,7 @@ impl BlockEncoder {
                 flags |= F_IPCSUM;
             }
         }
-        if (l.tcp() || l.udp()) && v.l4csum != old.l4csum {
+        if (l.tcp() || l.udp()) && v.l4csum != pr.l4csum {
             flags |= F_L4CSUM;
         }
         if l.tcp() {
@@ -490,7 +593,7 @@ impl BlockEncoder {
             varint::put(out, sd(v.tsecr, old.tsecr));
         }
         if flags & F_WIRE != 0 {
-            varint::put(out, varint::zigzag(wire as i64 - rs.wire as i64));
+            varint::put(out, varint::zigzag(wire as i64 - wire_pred as i64));
         }
         if flags & F_IPID != 0 {
             varint::put(
@@ -642,15 +745,16 @@ impl BlockDecoder {
         let old = Fields::read(&l, &rs.hdr);
         let sd = |b: u32, d: i64| b.wrapping_add(d as i32 as u32);
         let mut v = Fields {
-            l4csum: old.l4csum,
             win: old.win,
             tsval: old.tsval,
             tsecr: old.tsecr,
             ..Fields::default()
         };
-        if flags & F_L4CSUM != 0 {
-            v.l4csum = c.u16()?;
-        }
+        let l4csum = if flags & F_L4CSUM != 0 {
+            Some(c.u16()?)
+        } else {
+            None
+        };
         let ack_d = if flags & F_ACK != 0 { c.signed()? } else { 0 };
         if flags & F_TSVAL != 0 {
             v.tsval = sd(old.tsval, c.signed()?);
@@ -658,13 +762,16 @@ impl BlockDecoder {
         if flags & F_TSECR != 0 {
             v.tsecr = sd(old.tsecr, c.signed()?);
         }
+        let wire_pred = predict_wire(rs);
         let wire = if flags & F_WIRE != 0 {
-            let w = rs.wire as i64 + c.signed()?;
-            u32::try_from(w).map_err(|_| c.err(ErrorKind::BadLength))?
+            let w = (wire_pred as i64).checked_add(c.signed()?);
+            w.and_then(|w| u32::try_from(w).ok())
+                .ok_or_else(|| c.err(ErrorKind::BadLength))?
         } else {
-            rs.wire
+            wire_pred
         };
         let pr = predict(rs, wire);
+        v.l4csum = l4csum.unwrap_or(pr.l4csum);
         v.ipid = pr.ipid;
         if flags & F_IPID != 0 {
             v.ipid = pr.ipid.wrapping_add(c.signed()? as u16);

@@ -50,13 +50,13 @@
 //!
 //!   | flag | field | prediction | coded as |
 //!   |---|---|---|---|
-//!   | 0 | TCP/UDP checksum | the reference's | 2 bytes, big-endian |
+//!   | 0 | TCP/UDP checksum | the reference's plus its last change (ones' complement) | 2 bytes, big-endian |
 //!   | 1 | TCP ack | reference ack + its last ack change | signed varint of the difference (mod 2³²) |
 //!   | 2, 3 | TCP timestamp option TSval, TSecr | the reference's | signed varint (mod 2³²) |
-//!   | 4 | original length | the reference's | signed varint |
-//!   | 5 | IPv4 ID | same while the reference had more fragments, else +1 | signed varint (mod 2¹⁶) |
-//!   | 6 | IPv4 flags + fragment offset | the next fragment's offset; after a last fragment, a new datagram's | 2 bytes |
-//!   | 7 | TCP seq | reference seq + its payload length (+1 for SYN/FIN) | signed varint (mod 2³²) |
+//!   | 4 | original length | the reference's; in a fragment stream, the full or the last fragment's length as the offset says | signed varint |
+//!   | 5 | IPv4 ID | same while the reference had more fragments, or was 0; else +1 | signed varint (mod 2¹⁶) |
+//!   | 6 | IPv4 flags + fragment offset | the next fragment's offset (the last one where the previous datagram's last one was); after a last fragment, a new datagram's | 2 bytes |
+//!   | 7 | TCP seq | reference seq + its payload length (+1 for SYN/FIN); 0 after 0 (masked) | signed varint (mod 2³²) |
 //!   | 8 | TCP window | the reference's | signed varint (mod 2¹⁶) |
 //!   | 9 | captured length | the original length, or the reference's if that was cut short | varint |
 //!   | 10 | *new context*: the slot the packet goes to (varint) | — | the packet opens a new context there instead of updating the reference |

@@ -231,8 +231,10 @@ fn predict(s: &Slot, wire: u32) -> Pred {
         let id = be16(h, l3 + 4);
         let f = be16(h, l3 + 6);
         let (off, mf) = (f & 0x1fff, f & 0x2000 != 0);
-        if mf {
-            // The datagram continues: same ID, the next offset.
+        if mf && !(off == 0 && l.kind != layout::L4::None) {
+            // The datagram continues: same ID, the next offset. (A first
+            // fragment's context gets the next datagram's first fragment:
+            // the others have a context of their own.)
             ipid = id;
             let next = off.wrapping_add((l.ip_payload(h) / 8) as u16) & 0x1fff;
             // The last fragment where the previous datagram's was.

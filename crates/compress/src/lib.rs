@@ -54,7 +54,7 @@
 //!   | 1 | TCP ack | reference ack + its last ack change | signed varint of the difference (mod 2³²) |
 //!   | 2, 3 | TCP timestamp option TSval, TSecr | the reference's | signed varint (mod 2³²) |
 //!   | 4 | original length | the reference's; in a fragment stream, the full or the last fragment's length as the offset says | signed varint |
-//!   | 5 | IPv4 ID | same while the reference had more fragments, or was 0; else +1 | signed varint (mod 2¹⁶) |
+//!   | 5 | IPv4 ID | same while the reference had more fragments (and was not a first fragment), or was 0; else +1 | signed varint (mod 2¹⁶) |
 //!   | 6 | IPv4 flags + fragment offset | the next fragment's offset (the last one where the previous datagram's last one was); after a last fragment, a new datagram's | 2 bytes |
 //!   | 7 | TCP seq | reference seq + its payload length (+1 for SYN/FIN); 0 after 0 (masked) | signed varint (mod 2³²) |
 //!   | 8 | TCP window | the reference's | signed varint (mod 2¹⁶) |

@@ -94,6 +94,33 @@
 //! never panics: corrupt or truncated input gives a [`DecodeError`] with the
 //! byte offset where it was found.
 
+//!
+//! # Not built yet: ringcapd → client streams (`--compress`)
+//!
+//! The format is ready for it; the plumbing is not. How it fits:
+//! - `ringcap-proto`: an optional `compress: bool` in the open request,
+//!   echoed in the accepted reply (old daemons ignore it and send pcap
+//!   records, so the client must look at the reply, not at its request).
+//! - `crates/daemon/src/ring_sink.rs`: each capture thread's sink keeps an
+//!   [`Encoder`] (linktype of the interface, nanoseconds) and fills a chunk
+//!   with one block ([`Encoder::finish_block`] when the chunk reaches
+//!   `CHUNK_TARGET` of *compressed* bytes, or at the flush interval), so one
+//!   ring chunk is one block. A chunk dropped whole because the client is
+//!   slow is then a whole block: the next one starts with empty contexts and
+//!   decodes. The VLAN tag the kernel stripped must be put back before
+//!   [`Encoder::push`] (copy the first 160 bytes with `copy_with_tag` into a
+//!   scratch buffer, the rest as is: push takes one slice today, so add a
+//!   push that takes the header copy and the tail separately to avoid a
+//!   whole-packet copy).
+//! - `crates/client/src/lib.rs` `Session::packets`: for a compressed session,
+//!   feed each chunk payload to [`BlockReader::load`] (offset = the chunk's
+//!   position) and hand out its records; a [`DecodeError`] becomes
+//!   `ClientError::Protocol` with the offset (the chunk comes from the
+//!   daemon, but the client still never panics on it).
+//! - `ringcap capture --daemon --compress`, and the daemon bench phase run
+//!   with it: lost packets per client, daemon and client CPU, and bytes
+//!   copied into the rings per delivered packet (the memory-traffic claim).
+
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

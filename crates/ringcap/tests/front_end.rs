@@ -199,7 +199,7 @@ fn help_is_grouped_and_lists_values() {
         assert!(text.contains(heading), "no heading {heading:?} in:\n{text}");
     }
     for values in [
-        "[possible values: pcap, pcapng]",
+        "[possible values: pcap, pcapng, compressed]",
         "[possible values: direct, uring, buffered]",
         "[possible values: random, count]",
         "[possible values: host, adapter]",

@@ -309,6 +309,77 @@ pub struct Packet<'a> {
     pub data: &'a [u8],
 }
 
+/// The packet records of one chunk, checked: pcap records with 16-byte
+/// little-endian headers (seconds, nanoseconds, captured length, length on
+/// the wire), then the captured bytes, back to back, none running past the
+/// end.
+#[derive(Debug, Clone, Copy)]
+pub struct Records<'a> {
+    /// The records' bytes.
+    pub bytes: &'a [u8],
+    /// How many records.
+    pub count: u64,
+    /// The sum of their lengths on the wire.
+    pub wire_bytes: u64,
+}
+
+/// The record header's words at `p[..16]`.
+#[inline]
+fn record_header(p: &[u8]) -> (u32, u32, u32, u32) {
+    let word = |i: usize| u32::from_le_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
+    (word(0), word(4), word(8), word(12))
+}
+
+impl<'a> Records<'a> {
+    /// Checks that `bytes` is whole records.
+    fn check(bytes: &'a [u8]) -> Result<Records<'a>, ClientError> {
+        let (mut count, mut wire_bytes) = (0u64, 0u64);
+        let mut p = bytes;
+        while !p.is_empty() {
+            if p.len() < RECORD_HEADER {
+                return Err(ClientError::Protocol(format!(
+                    "{} stray bytes after the last record of a chunk",
+                    p.len()
+                )));
+            }
+            let (_, _, caplen, wire_len) = record_header(p);
+            let end = RECORD_HEADER + caplen as usize;
+            if end > p.len() {
+                return Err(ClientError::Protocol(format!(
+                    "a record of {caplen} bytes runs past its chunk"
+                )));
+            }
+            count += 1;
+            wire_bytes += u64::from(wire_len);
+            p = &p[end..];
+        }
+        Ok(Records {
+            bytes,
+            count,
+            wire_bytes,
+        })
+    }
+
+    /// The packets, in order.
+    pub fn packets(&self) -> impl Iterator<Item = Packet<'a>> + 'a {
+        let mut p = self.bytes;
+        std::iter::from_fn(move || {
+            if p.len() < RECORD_HEADER {
+                return None;
+            }
+            let (sec, nsec, caplen, wire_len) = record_header(p);
+            let end = (RECORD_HEADER + caplen as usize).min(p.len());
+            let packet = Packet {
+                ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
+                wire_len,
+                data: &p[RECORD_HEADER..end],
+            };
+            p = &p[end..];
+            Some(packet)
+        })
+    }
+}
+
 /// A running capture session.
 pub struct Session {
     client: Client,
@@ -328,6 +399,18 @@ impl Session {
     /// Hands every packet in the ring now to `f`, then gives the space back
     /// to the daemon; returns how many there were.
     pub fn packets(&mut self, mut f: impl FnMut(Packet<'_>)) -> Result<u64, ClientError> {
+        self.chunks(|chunk| {
+            for p in chunk.packets() {
+                f(p);
+            }
+        })
+    }
+
+    /// Hands every chunk of packets in the ring now to `f` (whole, for a
+    /// consumer that copies records in bulk), then gives the space back to
+    /// the daemon; returns how many packets there were. Every record of a
+    /// chunk is checked to lie inside it before `f` sees it.
+    pub fn chunks(&mut self, mut f: impl FnMut(Records<'_>)) -> Result<u64, ClientError> {
         let mut n = 0u64;
         loop {
             let chunk = self
@@ -335,24 +418,9 @@ impl Session {
                 .next_chunk()
                 .map_err(|e| ClientError::Protocol(e.to_string()))?;
             let Some(chunk) = chunk else { break };
-            let mut p = chunk.payload;
-            while p.len() >= RECORD_HEADER {
-                let word = |i: usize| u32::from_le_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
-                let (sec, nsec, caplen, wire_len) = (word(0), word(4), word(8), word(12));
-                let end = RECORD_HEADER + caplen as usize;
-                if end > p.len() {
-                    return Err(ClientError::Protocol(format!(
-                        "a record of {caplen} bytes runs past its chunk"
-                    )));
-                }
-                f(Packet {
-                    ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
-                    wire_len,
-                    data: &p[RECORD_HEADER..end],
-                });
-                n += 1;
-                p = &p[end..];
-            }
+            let records = Records::check(chunk.payload)?;
+            n += records.count;
+            f(records);
         }
         self.ring.release();
         Ok(n)

@@ -77,7 +77,7 @@ fn dumps_are_written_rotated_held_to_the_quota_and_private() {
         .map(|s| frames::udp4(&ep, s, 4000, 53, 48))
         .collect();
     tb.send_from_peer(&sent, 3000).expect("send");
-    std::thread::sleep(SETTLE);
+    wait_accepted(&tb, &d, 950, Duration::from_secs(20));
     child.signal(libc::SIGINT).expect("SIGINT");
     let out = child
         .wait_output(Duration::from_secs(20))

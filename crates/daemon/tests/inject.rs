@@ -101,7 +101,7 @@ fn inject_cmd(
         .arg(d.arg())
         .args(["-i", &tb.capture_if, "-r"])
         .arg(input)
-        .args(["--start", start, "--tolerance", "100", "--report"])
+        .args(["--start", start, "--tolerance", "500", "--report"])
         .arg(report);
     cmd
 }
@@ -410,8 +410,9 @@ fn four_clients_at_once_get_their_own_reports_on_time() {
     assert!(median <= 100_000, "median {median} ns");
     // Loose on purpose: precision is measured by bench/run's inject phase on a
     // quiet machine; a shared 2-core CI machine stalls threads for milliseconds
-    // (p99 5 ms seen). Half the 100 ms tolerance still catches a scheduler that
-    // sleeps to the wrong time, and nothing may be early or missed.
+    // (p99 5 ms seen). 50 ms still catches a scheduler that sleeps to the
+    // wrong time, and nothing may be early or missed (the 500 ms tolerance
+    // only spares the test a frame given up during a stall of the machine).
     assert!(p99 <= 50_000_000, "p99 {p99} ns");
     d.stop();
 }

@@ -11,22 +11,6 @@ use ringcap_client::{Client, OpenRequest};
 use ringcap_testkit::Testbed;
 use std::time::{Duration, Instant};
 
-/// `ringcap stats --daemon=SOCKET --json` as `user` (root when None): one
-/// JSON object per session.
-fn stats_json(tb: &Testbed, d: &Daemon, user: Option<(&str, &str)>) -> Vec<serde_json::Value> {
-    let mut cmd = match user {
-        Some(u) => as_user(tb, u, &ringcap_bin()),
-        None => tb.in_capture_ns(ringcap_bin().to_str().expect("utf-8 path")),
-    };
-    cmd.args(["stats", &d.arg(), "--json"]);
-    let (status, stdout, stderr) = run_limited_out(&mut cmd, Duration::from_secs(20));
-    assert!(status.success(), "ringcap stats: {status}: {stderr}");
-    stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
-        .collect()
-}
-
 fn uids(v: &[serde_json::Value]) -> Vec<u64> {
     let mut u: Vec<u64> = v.iter().map(|s| s["uid"].as_u64().expect("uid")).collect();
     u.sort();

@@ -97,6 +97,9 @@ pub(crate) fn refusal(e: ClientError) -> Failure {
 
 /// What the client does with the packets it reads from its ring: writes
 /// them until the `-c` count, counts the rest.
+/// How long the capture loop naps between drains while packets keep coming.
+const BUSY_NAP: Duration = Duration::from_millis(5);
+
 struct Intake {
     left: u64,
     after_count: u64,
@@ -108,12 +111,21 @@ struct Intake {
 }
 
 impl Intake {
-    /// Writes every packet in the ring now.
+    /// Writes every packet in the ring now; returns how many there were.
     fn drain(
         &mut self,
         session: &mut ringcap_client::Session,
         encoder: &mut ringcap_engine::Encoder,
-    ) -> Result<(), Failure> {
+    ) -> Result<u64, Failure> {
+        if self.transforms.is_empty() && self.left == u64::MAX {
+            // Nothing to do per packet here: records go to the file in runs.
+            return session
+                .chunks(|records| {
+                    self.wire_bytes += records.wire_bytes;
+                    encoder.push_pcap_records(records.bytes);
+                })
+                .map_err(refusal);
+        }
         session
             .packets(|p| {
                 self.wire_bytes += u64::from(p.wire_len);
@@ -133,8 +145,7 @@ impl Intake {
                     );
                 }
             })
-            .map_err(refusal)?;
-        Ok(())
+            .map_err(refusal)
     }
 }
 
@@ -237,9 +248,18 @@ pub fn capture(
     let flush = spec.sink.flush_interval;
     let mut last_stats = ringcap_client::SessionCounters::default();
     let mut last_poll = Instant::now();
+    // While packets keep coming, nap instead of asking for a wake-up: the
+    // daemon then fills several chunks per nap (and skips the wake-up write),
+    // where waiting would take one wake-up per chunk. The ring holds far
+    // more than a nap's worth at any rate the daemon can deliver.
+    let mut busy = false;
     let ended = loop {
-        session.wait(Duration::from_millis(100)).map_err(refusal)?;
-        intake.drain(&mut session, &mut encoder)?;
+        if busy {
+            std::thread::sleep(BUSY_NAP);
+        } else {
+            session.wait(Duration::from_millis(100)).map_err(refusal)?;
+        }
+        busy = intake.drain(&mut session, &mut encoder)? > 0;
         if encoder.oldest().is_some_and(|t| t.elapsed() >= flush) {
             encoder.flush();
         }

@@ -118,6 +118,13 @@ impl Batch {
         self.packets += 1;
     }
 
+    /// Marks `n` reserved bytes as `records` more records.
+    #[inline]
+    pub fn commit_records(&mut self, n: usize, records: u64) {
+        self.len += n;
+        self.packets += records;
+    }
+
     /// Appends raw bytes that are not a packet record (file headers, ISBs);
     /// false if they do not fit.
     pub fn append_raw(&mut self, bytes: &[u8]) -> bool {

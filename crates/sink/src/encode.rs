@@ -3,7 +3,7 @@
 use crate::batch::{Batch, ALIGN};
 use crossbeam_channel::{Receiver, Sender};
 use ringcap_format::walk::RecordFormat;
-use ringcap_format::{pcap, pcapng};
+use ringcap_format::{pcap, pcapng, TsResolution};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -155,6 +155,91 @@ impl Encoder {
         batch.commit(need);
         batch.last_ts = ts_ns;
         Some(batch.record_mut(start + body_at, caplen))
+    }
+
+    /// Appends `records`: whole pcap records as ringcapd hands them to its
+    /// clients (16-byte little-endian headers with nanosecond timestamps,
+    /// then the captured bytes, back to back). For a pcap output the records
+    /// are copied in runs (one copy per run that fits the current batch, not
+    /// per packet), then each header is put into the file's byte order and
+    /// resolution; other outputs take them one by one. Returns how many were
+    /// kept; the others were dropped (no free batch) and are counted in
+    /// [`dropped`](Self::dropped). A record running past the end of
+    /// `records` ends the call: it and anything after it are not kept (and
+    /// not counted: callers hand over records they checked).
+    pub fn push_pcap_records(&mut self, records: &[u8]) -> u64 {
+        const H: usize = pcap::RECORD_HEADER_LEN;
+        let le = |r: &[u8], i: usize| u32::from_le_bytes([r[i], r[i + 1], r[i + 2], r[i + 3]]);
+        // Length of the record at the start of `r`, if it is whole.
+        let record = |r: &[u8]| -> Option<usize> {
+            let len = H + le(r.get(..H)?, 8) as usize;
+            (len <= r.len()).then_some(len)
+        };
+        let RecordFormat::Pcap(res) = self.format else {
+            let mut kept = 0;
+            let mut rest = records;
+            while let Some(len) = record(rest) {
+                let r = &rest[..len];
+                let ts = u64::from(le(r, 0)) * 1_000_000_000 + u64::from(le(r, 4));
+                if self.push(ts, le(r, 12), &r[H..], None, len - H).is_some() {
+                    kept += 1;
+                }
+                rest = &rest[len..];
+            }
+            return kept;
+        };
+        let mut kept = 0u64;
+        let mut rest = records;
+        while let Some(first) = record(rest) {
+            let fits = matches!(&self.current, Some(b) if b.remaining() >= first);
+            if !fits && !self.next_batch(first) {
+                // No room: the rest is dropped.
+                let mut r = rest;
+                while let Some(len) = record(r) {
+                    self.dropped += 1;
+                    r = &r[len..];
+                }
+                return kept;
+            }
+            let Some(batch) = self.current.as_mut() else {
+                return kept;
+            };
+            // The longest run of whole records that fits the batch.
+            let room = batch.remaining();
+            let (mut take, mut n, mut last) = (0usize, 0u64, 0usize);
+            while let Some(len) = record(&rest[take..]) {
+                if take + len > room {
+                    break;
+                }
+                last = take;
+                take += len;
+                n += 1;
+            }
+            let dst = batch.reserve(take);
+            dst.copy_from_slice(&rest[..take]);
+            let mut at = 0;
+            while at < take {
+                let h = &mut dst[at..at + H];
+                let words = [le(h, 0), le(h, 4), le(h, 8), le(h, 12)];
+                let frac = match res {
+                    TsResolution::Micro => words[1] / 1_000,
+                    TsResolution::Nano => words[1],
+                };
+                for (i, w) in [words[0], frac, words[2], words[3]].into_iter().enumerate() {
+                    h[i * 4..i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
+                }
+                at += H + words[2] as usize;
+            }
+            if batch.started.is_none() {
+                batch.started = Some(Instant::now());
+            }
+            let l = &rest[last..];
+            batch.last_ts = u64::from(le(l, 0)) * 1_000_000_000 + u64::from(le(l, 4));
+            batch.commit_records(take, n);
+            kept += n;
+            rest = &rest[take..];
+        }
+        kept
     }
 
     /// Sets the pcapng interface id of the records that follow (a source
@@ -309,6 +394,84 @@ mod tests {
             tx.send(Batch::new(size, 0, 0)).unwrap();
         }
         (tx, rx)
+    }
+
+    /// What the batches that reached the writer hold, in order.
+    fn shipped(mut e: Encoder, full: &Receiver<Batch>) -> (Vec<u8>, u64) {
+        e.close();
+        let (mut bytes, mut packets) = (Vec::new(), 0);
+        while let Ok(b) = full.try_recv() {
+            bytes.extend_from_slice(b.bytes());
+            packets += b.packets;
+        }
+        (bytes, packets)
+    }
+
+    #[test]
+    fn daemon_records_in_bulk_equal_records_one_by_one() {
+        // Records as ringcapd writes them: little-endian, nanoseconds, of
+        // lengths that split across small batches in various places.
+        let mut records = Vec::new();
+        let mut packets = Vec::new();
+        for i in 0..300u32 {
+            let caplen = (i * 37 % 200) as usize;
+            let ts = 1_700_000_000_123_456_789u64 + u64::from(i) * 1_000_777;
+            let data: Vec<u8> = (0..caplen).map(|j| (i as usize + j) as u8).collect();
+            records.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
+            records.extend_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
+            records.extend_from_slice(&(caplen as u32).to_le_bytes());
+            records.extend_from_slice(&(caplen as u32 + 7).to_le_bytes());
+            records.extend_from_slice(&data);
+            packets.push((ts, caplen as u32 + 7, data));
+        }
+        for format in [
+            RecordFormat::Pcap(TsResolution::Micro),
+            RecordFormat::Pcap(TsResolution::Nano),
+            RecordFormat::Pcapng,
+        ] {
+            for (batches, size) in [(64, 4096), (4, 4096), (2, 1 << 20)] {
+                let run = |bulk: bool| {
+                    let (_free_tx, free_rx) = pool(batches, size);
+                    let (full_tx, full_rx) = crossbeam_channel::unbounded();
+                    let mut e = Encoder::new(format, 0, free_rx, full_tx);
+                    let kept = if bulk {
+                        // In three pieces, as three chunks would come.
+                        let cut = |n: usize| {
+                            let mut at = 0;
+                            for _ in 0..n {
+                                let caplen = u32::from_le_bytes(
+                                    records[at + 8..at + 12].try_into().unwrap(),
+                                );
+                                at += 16 + caplen as usize;
+                            }
+                            at
+                        };
+                        let (a, b) = (cut(100), cut(101));
+                        e.push_pcap_records(&records[..a])
+                            + e.push_pcap_records(&records[a..b])
+                            + e.push_pcap_records(&records[b..])
+                    } else {
+                        packets
+                            .iter()
+                            .filter(|(ts, wire, d)| e.push(*ts, *wire, d, None, d.len()).is_some())
+                            .count() as u64
+                    };
+                    let dropped = e.dropped;
+                    let (bytes, n) = shipped(e, &full_rx);
+                    assert_eq!(n, kept, "{format:?}");
+                    (bytes, kept, dropped)
+                };
+                let (bulk, one) = (run(true), run(false));
+                assert_eq!(bulk.1 + bulk.2, 300, "{format:?} {batches}x{size}");
+                assert_eq!(bulk, one, "{format:?} {batches}x{size}");
+            }
+        }
+        // A record running past the end is not kept.
+        let (_free_tx, free_rx) = pool(2, 1 << 20);
+        let (full_tx, _full_rx) = crossbeam_channel::unbounded();
+        let mut e = Encoder::new(RecordFormat::Pcap(TsResolution::Nano), 0, free_rx, full_tx);
+        let first = 16 + packets[0].2.len();
+        assert_eq!(e.push_pcap_records(&records[..first + 20]), 1);
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Classic BPF programs: the instruction type the kernel takes, the rewrites
 //! ringcap applies to libpcap's output (snap length, sampler tail, the AND of an
-//! administrator's and a client's program), and libpcap's interpreter for
-//! offline use.
+//! administrator's and a client's program), and two interpreters for user
+//! space: libpcap's, and [`interp`]'s (the same results, faster) for the
+//! programs a capture thread runs on every packet.
+
+pub mod interp;
 
 use crate::sample::{SampleMode, Sampling};
 
@@ -296,31 +299,36 @@ impl Validated<'_> {
     }
 }
 
-/// A [`Program`] that passed libpcap's checks, owned (for a capture thread
-/// that runs it on every packet: checked once, not per packet). The program
-/// cannot change after the check.
+/// A [`Program`] that passed libpcap's checks, owned and decoded (for a
+/// capture thread that runs it on every packet: checked once, not per
+/// packet), run by [`interp`] with the results of libpcap's interpreter. The
+/// program cannot change after the check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckedProgram {
     program: Program,
+    /// `None` for the empty program (accepts everything, libpcap's rule).
+    decoded: Option<interp::Decoded>,
 }
 
 impl CheckedProgram {
     /// `program`, if libpcap's checks accept it.
     pub fn new(program: Program) -> Option<CheckedProgram> {
         program.validated()?;
-        Some(CheckedProgram { program })
+        let decoded = if program.instructions.is_empty() {
+            None
+        } else {
+            Some(interp::Decoded::new(&program.instructions)?)
+        };
+        Some(CheckedProgram { program, decoded })
     }
 
     /// Runs the program on one packet: the bytes to keep (0 = reject).
     #[inline]
     pub fn run(&self, data: &[u8], wire_len: u32) -> u32 {
-        ffi::run(
-            Validated {
-                insns: &self.program.instructions,
-            },
-            data,
-            wire_len,
-        )
+        match &self.decoded {
+            Some(d) => d.run(data, wire_len),
+            None => u32::MAX,
+        }
     }
 
     /// The program.

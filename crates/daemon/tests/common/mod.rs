@@ -283,6 +283,44 @@ impl Daemon {
     }
 }
 
+/// `ringcap stats --daemon=SOCKET --json` as `user` (root when None): one
+/// JSON object per session.
+pub fn stats_json(tb: &Testbed, d: &Daemon, user: Option<(&str, &str)>) -> Vec<serde_json::Value> {
+    let mut cmd = match user {
+        Some(u) => as_user(tb, u, &ringcap_bin()),
+        None => tb.in_capture_ns(ringcap_bin().to_str().expect("utf-8 path")),
+    };
+    cmd.args(["stats", &d.arg(), "--json"]);
+    let (status, stdout, stderr) = run_limited_out(&mut cmd, Duration::from_secs(20));
+    assert!(status.success(), "ringcap stats: {status}: {stderr}");
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+/// Waits (up to `limit`) until the daemon's sessions have accepted `n`
+/// packets in all, then [`SETTLE`] more: on a loaded machine a fixed pause
+/// after sending is not enough for the daemon to have seen the traffic.
+pub fn wait_accepted(tb: &Testbed, d: &Daemon, n: u64, limit: Duration) {
+    let t0 = std::time::Instant::now();
+    loop {
+        let accepted: u64 = stats_json(tb, d, None)
+            .iter()
+            .map(|s| {
+                s["counters"]["packets_filter_accepted"]
+                    .as_u64()
+                    .unwrap_or(0)
+            })
+            .sum();
+        if accepted >= n || t0.elapsed() >= limit {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(SETTLE);
+}
+
 pub fn assert_no_panic(log: &str, what: &str) {
     assert!(
         !log.contains("panicked") && !log.contains("RUST_BACKTRACE"),

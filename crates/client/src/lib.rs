@@ -122,6 +122,10 @@ pub struct OpenRequest {
     pub format: OutputFormat,
     /// Only inject: capture nothing into the ring.
     pub inject_only: bool,
+    /// Have the daemon compress the stream (a few bytes a packet in the
+    /// shared ring instead of whole records); the session decodes it, so
+    /// packets come out the same either way.
+    pub compress: bool,
 }
 
 impl OpenRequest {
@@ -137,6 +141,7 @@ impl OpenRequest {
             dump: None,
             format: OutputFormat::Pcap,
             inject_only: false,
+            compress: false,
         }
     }
 
@@ -234,7 +239,7 @@ impl Client {
             dump: req.dump,
             duration_s: req.duration.map(|d| d.as_secs_f64()),
             count: req.count,
-            compress: false,
+            compress: req.compress,
             inject_only: req.inject_only,
         })?;
         let (r, fds) = self.answer()?;
@@ -246,11 +251,13 @@ impl Client {
         };
         let [data, consumer, event] = transport::expect_fds::<3>(fds)?;
         let ring = RingReader::map(data, consumer, event)?;
+        let unpack = effective.compress.then(Unpack::new);
         Ok(Session {
             client: self,
             ring,
             id: session,
             effective,
+            unpack,
         })
     }
 
@@ -388,6 +395,47 @@ pub struct Session {
     pub id: u64,
     /// What the policy allowed.
     pub effective: Effective,
+    /// For a compressed stream: the decoder of its chunks.
+    unpack: Option<Unpack>,
+}
+
+/// Turns the compressed blocks of a compressed stream back into records.
+struct Unpack {
+    reader: ringcap_compress::BlockReader,
+    records: Vec<u8>,
+}
+
+impl Unpack {
+    fn new() -> Unpack {
+        Unpack {
+            reader: ringcap_compress::BlockReader::new(&ringcap_compress::FileHeader {
+                resolution: ringcap_compress::Resolution::Nano,
+                linktype: 1,
+                snaplen: 262_144,
+            }),
+            records: Vec::new(),
+        }
+    }
+
+    /// The records of `block` (one chunk's payload), as the daemon would
+    /// have written them uncompressed.
+    fn records(&mut self, block: &[u8]) -> Result<&[u8], ClientError> {
+        let bad = |e: ringcap_compress::DecodeError| {
+            ClientError::Protocol(format!("a compressed chunk does not decode: {e}"))
+        };
+        self.records.clear();
+        self.reader.load(block, 0).map_err(bad)?;
+        while let Some(r) = self.reader.next_record().map_err(bad)? {
+            let secs = u32::try_from(r.ts / 1_000_000_000).unwrap_or(u32::MAX);
+            let out = &mut self.records;
+            out.extend_from_slice(&secs.to_le_bytes());
+            out.extend_from_slice(&((r.ts % 1_000_000_000) as u32).to_le_bytes());
+            out.extend_from_slice(&(r.data.len() as u32).to_le_bytes());
+            out.extend_from_slice(&r.wire_len.to_le_bytes());
+            out.extend_from_slice(r.data);
+        }
+        Ok(&self.records)
+    }
 }
 
 impl Session {
@@ -418,7 +466,11 @@ impl Session {
                 .next_chunk()
                 .map_err(|e| ClientError::Protocol(e.to_string()))?;
             let Some(chunk) = chunk else { break };
-            let records = Records::check(chunk.payload)?;
+            let bytes = match &mut self.unpack {
+                Some(u) => u.records(chunk.payload)?,
+                None => chunk.payload,
+            };
+            let records = Records::check(bytes)?;
             n += records.count;
             f(records);
         }

@@ -384,8 +384,6 @@ impl Connection {
             } => {
                 if self.session.is_some() {
                     Response::error("this connection already has a session: close it first")
-                } else if compress {
-                    Response::error("compressed streams are not built yet in this ringcapd")
                 } else {
                     let request = OpenRequest {
                         interfaces,
@@ -397,6 +395,7 @@ impl Connection {
                         dump,
                         format,
                         inject_only,
+                        compress,
                     };
                     return self.open(request, peer);
                 }

@@ -54,6 +54,8 @@ pub struct OpenRequest {
     pub format: OutputFormat,
     /// Only inject: no capture.
     pub inject_only: bool,
+    /// Compressed blocks in the ring instead of raw records.
+    pub compress: bool,
 }
 
 fn snap_of(s: SnapRequest) -> Snap {
@@ -223,6 +225,7 @@ pub fn admit(policy: &Policy, peer: &Peer, req: &OpenRequest) -> Result<Admitted
         max_bits_per_second: e.max_bits_per_second,
         max_duration_s: duration.map(|d| d.as_secs_f64()),
         grant: e.grant as u32,
+        compress: req.compress && req.dump.is_none(),
     };
     Ok(Admitted {
         grant: e.grant,
@@ -384,6 +387,7 @@ impl Session {
             max_pps: admitted.max_pps,
             max_bps: admitted.max_bps,
             threads: request.interfaces.len() as u64,
+            compress: request.compress,
         }
     }
 

@@ -32,10 +32,24 @@ fn output_is_what_tcpdump_captures_with_the_combined_filter_and_capped_snaplen()
     let filter_b = "ip or ip6";
     let a = start_client(&tb, &d, NOBODY, &out, "a", &["-s", "1000", filter_a]);
     let b = start_client(&tb, &d, NOBODY, &out, "b", &["-s", "headers", filter_b]);
+    // C: A's request over a compressed stream: the same file.
+    let c = start_client(
+        &tb,
+        &d,
+        NOBODY,
+        &out,
+        "c",
+        &["-s", "1000", "--compress", filter_a],
+    );
     assert!(
         a.ready.contains(&format!("snaplen Bytes({CAP})")) && a.ready.contains("grant 1,"),
         "client A's effective settings: {}",
         a.ready
+    );
+    assert!(
+        c.ready.contains("compressed stream"),
+        "client C: {}",
+        c.ready
     );
     assert!(
         b.ready
@@ -62,11 +76,13 @@ fn output_is_what_tcpdump_captures_with_the_combined_filter_and_capped_snaplen()
     // when it was told to close must still reach A's file.
     let fa = a.interrupt();
     let fb = b.stop();
+    let fc = c.interrupt();
     std::thread::sleep(SETTLE);
     let want_a = td_a.stop();
     let want_b = td_b.stop();
     fa.assert_ok("client A");
     fb.assert_ok("client B");
+    fc.assert_ok("client C");
 
     // The oracle saw what the framework allows: a sanity check of the test.
     let oracle = Oracle::new(FRAMEWORK, filter_a);
@@ -99,6 +115,23 @@ fn output_is_what_tcpdump_captures_with_the_combined_filter_and_capped_snaplen()
             &td_a_bytes[..24.min(td_a_bytes.len())]
         );
     }
+    // C: the compressed stream decodes to the same file; the ring carried
+    // a fraction of the bytes.
+    let got_c = std::fs::read(&fc.out).expect("C's file");
+    if got_c != td_a_bytes {
+        assert_packets(
+            &fc.packets(),
+            &want_a
+                .iter()
+                .map(|p| (p.wire_len, p.data.clone()))
+                .collect::<Vec<_>>(),
+            "client C (compressed) against tcpdump",
+        );
+        panic!("client C's file differs from tcpdump's beyond its packets");
+    }
+    let cc = fc.final_counters("client C");
+    assert_eq!(num(&cc, "packets_written"), want_a.len() as u64, "{cc}");
+
     let ca = fa.final_counters("client A");
     assert_eq!(num(&ca, "packets_delivered"), want_a.len() as u64, "{ca}");
     assert_eq!(num(&ca, "packets_written"), want_a.len() as u64, "{ca}");

@@ -60,7 +60,9 @@ pub enum Request {
         /// End the session after this many packets delivered.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         count: Option<u64>,
-        /// Ask for the compressed header stream instead of raw records.
+        /// Ask for the compressed header stream instead of raw records: each
+        /// chunk of the ring is then one self-contained ringcap-compress
+        /// block (nanosecond timestamps, the interface's link type).
         compress: bool,
         /// Only inject on the interface: capture nothing into the ring.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -368,6 +370,10 @@ pub struct Effective {
     pub max_duration_s: Option<f64>,
     /// Index of the grant the session was admitted under.
     pub grant: u32,
+    /// Chunks in the ring are compressed blocks (ringcap-compress, one
+    /// self-contained block per chunk) instead of raw records.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compress: bool,
 }
 
 /// The shared-memory ring's geometry.

@@ -392,6 +392,7 @@ fn check_effective(field: &str, effective: &Effective) -> Result<(), ProtoError>
         max_bits_per_second,
         max_duration_s,
         grant: _,
+        compress: _,
     } = effective;
     check_interfaces(&format!("{field}.interfaces"), interfaces)?;
     check_filter(&format!("{field}.filter"), filter)?;

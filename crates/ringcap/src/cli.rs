@@ -110,6 +110,13 @@ pub struct CaptureArgs {
     )]
     pub dump: bool,
 
+    /// Through ringcapd: have the daemon compress the stream it hands this
+    /// client (per-flow header compression, a few bytes a packet in the
+    /// shared ring instead of the whole record); the packets written are
+    /// the same.
+    #[arg(long, conflicts_with = "dump", help_heading = "Input")]
+    pub compress: bool,
+
     /// Write packets to PATH: a file, a directory (ending in /) for a series of files, or - for a pcap stream on stdout. Without -w packets are only counted.
     #[arg(
         short = 'w',

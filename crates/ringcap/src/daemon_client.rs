@@ -154,6 +154,7 @@ pub fn capture(
     spec: CaptureSpec,
     socket: PathBuf,
     dump: bool,
+    compress: bool,
     json: Option<File>,
     stats_interval: Duration,
     signals: &Signals,
@@ -189,6 +190,7 @@ pub fn capture(
             _ => OutputFormat::Pcap,
         },
         inject_only: false,
+        compress,
     };
     if dump && !spec.transforms.is_empty() {
         return Err(Failure::usage(
@@ -228,14 +230,15 @@ pub fn capture(
     .map_err(Failure::from)?;
     let e = session.effective.clone();
     eprintln!(
-        "capturing on {} through ringcapd (session {}, grant {}, snaplen {:?}, sampling {:?}, framework filter {:?})",
+        "capturing on {} through ringcapd (session {}, grant {}, snaplen {:?}, sampling {:?}, framework filter {:?}){}",
         e.interfaces.join(", "),
         session.id,
         // Counted from 1, in file order, like `ringcapd --check`.
         u64::from(e.grant) + 1,
         e.snaplen,
         e.sample,
-        e.framework_filter
+        e.framework_filter,
+        if e.compress { ", compressed stream" } else { "" }
     );
     let began = Instant::now();
     let mut reporter = Reporter::new(json, stats_interval);

@@ -184,10 +184,16 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
             spec,
             socket,
             args.dump,
+            args.compress,
             json,
             stats_interval,
             &signals,
         );
+    }
+    if args.compress {
+        return Err(Failure::usage(
+            "--compress asks ringcapd to compress the stream it sends: use it with --daemon",
+        ));
     }
     let capture = Capture::start(spec).map_err(Failure::from)?;
     // From now on a stop signal reaches the capture threads at once.

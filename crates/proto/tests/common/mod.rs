@@ -65,6 +65,7 @@ pub fn effective() -> Effective {
         max_bits_per_second: Some(500_000_000),
         max_duration_s: Some(3600.0),
         grant: 0,
+        compress: false,
     }
 }
 
@@ -126,6 +127,7 @@ pub fn responses() -> Vec<Response> {
                 max_bits_per_second: None,
                 max_duration_s: None,
                 grant: u32::MAX,
+                compress: true,
             },
             ring: RingInfo { capacity: 1 },
         },

@@ -366,14 +366,9 @@ pub struct CaptureArgs {
     #[arg(long, help_heading = "Output")]
     pub overwrite: bool,
 
-    /// Output buffer per capture thread in MiB (packets are dropped, and counted, when it is full).
-    #[arg(
-        long,
-        value_name = "MIB",
-        default_value_t = 256,
-        help_heading = "Output"
-    )]
-    pub writer_buffer: u32,
+    /// Output buffer per capture thread in MiB (packets are dropped, and counted, when it is full) [default: 256; through ringcapd 32, as the session's shared ring buffers before it].
+    #[arg(long, value_name = "MIB", help_heading = "Output")]
+    pub writer_buffer: Option<u32>,
 
     /// Filter expression (tcpdump syntax), after the options as in tcpdump.
     /// Options may also follow it; put `--` before an expression that starts

@@ -11,6 +11,13 @@ use ringcap_format::TsResolution;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// `--writer-buffer` when not given, in MiB (a local capture's).
+pub const WRITER_BUFFER_MIB: u32 = 256;
+/// The same through ringcapd: the session's shared ring (up to 64 MiB)
+/// already holds what arrives while the file writer catches up, and a
+/// client allocates (and faults in) its whole buffer at start.
+pub const DAEMON_WRITER_BUFFER_MIB: u32 = 32;
+
 /// A capture as the command line asked for it, checked.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -189,10 +196,10 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
             a.buffer.as_deref().unwrap_or("")
         )));
     }
-    if a.writer_buffer < 2 || a.writer_buffer > 65536 {
+    let writer_buffer = a.writer_buffer.unwrap_or(WRITER_BUFFER_MIB);
+    if !(2..=65536).contains(&writer_buffer) {
         return Err(Failure::usage(format!(
-            "--writer-buffer {} must be from 2 to 65536 MiB",
-            a.writer_buffer
+            "--writer-buffer {writer_buffer} must be from 2 to 65536 MiB"
         )));
     }
     if a.count == Some(0) {
@@ -222,7 +229,7 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
         flush_interval: secs("--flush-interval", a.flush_interval)?,
         post_rotate: a.post_rotate.clone(),
         overwrite: a.overwrite,
-        writer_buffer_bytes: u64::from(a.writer_buffer) << 20,
+        writer_buffer_bytes: u64::from(writer_buffer) << 20,
         comment: command_line,
         compress,
         ..SinkSpec::new(output, format)

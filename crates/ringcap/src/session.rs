@@ -180,6 +180,10 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
                 args.hook
             )));
         }
+        if args.writer_buffer.is_none() {
+            spec.sink.writer_buffer_bytes =
+                u64::from(crate::config::DAEMON_WRITER_BUFFER_MIB) << 20;
+        }
         return crate::daemon_client::capture(
             spec,
             socket,

@@ -89,6 +89,48 @@ fn main() {
         }
     }
     let n = recs.len().max(1) as f64;
+    #[cfg(feature = "stats")]
+    {
+        let mut e = Encoder::new(linktype);
+        let mut out = Vec::new();
+        for &(ts, wire, d) in &recs {
+            if e.push(ts, wire, d) {
+                e.finish_block(&mut out);
+            }
+        }
+        let st = e.stats();
+        let names = [
+            "literal",
+            "open-literal",
+            "tag+ext",
+            "slot(sel3)",
+            "dts",
+            "fields+runs+tail",
+            "tail",
+            "compressed-records",
+            "l4csum",
+            "ack",
+            "tsval",
+            "tsecr",
+            "wire",
+            "ipid",
+            "frag",
+            "seq",
+            "win",
+            "caplen",
+            "newslot",
+            "runs",
+            "new-ctx-records",
+            "",
+            "",
+            "",
+        ];
+        for (i, v) in st.iter().enumerate() {
+            if *v != 0 {
+                println!("  {:<20} {:>10} {:>8.3} B/pkt", names[i], v, *v as f64 / n);
+            }
+        }
+    }
     println!(
         "packets {} bytes {} bytes_per_packet {:.2} pcap_bytes_per_packet {:.2} encode_pps {:.0}",
         recs.len(),

@@ -24,6 +24,19 @@ const F_KNOWN: u32 = (1 << 13) - 1;
 
 const NONE: u16 = u16::MAX;
 
+/// Counts the bytes `$e` writes to `$out` under part `$i` (feature `stats`).
+macro_rules! st {
+    ($st:expr, $i:expr, $out:expr, $e:expr) => {{
+        #[cfg(feature = "stats")]
+        let b = $out.len();
+        $e;
+        #[cfg(feature = "stats")]
+        {
+            $st[$i] += ($out.len() - b) as u64;
+        }
+    }};
+}
+
 /// One flow's context: the previous packet of the flow (its header bytes)
 /// and what was learned from the packets before it.
 #[derive(Clone)]
@@ -416,6 +429,9 @@ pub(crate) struct BlockEncoder {
     pub base_ts: u64,
     prev_ts: u64,
     scratch: [u8; MAXH],
+    /// Bytes written per part of the record (feature `stats`).
+    #[cfg(feature = "stats")]
+    pub stats: [u64; 24],
 }
 
 impl BlockEncoder {
@@ -428,6 +444,8 @@ impl BlockEncoder {
             base_ts: 0,
             prev_ts: 0,
             scratch: [0; MAXH],
+            #[cfg(feature = "stats")]
+            stats: [0; 24],
         }
     }
 
@@ -450,11 +468,13 @@ impl BlockEncoder {
         out.reserve(data.len() + 64);
         let Some(l) = layout::parse(self.linktype, data) else {
             // Not understood: stored as it is, no context.
-            out.push(0);
-            varint::put(out, dts);
-            varint::put(out, wire as u64);
-            varint::put(out, data.len() as u64);
-            out.extend_from_slice(data);
+            st!(self.stats, 0, out, {
+                out.push(0);
+                varint::put(out, dts);
+                varint::put(out, wire as u64);
+                varint::put(out, data.len() as u64);
+                out.extend_from_slice(data);
+            });
             return;
         };
         let key = flow_key(&l, data);
@@ -489,12 +509,14 @@ impl BlockEncoder {
             {
                 Some(m) => m,
                 None => {
-                    out.push(0x40);
-                    varint::put(out, dts);
-                    varint::put(out, wire as u64);
-                    varint::put(out, data.len() as u64);
-                    varint::put(out, d as u64);
-                    out.extend_from_slice(data);
+                    st!(self.stats, 1, out, {
+                        out.push(0x40);
+                        varint::put(out, dts);
+                        varint::put(out, wire as u64);
+                        varint::put(out, data.len() as u64);
+                        varint::put(out, d as u64);
+                        out.extend_from_slice(data);
+                    });
                     self.ctx.store(d, true, key, l, data, wire);
                     return;
                 }
@@ -570,65 +592,150 @@ impl BlockEncoder {
         };
         let ext1 = (flags >> 4) & 0x7f;
         let ext2 = flags >> 11;
-        out.push(0x80 | sel << 5 | ((flags & 15) as u8) << 1 | (ext1 != 0 || ext2 != 0) as u8);
-        if sel == 3 {
-            varint::put(out, r as u64);
-        }
-        if ext1 != 0 || ext2 != 0 {
-            out.push(ext1 as u8 | ((ext2 != 0) as u8) << 7);
-            if ext2 != 0 {
-                out.push(ext2 as u8);
+        st!(self.stats, 2, out, {
+            out.push(0x80 | sel << 5 | ((flags & 15) as u8) << 1 | (ext1 != 0 || ext2 != 0) as u8);
+        });
+        st!(self.stats, 3, out, {
+            if sel == 3 {
+                varint::put(out, r as u64);
             }
-        }
-        varint::put(out, dts);
+        });
+        st!(self.stats, 2, out, {
+            if ext1 != 0 || ext2 != 0 {
+                out.push(ext1 as u8 | ((ext2 != 0) as u8) << 7);
+                if ext2 != 0 {
+                    out.push(ext2 as u8);
+                }
+            }
+        });
+        st!(self.stats, 4, out, varint::put(out, dts));
         let sd = |a: u32, b: u32| varint::zigzag(a.wrapping_sub(b) as i32 as i64);
+        #[cfg(feature = "stats")]
+        let b0 = out.len();
+        #[cfg(feature = "stats")]
+        let bb = out.len();
         if flags & F_L4CSUM != 0 {
             out.extend_from_slice(&v.l4csum.to_be_bytes());
         }
+        #[cfg(feature = "stats")]
+        {
+            self.stats[8] += (out.len() - bb) as u64;
+        }
+        #[cfg(feature = "stats")]
+        let bb = out.len();
         if flags & F_ACK != 0 {
             varint::put(out, sd(v.ack, pr.ack));
         }
+        #[cfg(feature = "stats")]
+        {
+            self.stats[9] += (out.len() - bb) as u64;
+        }
+        #[cfg(feature = "stats")]
+        let bb = out.len();
         if flags & F_TSVAL != 0 {
             varint::put(out, sd(v.tsval, old.tsval));
         }
+        #[cfg(feature = "stats")]
+        {
+            self.stats[10] += (out.len() - bb) as u64;
+        }
+        #[cfg(feature = "stats")]
+        let bb = out.len();
         if flags & F_TSECR != 0 {
             varint::put(out, sd(v.tsecr, old.tsecr));
         }
+        #[cfg(feature = "stats")]
+        {
+            self.stats[11] += (out.len() - bb) as u64;
+        }
+        #[cfg(feature = "stats")]
+        let bb = out.len();
         if flags & F_WIRE != 0 {
             varint::put(out, varint::zigzag(wire as i64 - wire_pred as i64));
         }
+        #[cfg(feature = "stats")]
+        {
+            self.stats[12] += (out.len() - bb) as u64;
+        }
+        #[cfg(feature = "stats")]
+        let bb = out.len();
         if flags & F_IPID != 0 {
             varint::put(
                 out,
                 varint::zigzag(v.ipid.wrapping_sub(pr.ipid) as i16 as i64),
             );
         }
+        #[cfg(feature = "stats")]
+        {
+            self.stats[13] += (out.len() - bb) as u64;
+        }
+        #[cfg(feature = "stats")]
+        let bb = out.len();
         if flags & F_FRAG != 0 {
             out.extend_from_slice(&v.frag.to_be_bytes());
         }
+        #[cfg(feature = "stats")]
+        {
+            self.stats[14] += (out.len() - bb) as u64;
+        }
+        #[cfg(feature = "stats")]
+        let bb = out.len();
         if flags & F_SEQ != 0 {
             varint::put(out, sd(v.seq, pr.seq));
         }
+        #[cfg(feature = "stats")]
+        {
+            self.stats[15] += (out.len() - bb) as u64;
+        }
+        #[cfg(feature = "stats")]
+        let bb = out.len();
         if flags & F_WIN != 0 {
             varint::put(
                 out,
                 varint::zigzag(v.win.wrapping_sub(old.win) as i16 as i64),
             );
         }
+        #[cfg(feature = "stats")]
+        {
+            self.stats[16] += (out.len() - bb) as u64;
+        }
+        #[cfg(feature = "stats")]
+        let bb = out.len();
         if flags & F_CAPLEN != 0 {
             varint::put(out, data.len() as u64);
         }
+        #[cfg(feature = "stats")]
+        {
+            self.stats[17] += (out.len() - bb) as u64;
+        }
+        #[cfg(feature = "stats")]
+        let bb = out.len();
         if flags & F_NEW != 0 {
             varint::put(out, d as u64);
         }
-        if diff {
-            write_runs(out, &self.scratch[..hl], &data[..hl]);
+        #[cfg(feature = "stats")]
+        {
+            self.stats[18] += (out.len() - bb) as u64;
         }
+        st!(
+            self.stats,
+            19,
+            out,
+            if diff {
+                write_runs(out, &self.scratch[..hl], &data[..hl]);
+            }
+        );
         if flags & F_IPCSUM != 0 {
             let at = l.l3 as usize + 10;
             out.extend_from_slice(&data[at..at + 2]);
         }
-        out.extend_from_slice(&data[hl..]);
+        st!(self.stats, 6, out, out.extend_from_slice(&data[hl..]));
+        #[cfg(feature = "stats")]
+        {
+            self.stats[5] += (out.len() - b0) as u64;
+            self.stats[7] += 1;
+            self.stats[20] += !continues as u64;
+        }
         self.ctx.store(d, !continues, key, l, data, wire);
     }
 }

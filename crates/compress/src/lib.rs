@@ -346,6 +346,13 @@ impl Encoder {
         self.inner.payload.len() >= BLOCK_TARGET || self.inner.count == u32::MAX
     }
 
+    /// Bytes written per part of the record so far (feature `stats`, for
+    /// study: see examples/rcz-stats).
+    #[cfg(feature = "stats")]
+    pub fn stats(&self) -> [u64; 24] {
+        self.inner.stats
+    }
+
     /// Records in the current block.
     pub fn records(&self) -> u32 {
         self.inner.count

@@ -3,6 +3,7 @@
 //! crate documentation; this file is its only implementation.
 
 use crate::layout::{self, be16, be32, put16, put32, Layout, MAXH};
+use crate::rc::{self, Prob, Tree, UInt, HALF};
 use crate::varint::{self, Cursor};
 use crate::{DecodeError, ErrorKind, Record, MAX_CAPLEN, SLOTS};
 
@@ -23,19 +24,6 @@ const F_IPCSUM: u32 = 1 << 12;
 const F_KNOWN: u32 = (1 << 13) - 1;
 
 const NONE: u16 = u16::MAX;
-
-/// Counts the bytes `$e` writes to `$out` under part `$i` (feature `stats`).
-macro_rules! st {
-    ($st:expr, $i:expr, $out:expr, $e:expr) => {{
-        #[cfg(feature = "stats")]
-        let b = $out.len();
-        $e;
-        #[cfg(feature = "stats")]
-        {
-            $st[$i] += ($out.len() - b) as u64;
-        }
-    }};
-}
 
 /// One flow's context: the previous packet of the flow (its header bytes)
 /// and what was learned from the packets before it.
@@ -68,6 +56,13 @@ struct Slot {
     last_off: u16,
     last_wire: u32,
     full_wire: u32,
+    /// Flags of the flow's last compressed record: the next one's likely.
+    last_flags: u16,
+    /// Whether the last IPv4 ID came from the host counter (see [`Host`]).
+    host_id: bool,
+    /// The flow's last IPv4 ID was its previous one (the next is predicted
+    /// the same, not one more).
+    id_same: bool,
 }
 
 impl Default for Slot {
@@ -86,16 +81,38 @@ impl Default for Slot {
             last_off: 0,
             last_wire: 0,
             full_wire: 0,
+            last_flags: 0,
+            host_id: false,
+            id_same: false,
         }
     }
 }
 
-/// The flow table both sides keep, and the three most recently used slots
-/// (a record names one of those in two bits of its tag).
+/// The last IPv4 ID seen from one source to one destination with one
+/// protocol: Linux numbers the packets of unconnected sockets (and others)
+/// from counters shared by destination, so a packet of one flow often
+/// follows the previous packet of another flow between the same hosts.
+#[derive(Clone, Copy, Default)]
+struct Host {
+    gen: u32,
+    /// Source and destination address.
+    addrs: u64,
+    proto: u8,
+    id: u16,
+}
+
+const HOSTS: usize = 256;
+
+/// The flow table both sides keep, the three most recently used slots
+/// (cheap to name), the slot the next new context goes to (slots are
+/// handed out round-robin, so neither side needs to send slot numbers for
+/// new contexts), and the host table of IPv4 IDs.
 struct Contexts {
     slots: Vec<Slot>,
     gen: u32,
     mru: [u16; 3],
+    next: u16,
+    hosts: Vec<Host>,
 }
 
 impl Contexts {
@@ -104,6 +121,52 @@ impl Contexts {
             slots: vec![Slot::default(); SLOTS],
             gen: 1,
             mru: [NONE; 3],
+            next: 0,
+            hosts: vec![Host::default(); HOSTS],
+        }
+    }
+
+    /// The slot a new context goes to.
+    #[inline]
+    fn alloc(&mut self) -> u16 {
+        let d = self.next;
+        self.next = (self.next + 1) % SLOTS as u16;
+        d
+    }
+
+    /// Host table entry of an IPv4 packet's addresses and protocol.
+    #[inline]
+    fn host_at(l: &Layout, h: &[u8]) -> (usize, u64, u8) {
+        let l3 = l.l3 as usize;
+        let addrs = (be32(h, l3 + 12) as u64) << 32 | be32(h, l3 + 16) as u64;
+        let proto = h[l3 + 9];
+        let x = addrs.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ proto as u64;
+        ((x >> 56) as usize % HOSTS, addrs, proto)
+    }
+
+    /// What the host counter predicts for the next IPv4 ID of a packet
+    /// with headers like `h`, if it has seen those hosts.
+    #[inline]
+    fn host_predict(&self, l: &Layout, h: &[u8]) -> Option<u16> {
+        let (i, addrs, proto) = Self::host_at(l, h);
+        let e = &self.hosts[i];
+        (e.gen == self.gen && e.addrs == addrs && e.proto == proto).then_some(if e.id == 0 {
+            0
+        } else {
+            e.id.wrapping_add(1)
+        })
+    }
+
+    #[inline]
+    fn host_update(&mut self, l: &Layout, h: &[u8]) {
+        if l.v4() {
+            let (i, addrs, proto) = Self::host_at(l, h);
+            self.hosts[i] = Host {
+                gen: self.gen,
+                addrs,
+                proto,
+                id: be16(h, l.l3 as usize + 4),
+            };
         }
     }
 
@@ -113,9 +176,13 @@ impl Contexts {
             for s in &mut self.slots {
                 s.gen = 0;
             }
+            for h in &mut self.hosts {
+                h.gen = 0;
+            }
             self.gen = 1;
         }
         self.mru = [NONE; 3];
+        self.next = 0;
     }
 
     #[inline]
@@ -141,11 +208,10 @@ impl Contexts {
         let n = data.len().min(MAXH);
         if layout.tcp() || layout.udp() {
             let at = layout.l4_csum_at();
-            s.csum_step = if new {
-                0
-            } else {
-                ones_sub(be16(data, at), be16(&s.hdr, at))
-            };
+            let (a, b) = (be16(data, at), be16(&s.hdr, at));
+            // Equal values step by 0, not by ones' complement -0 (0xffff),
+            // so a zero (absent) UDP checksum predicts zero.
+            s.csum_step = if new || a == b { 0 } else { ones_sub(a, b) };
         }
         if new {
             s.last_off = 0;
@@ -161,6 +227,16 @@ impl Contexts {
                 s.last_wire = wire;
             }
         }
+        if layout.v4() && !new {
+            // A datagram's later fragments starting again after its last
+            // one: where they restart (a block that began mid-datagram
+            // opened the context at a later offset).
+            let at = layout.l3 as usize + 6;
+            let (f, prev) = (be16(data, at), be16(&s.hdr, at));
+            if prev & 0x2000 == 0 && prev & 0x1fff != 0 && f & 0x1fff != 0 {
+                s.first_off = f & 0x1fff;
+            }
+        }
         if new {
             s.ack_step = 0;
             s.first_off = if layout.v4() {
@@ -171,6 +247,13 @@ impl Contexts {
         } else if layout.tcp() {
             let at = layout.l4 as usize + 8;
             s.ack_step = be32(data, at).wrapping_sub(be32(&s.hdr, at));
+        }
+        if layout.v4() {
+            // Only between whole datagrams (a datagram's fragments share
+            // their ID anyway).
+            let at = layout.l3 as usize + 4;
+            let whole = |h: &[u8]| be16(h, at + 2) & 0x3fff == 0;
+            s.id_same = !new && whole(data) && whole(&s.hdr) && be16(data, at) == be16(&s.hdr, at);
         }
         s.gen = gen;
         s.key = key;
@@ -202,6 +285,8 @@ struct Pred {
     frag: u16,
     seq: u32,
     ack: u32,
+    /// The IPv4 ID is predicted to count (not a datagram's next fragment).
+    id_counts: bool,
 }
 
 /// The original length a context predicts: its own, except between the
@@ -238,7 +323,7 @@ fn predict(s: &Slot, wire: u32) -> Pred {
     } else {
         0
     };
-    let (mut ipid, mut frag) = (0, 0);
+    let (mut ipid, mut frag, mut id_counts) = (0, 0, false);
     if l.v4() {
         let l3 = l.l3 as usize;
         let id = be16(h, l3 + 4);
@@ -260,7 +345,12 @@ fn predict(s: &Slot, wire: u32) -> Pred {
         } else {
             // Zero stays zero: masked by policy, or a sender that does not
             // number DF packets.
-            ipid = if id == 0 { 0 } else { id.wrapping_add(1) };
+            ipid = if id == 0 || s.id_same {
+                id
+            } else {
+                id.wrapping_add(1)
+            };
+            id_counts = true;
             frag = if off != 0 {
                 // After a last fragment, the next datagram's fragments.
                 (f & 0xc000) | 0x2000 | s.first_off
@@ -298,6 +388,7 @@ fn predict(s: &Slot, wire: u32) -> Pred {
         frag,
         seq,
         ack,
+        id_counts,
     }
 }
 
@@ -419,19 +510,190 @@ impl Fields {
     }
 }
 
-/// Encodes records into one block's payload. Allocates only when the
-/// payload outgrows what earlier blocks needed.
+/// Record kinds (coded first, by a bit tree in the context of the previous
+/// record's kind): compressed with the reference named by the most, second
+/// and third most recently used slot or by its number, a literal, and a
+/// literal that opens a context.
+const K_NUMBERED: u32 = 3;
+const K_LITERAL: u32 = 4;
+const K_OPEN: u32 = 5;
+
+/// Field models, in the order of the flags.
+const M_L4CSUM: usize = 0;
+const M_ACK: usize = 1;
+const M_TSVAL: usize = 2;
+const M_TSECR: usize = 3;
+const M_WIRE: usize = 4;
+const M_IPID: usize = 5;
+const M_FRAG: usize = 6;
+const M_SEQ: usize = 7;
+const M_WIN: usize = 8;
+const M_CAPLEN: usize = 9;
+const M_IPCSUM: usize = 10;
+const M_LIT_WIRE: usize = 11;
+const M_LIT_CAPLEN: usize = 12;
+const M_RUNS: usize = 13;
+const M_GAP: usize = 14;
+const M_RUNLEN: usize = 15;
+const FIELDS: usize = 16;
+
+/// Every adaptive probability of a block (both sides start each block
+/// with all of them at one half).
+#[derive(Clone)]
+struct Models {
+    /// Kind as the one that followed the previous kind last time?
+    kind_hit: [Prob; 6],
+    kind: [Tree<8>; 6],
+    /// Transport checksum: a small change of the prediction (or else 16
+    /// bits as they are).
+    csum_small: [Prob; 2],
+    /// The top 4 bits of a slot number (the low 8 are sent as they are).
+    slot: Tree<16>,
+    same_flags: [Prob; 16],
+    flag: [[Prob; 2]; 13],
+    /// Timestamp deltas: continuing a flow, opening a context, literal.
+    dts: [UInt; 3],
+    field: [UInt; FIELDS],
+    host: [Prob; 2],
+    byte: Tree<256>,
+}
+
+impl Models {
+    fn new() -> Box<Models> {
+        Box::new(Models {
+            kind_hit: [HALF; 6],
+            kind: [const { Tree::new() }; 6],
+            csum_small: [HALF; 2],
+            slot: Tree::new(),
+            same_flags: [HALF; 16],
+            flag: [[HALF; 2]; 13],
+            dts: [const { UInt::new() }; 3],
+            field: [const { UInt::new() }; FIELDS],
+            host: [HALF; 2],
+            byte: Tree::new(),
+        })
+    }
+
+    fn reset(&mut self) {
+        for t in &mut self.kind {
+            t.0.fill(HALF);
+        }
+        self.kind_hit.fill(HALF);
+        self.csum_small.fill(HALF);
+        self.slot.0.fill(HALF);
+        self.same_flags.fill(HALF);
+        self.flag = [[HALF; 2]; 13];
+        for u in self.dts.iter_mut().chain(self.field.iter_mut()) {
+            *u = UInt::new();
+        }
+        self.host = [HALF; 2];
+        self.byte.0.fill(HALF);
+    }
+}
+
+/// The previous record's kind and the kind that followed each kind last:
+/// a record of the kind expected costs one decision.
+#[derive(Clone, Copy, Default)]
+struct Kinds {
+    prev: u32,
+    next: [u8; 6],
+}
+
+impl Kinds {
+    #[inline]
+    fn put(&mut self, e: &mut rc::Encoder, m: &mut Models, kind: u32) {
+        let p = self.prev as usize;
+        let hit = kind == self.next[p] as u32;
+        e.bit(&mut m.kind_hit[p], !hit);
+        if !hit {
+            e.tree(&mut m.kind[p], kind);
+        }
+        self.next[p] = kind as u8;
+        self.prev = kind;
+    }
+
+    /// The next kind (above [`K_OPEN`] only from corrupt input).
+    #[inline]
+    fn get(&mut self, d: &mut rc::Decoder<'_>, m: &mut Models) -> u32 {
+        let p = self.prev as usize;
+        let kind = if d.bit(&mut m.kind_hit[p]) {
+            d.tree(&mut m.kind[p])
+        } else {
+            self.next[p] as u32
+        };
+        if kind <= K_OPEN {
+            self.next[p] = kind as u8;
+            self.prev = kind;
+        }
+        kind
+    }
+}
+
+/// Context of the "flags as the flow's last ones" decision: the kind and
+/// whether the previous record's flags were its flow's last ones.
+#[inline]
+fn same_ctx(kind: u32, prev_same: bool, new: bool) -> usize {
+    (kind as usize) << 2 | (prev_same as usize) << 1 | new as usize
+}
+
+#[inline]
+fn sd(a: u32, b: u32) -> u64 {
+    varint::zigzag(a.wrapping_sub(b) as i32 as i64)
+}
+
+#[inline]
+fn sd16(a: u16, b: u16) -> u64 {
+    varint::zigzag(a.wrapping_sub(b) as i16 as i64)
+}
+
+/// The IPv4 ID prediction of a compressed record and, when the host
+/// counter predicts something else, the other one: the record then says
+/// which of the two it uses.
+#[inline]
+fn id_choice(ctx: &Contexts, l: &Layout, rs: &Slot, pr: &Pred, continues: bool) -> Option<u16> {
+    if !(l.v4() && pr.id_counts && continues) {
+        return None;
+    }
+    ctx.host_predict(l, &rs.hdr).filter(|&h| h != pr.ipid)
+}
+
+/// Encodes records into one block's payload: the range-coded stream and
+/// the raw bytes (literal packets, captured bytes past the headers).
 pub(crate) struct BlockEncoder {
     linktype: u32,
     ctx: Contexts,
-    pub payload: Vec<u8>,
+    m: Box<Models>,
+    rc: rc::Encoder,
+    raw: Vec<u8>,
+    /// The encoder's flow table, two entries per flow key: the slot (low
+    /// 12 bits) and 20 bits of the key (the slot holds all of it), 32 KiB.
+    map: Vec<u32>,
+    kinds: Kinds,
+    prev_same: bool,
     pub count: u32,
     pub base_ts: u64,
     prev_ts: u64,
     scratch: [u8; MAXH],
-    /// Bytes written per part of the record (feature `stats`).
+    /// Coded bytes per part of the record (feature `stats`): approximate,
+    /// the range coder's output grows a few bytes behind its input.
     #[cfg(feature = "stats")]
     pub stats: [u64; 24],
+}
+
+const MAP: usize = 2 * SLOTS;
+
+/// Adds the growth of `$len` (the coded bytes) during `$e` to part `$i`
+/// of `$stats`.
+macro_rules! st {
+    ($stats:expr, $i:expr, $len:expr, $e:expr) => {{
+        #[cfg(feature = "stats")]
+        let b = $len;
+        $e;
+        #[cfg(feature = "stats")]
+        {
+            $stats[$i] += ($len - b) as u64;
+        }
+    }};
 }
 
 impl BlockEncoder {
@@ -439,7 +701,12 @@ impl BlockEncoder {
         BlockEncoder {
             linktype,
             ctx: Contexts::new(),
-            payload: Vec::with_capacity(1 << 20),
+            m: Models::new(),
+            rc: rc::Encoder::new(),
+            raw: Vec::with_capacity(1 << 16),
+            map: vec![0; MAP],
+            kinds: Kinds::default(),
+            prev_same: false,
             count: 0,
             base_ts: 0,
             prev_ts: 0,
@@ -449,11 +716,49 @@ impl BlockEncoder {
         }
     }
 
+    /// Bytes of the block's payload so far (within a few bytes).
+    pub fn len(&self) -> usize {
+        4 + self.rc.len() + self.raw.len()
+    }
+
+    /// Ends the block: its payload appended to `out`.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        self.rc.finish();
+        out.extend_from_slice(&(self.rc.out.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.rc.out);
+        out.extend_from_slice(&self.raw);
+    }
+
     /// Starts a new block: empty payload, every context forgotten.
     pub fn reset(&mut self) {
         self.ctx.reset();
-        self.payload.clear();
+        self.m.reset();
+        self.rc.reset();
+        self.raw.clear();
+        self.kinds = Kinds::default();
+        self.prev_same = false;
         self.count = 0;
+    }
+
+    /// The slot of map entry `c` if it holds flow `key`.
+    #[inline]
+    fn lookup(&self, c: usize, key: u64) -> Option<u16> {
+        let e = self.map[c];
+        if e >> 12 != (key >> 44) as u32 {
+            return None;
+        }
+        let s = (e & 0xfff) as u16;
+        let o = &self.ctx.slots[s as usize];
+        (o.gen == self.ctx.gen && o.key == key).then_some(s)
+    }
+
+    fn literal(&mut self, kind: u32, dts: u64, wire: u32, data: &[u8]) {
+        let m = &mut self.m;
+        self.kinds.put(&mut self.rc, m, kind);
+        self.rc.uint(&mut m.dts[2], dts);
+        self.rc.uint(&mut m.field[M_LIT_WIRE], wire as u64);
+        self.rc.uint(&mut m.field[M_LIT_CAPLEN], data.len() as u64);
+        self.raw.extend_from_slice(data);
     }
 
     pub fn push(&mut self, ts: u64, wire: u32, data: &[u8]) {
@@ -464,43 +769,32 @@ impl BlockEncoder {
         self.count += 1;
         let dts = varint::zigzag(ts.wrapping_sub(self.prev_ts) as i64);
         self.prev_ts = ts;
-        let out = &mut self.payload;
-        out.reserve(data.len() + 64);
         let Some(l) = layout::parse(self.linktype, data) else {
             // Not understood: stored as it is, no context.
-            st!(self.stats, 0, out, {
-                out.push(0);
-                varint::put(out, dts);
-                varint::put(out, wire as u64);
-                varint::put(out, data.len() as u64);
-                out.extend_from_slice(data);
-            });
+            st!(
+                self.stats,
+                0,
+                self.rc.len() + self.raw.len(),
+                self.literal(K_LITERAL, dts, wire, data)
+            );
             return;
         };
         let key = flow_key(&l, data);
-        // Two candidate slots per flow (two-way associative), so two busy
+        // Two candidate entries per flow (two-way associative), so two busy
         // flows that collide in one do not keep evicting each other.
-        let c1 = (key as usize & (SLOTS - 1)) as u16;
-        let c2 = ((key >> 32) as usize & (SLOTS - 1)) as u16;
-        let holds = |s: u16| {
-            let o = &self.ctx.slots[s as usize];
-            o.gen == self.ctx.gen && o.key == key && o.layout == l
+        let c1 = key as usize & (MAP - 1);
+        let c2 = (key >> 32) as usize & (MAP - 1);
+        let holds = |c: usize| {
+            self.lookup(c, key)
+                .filter(|&s| self.ctx.slots[s as usize].layout == l)
         };
-        let (d, continues) = if holds(c1) {
-            (c1, true)
-        } else if holds(c2) {
-            (c2, true)
-        } else if !self.ctx.valid(c1) || (self.ctx.valid(c2) && !self.ctx.mru.contains(&c1)) {
-            (c1, false)
-        } else {
-            (c2, false)
-        };
-        let r = if continues {
-            d
-        } else {
+        let found = holds(c1).or_else(|| holds(c2));
+        let continues = found.is_some();
+        let r = match found {
+            Some(s) => s,
             // A new flow (or one whose headers changed shape): predicted
             // from a recent packet with the same layout, else literal.
-            match self
+            None => match self
                 .ctx
                 .mru
                 .iter()
@@ -509,18 +803,21 @@ impl BlockEncoder {
             {
                 Some(m) => m,
                 None => {
-                    st!(self.stats, 1, out, {
-                        out.push(0x40);
-                        varint::put(out, dts);
-                        varint::put(out, wire as u64);
-                        varint::put(out, data.len() as u64);
-                        varint::put(out, d as u64);
-                        out.extend_from_slice(data);
-                    });
+                    st!(
+                        self.stats,
+                        1,
+                        self.rc.len() + self.raw.len(),
+                        self.literal(K_OPEN, dts, wire, data)
+                    );
+                    let d = self.ctx.alloc();
                     self.ctx.store(d, true, key, l, data, wire);
+                    self.ctx.slots[d as usize].last_flags = 0;
+                    self.ctx.slots[d as usize].host_id = false;
+                    self.ctx.host_update(&l, data);
+                    self.remember(c1, c2, key, d);
                     return;
                 }
-            }
+            },
         };
         let rs = &self.ctx.slots[r as usize];
         // Headers and the bytes after them that the reference also has.
@@ -539,8 +836,18 @@ impl BlockEncoder {
         if data.len() as u32 != pr.caplen {
             flags |= F_CAPLEN;
         }
+        let host = id_choice(&self.ctx, &l, rs, &pr, continues);
+        let mut id_pred = pr.ipid;
+        let mut use_host = false;
+        if let Some(h) = host {
+            let dist = |p: u16| (v.ipid.wrapping_sub(p) as i16).unsigned_abs();
+            use_host = dist(h) < dist(pr.ipid);
+            if use_host {
+                id_pred = h;
+            }
+        }
         if l.v4() {
-            if v.ipid != pr.ipid {
+            if v.ipid != id_pred {
                 flags |= F_IPID;
             }
             if v.frag != pr.frag {
@@ -586,167 +893,144 @@ impl BlockEncoder {
         if diff {
             flags |= F_DIFF;
         }
-        let sel = match self.ctx.mru.iter().position(|&m| m == r) {
-            Some(i) => i as u8,
-            None => 3,
+        let kind = match self.ctx.mru.iter().position(|&m| m == r) {
+            Some(i) => i as u32,
+            None => K_NUMBERED,
         };
-        let ext1 = (flags >> 4) & 0x7f;
-        let ext2 = flags >> 11;
-        st!(self.stats, 2, out, {
-            out.push(0x80 | sel << 5 | ((flags & 15) as u8) << 1 | (ext1 != 0 || ext2 != 0) as u8);
-        });
-        st!(self.stats, 3, out, {
-            if sel == 3 {
-                varint::put(out, r as u64);
-            }
-        });
-        st!(self.stats, 2, out, {
-            if ext1 != 0 || ext2 != 0 {
-                out.push(ext1 as u8 | ((ext2 != 0) as u8) << 7);
-                if ext2 != 0 {
-                    out.push(ext2 as u8);
+        let last_flags = rs.last_flags as u32;
+        let host_ctx = rs.host_id as usize;
+        let m = &mut *self.m;
+        let e = &mut self.rc;
+        st!(self.stats, 2, e.len(), self.kinds.put(e, m, kind));
+        if kind == K_NUMBERED {
+            st!(self.stats, 3, e.len(), {
+                e.tree(&mut m.slot, r as u32 >> 8);
+                e.direct(r as u32 & 0xff, 8);
+            });
+        }
+        st!(self.stats, 2, e.len(), {
+            let same = flags == last_flags;
+            e.bit(
+                &mut m.same_flags[same_ctx(kind, self.prev_same, last_flags & F_NEW != 0)],
+                !same,
+            );
+            self.prev_same = same;
+            if !same {
+                for k in 0..13 {
+                    e.bit(
+                        &mut m.flag[k][(last_flags >> k) as usize & 1],
+                        (flags >> k) & 1 != 0,
+                    );
                 }
             }
         });
-        st!(self.stats, 4, out, varint::put(out, dts));
-        let sd = |a: u32, b: u32| varint::zigzag(a.wrapping_sub(b) as i32 as i64);
-        #[cfg(feature = "stats")]
-        let b0 = out.len();
-        #[cfg(feature = "stats")]
-        let bb = out.len();
-        if flags & F_L4CSUM != 0 {
-            out.extend_from_slice(&v.l4csum.to_be_bytes());
-        }
-        #[cfg(feature = "stats")]
-        {
-            self.stats[8] += (out.len() - bb) as u64;
-        }
-        #[cfg(feature = "stats")]
-        let bb = out.len();
-        if flags & F_ACK != 0 {
-            varint::put(out, sd(v.ack, pr.ack));
-        }
-        #[cfg(feature = "stats")]
-        {
-            self.stats[9] += (out.len() - bb) as u64;
-        }
-        #[cfg(feature = "stats")]
-        let bb = out.len();
-        if flags & F_TSVAL != 0 {
-            varint::put(out, sd(v.tsval, old.tsval));
-        }
-        #[cfg(feature = "stats")]
-        {
-            self.stats[10] += (out.len() - bb) as u64;
-        }
-        #[cfg(feature = "stats")]
-        let bb = out.len();
-        if flags & F_TSECR != 0 {
-            varint::put(out, sd(v.tsecr, old.tsecr));
-        }
-        #[cfg(feature = "stats")]
-        {
-            self.stats[11] += (out.len() - bb) as u64;
-        }
-        #[cfg(feature = "stats")]
-        let bb = out.len();
-        if flags & F_WIRE != 0 {
-            varint::put(out, varint::zigzag(wire as i64 - wire_pred as i64));
-        }
-        #[cfg(feature = "stats")]
-        {
-            self.stats[12] += (out.len() - bb) as u64;
-        }
-        #[cfg(feature = "stats")]
-        let bb = out.len();
-        if flags & F_IPID != 0 {
-            varint::put(
-                out,
-                varint::zigzag(v.ipid.wrapping_sub(pr.ipid) as i16 as i64),
-            );
-        }
-        #[cfg(feature = "stats")]
-        {
-            self.stats[13] += (out.len() - bb) as u64;
-        }
-        #[cfg(feature = "stats")]
-        let bb = out.len();
-        if flags & F_FRAG != 0 {
-            out.extend_from_slice(&v.frag.to_be_bytes());
-        }
-        #[cfg(feature = "stats")]
-        {
-            self.stats[14] += (out.len() - bb) as u64;
-        }
-        #[cfg(feature = "stats")]
-        let bb = out.len();
-        if flags & F_SEQ != 0 {
-            varint::put(out, sd(v.seq, pr.seq));
-        }
-        #[cfg(feature = "stats")]
-        {
-            self.stats[15] += (out.len() - bb) as u64;
-        }
-        #[cfg(feature = "stats")]
-        let bb = out.len();
-        if flags & F_WIN != 0 {
-            varint::put(
-                out,
-                varint::zigzag(v.win.wrapping_sub(old.win) as i16 as i64),
-            );
-        }
-        #[cfg(feature = "stats")]
-        {
-            self.stats[16] += (out.len() - bb) as u64;
-        }
-        #[cfg(feature = "stats")]
-        let bb = out.len();
-        if flags & F_CAPLEN != 0 {
-            varint::put(out, data.len() as u64);
-        }
-        #[cfg(feature = "stats")]
-        {
-            self.stats[17] += (out.len() - bb) as u64;
-        }
-        #[cfg(feature = "stats")]
-        let bb = out.len();
-        if flags & F_NEW != 0 {
-            varint::put(out, d as u64);
-        }
-        #[cfg(feature = "stats")]
-        {
-            self.stats[18] += (out.len() - bb) as u64;
-        }
         st!(
             self.stats,
-            19,
-            out,
-            if diff {
-                write_runs(out, &self.scratch[..hl], &data[..hl]);
-            }
+            4,
+            e.len(),
+            e.uint(&mut m.dts[!continues as usize], dts)
         );
+        #[cfg(feature = "stats")]
+        let b0 = e.len();
+        let f = &mut m.field;
+        if flags & F_L4CSUM != 0 {
+            let x = sd16(v.l4csum, pr.l4csum);
+            let small = x < 256;
+            e.bit(&mut m.csum_small[continues as usize], !small);
+            if small {
+                e.uint(&mut f[M_L4CSUM], x);
+            } else {
+                e.direct(v.l4csum as u32, 16);
+            }
+        }
+        if flags & F_ACK != 0 {
+            e.uint(&mut f[M_ACK], sd(v.ack, pr.ack));
+        }
+        if flags & F_TSVAL != 0 {
+            e.uint(&mut f[M_TSVAL], sd(v.tsval, old.tsval));
+        }
+        if flags & F_TSECR != 0 {
+            e.uint(&mut f[M_TSECR], sd(v.tsecr, old.tsecr));
+        }
+        if flags & F_WIRE != 0 {
+            e.uint(
+                &mut f[M_WIRE],
+                varint::zigzag(wire as i64 - wire_pred as i64),
+            );
+        }
+        if host.is_some() {
+            e.bit(&mut m.host[host_ctx], use_host);
+        }
+        if flags & F_IPID != 0 {
+            e.uint(&mut f[M_IPID], sd16(v.ipid, id_pred));
+        }
+        if flags & F_FRAG != 0 {
+            e.uint(&mut f[M_FRAG], v.frag as u64);
+        }
+        if flags & F_SEQ != 0 {
+            e.uint(&mut f[M_SEQ], sd(v.seq, pr.seq));
+        }
+        if flags & F_WIN != 0 {
+            e.uint(&mut f[M_WIN], sd16(v.win, old.win));
+        }
+        if flags & F_CAPLEN != 0 {
+            e.uint(&mut f[M_CAPLEN], data.len() as u64);
+        }
+        if diff {
+            write_runs(e, m, &self.scratch[..hl], &data[..hl]);
+        }
         if flags & F_IPCSUM != 0 {
             let at = l.l3 as usize + 10;
-            out.extend_from_slice(&data[at..at + 2]);
+            e.uint(&mut m.field[M_IPCSUM], be16(data, at) as u64);
         }
-        st!(self.stats, 6, out, out.extend_from_slice(&data[hl..]));
         #[cfg(feature = "stats")]
         {
-            self.stats[5] += (out.len() - b0) as u64;
+            self.stats[5] += (e.len() - b0) as u64;
+            self.stats[6] += (data.len() - hl) as u64;
             self.stats[7] += 1;
             self.stats[20] += !continues as u64;
         }
+        self.raw.extend_from_slice(&data[hl..]);
+        let d = if continues { r } else { self.ctx.alloc() };
         self.ctx.store(d, !continues, key, l, data, wire);
+        let s = &mut self.ctx.slots[d as usize];
+        s.last_flags = flags as u16;
+        s.host_id = use_host;
+        self.ctx.host_update(&l, data);
+        if !continues {
+            self.remember(c1, c2, key, d);
+        }
+    }
+
+    /// Points one of a new flow's two map entries at its slot.
+    fn remember(&mut self, c1: usize, c2: usize, key: u64, d: u16) {
+        // An entry is free unless it names a live slot of another flow.
+        let free = |c: usize| {
+            let s = (self.map[c] & 0xfff) as usize;
+            let o = &self.ctx.slots[s];
+            o.gen != self.ctx.gen || o.key == key || (o.key >> 44) as u32 != self.map[c] >> 12
+        };
+        let c = if free(c1) || !free(c2) { c1 } else { c2 };
+        self.map[c] = ((key >> 44) as u32) << 12 | d as u32;
     }
 }
 
 /// Byte runs where `p` (the prediction) and `a` (the packet) differ: their
 /// number, then for each the gap since the previous run's end, its length
 /// less one, and its bytes.
-fn write_runs(out: &mut Vec<u8>, p: &[u8], a: &[u8]) {
-    let n_at = out.len();
-    out.push(0);
-    let mut n = 0u8;
+fn write_runs(e: &mut rc::Encoder, m: &mut Models, p: &[u8], a: &[u8]) {
+    let mut n = 0u64;
+    let mut i = 0;
+    while i < a.len() {
+        if p[i] != a[i] {
+            n += 1;
+            while i < a.len() && p[i] != a[i] {
+                i += 1;
+            }
+        }
+        i += 1;
+    }
+    e.uint(&mut m.field[M_RUNS], n);
     let (mut i, mut last) = (0, 0);
     while i < a.len() {
         if p[i] == a[i] {
@@ -757,201 +1041,115 @@ fn write_runs(out: &mut Vec<u8>, p: &[u8], a: &[u8]) {
         while i < a.len() && p[i] != a[i] {
             i += 1;
         }
-        varint::put(out, (start - last) as u64);
-        varint::put(out, (i - start - 1) as u64);
-        out.extend_from_slice(&a[start..i]);
+        e.uint(&mut m.field[M_GAP], (start - last) as u64);
+        e.uint(&mut m.field[M_RUNLEN], (i - start - 1) as u64);
+        for &b in &a[start..i] {
+            e.tree(&mut m.byte, b as u32);
+        }
         last = i;
-        n += 1;
     }
-    // At most MAXH / 2 runs: the count always fits in one byte.
-    out[n_at] = n;
+}
+
+/// Where a decoder is in a block: the range decoder's state and the raw
+/// bytes' position (offsets in the payload).
+#[derive(Clone, Copy, Default)]
+struct Pos {
+    rc: rc::State,
+    rc_end: usize,
+    raw: usize,
 }
 
 /// Decodes one block's records, one at a time.
 pub(crate) struct BlockDecoder {
     linktype: u32,
     ctx: Contexts,
+    m: Box<Models>,
+    pos: Pos,
+    kinds: Kinds,
+    prev_same: bool,
     prev_ts: u64,
     rec: Vec<u8>,
 }
+
+const RC_AT: usize = 4;
 
 impl BlockDecoder {
     pub fn new(linktype: u32) -> Self {
         BlockDecoder {
             linktype,
             ctx: Contexts::new(),
+            m: Models::new(),
+            pos: Pos::default(),
+            kinds: Kinds::default(),
+            prev_same: false,
             prev_ts: 0,
             rec: Vec::new(),
         }
     }
 
-    pub fn reset(&mut self, base_ts: u64) {
+    /// Starts decoding the block with payload `p` (at file offset `base`).
+    pub fn reset(&mut self, p: &[u8], base: u64, base_ts: u64) -> Result<(), DecodeError> {
         self.ctx.reset();
+        self.m.reset();
         self.prev_ts = base_ts;
+        self.kinds = Kinds::default();
+        self.prev_same = false;
+        let err = |offset, kind| DecodeError { offset, kind };
+        let h = p
+            .get(..RC_AT)
+            .ok_or(err(base + p.len() as u64, ErrorKind::Truncated))?;
+        let n = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
+        if n > p.len() - RC_AT {
+            return Err(err(base, ErrorKind::BadLength));
+        }
+        let rc_end = RC_AT + n;
+        let d = rc::Decoder::new(&p[RC_AT..rc_end]);
+        self.pos = Pos {
+            rc: d.state(),
+            rc_end,
+            raw: rc_end,
+        };
+        Ok(())
     }
 
-    /// Decodes the record at `c`.
-    pub fn next(&mut self, c: &mut Cursor<'_>) -> Result<Record<'_>, DecodeError> {
-        let at = c.pos;
-        let tag = c.byte()?;
-        if tag & 0x80 == 0 {
-            if tag & 0xbf != 0 {
-                c.pos = at;
-                return Err(c.err(ErrorKind::BadTag(tag)));
-            }
-            let ts = self.ts(c)?;
-            let wire = len32(c)?;
-            let caplen = caplen(c)?;
-            let slot = if tag & 0x40 != 0 {
-                Some(slot_no(c)?)
-            } else {
-                None
-            };
-            let bytes = c.bytes(caplen as usize)?;
-            self.rec.clear();
-            self.rec.extend_from_slice(bytes);
-            if let Some(d) = slot {
-                let Some(l) = layout::parse(self.linktype, &self.rec) else {
-                    c.pos = at;
-                    return Err(c.err(ErrorKind::NoLayout));
-                };
-                self.ctx.store(d, true, 0, l, &self.rec, wire);
-            }
-            return Ok(Record {
-                ts,
-                wire_len: wire,
-                data: &self.rec,
+    /// After the last record: every byte of the payload `p` was used.
+    pub fn finished(&self, p: &[u8], base: u64) -> Result<(), DecodeError> {
+        let at = RC_AT + self.pos.rc.pos;
+        if at != self.pos.rc_end || self.pos.raw != p.len() {
+            return Err(DecodeError {
+                offset: base + at.min(self.pos.raw) as u64,
+                kind: ErrorKind::TrailingBytes,
             });
         }
-        let sel = (tag >> 5) & 3;
-        let r = if sel == 3 {
-            slot_no(c)?
-        } else {
-            self.ctx.mru[sel as usize]
+        Ok(())
+    }
+
+    /// The captured bytes of the record decoded last.
+    pub fn data(&self) -> &[u8] {
+        &self.rec
+    }
+
+    /// Decodes the next record of payload `p` (at file offset `base`).
+    pub fn next(&mut self, p: &[u8], base: u64) -> Result<Record<'_>, DecodeError> {
+        let pos = self.pos;
+        let rcbuf = p.get(RC_AT..pos.rc_end).unwrap_or_default();
+        let mut d = rc::Decoder::resume(rcbuf, pos.rc);
+        let mut raw = Cursor {
+            buf: p,
+            pos: pos.raw,
+            base,
         };
-        if !self.ctx.valid(r) {
-            c.pos = at;
-            return Err(c.err(ErrorKind::EmptyContext));
+        let at = base + (RC_AT + pos.rc.pos) as u64;
+        let r = self.record(&mut d, &mut raw, at);
+        if d.over > 0 {
+            return Err(DecodeError {
+                offset: base + pos.rc_end as u64,
+                kind: ErrorKind::Truncated,
+            });
         }
-        let mut flags = ((tag >> 1) & 15) as u32;
-        if tag & 1 != 0 {
-            let e1 = c.byte()?;
-            flags |= ((e1 & 0x7f) as u32) << 4;
-            if e1 & 0x80 != 0 {
-                flags |= (c.byte()? as u32) << 11;
-            }
-        }
-        let rs = &self.ctx.slots[r as usize];
-        let l = rs.layout;
-        if flags & !(F_KNOWN & allowed(&l)) != 0 {
-            c.pos = at;
-            return Err(c.err(ErrorKind::BadFlags(flags)));
-        }
-        // ts is read after the flags; borrowing rules want it outside `rs`.
-        let dts = c.signed()?;
-        let ts = self.prev_ts.wrapping_add(dts as u64);
-        let rs = &self.ctx.slots[r as usize];
-        let old = Fields::read(&l, &rs.hdr);
-        let sd = |b: u32, d: i64| b.wrapping_add(d as i32 as u32);
-        let mut v = Fields {
-            win: old.win,
-            tsval: old.tsval,
-            tsecr: old.tsecr,
-            ..Fields::default()
-        };
-        let l4csum = if flags & F_L4CSUM != 0 {
-            Some(c.u16()?)
-        } else {
-            None
-        };
-        let ack_d = if flags & F_ACK != 0 { c.signed()? } else { 0 };
-        if flags & F_TSVAL != 0 {
-            v.tsval = sd(old.tsval, c.signed()?);
-        }
-        if flags & F_TSECR != 0 {
-            v.tsecr = sd(old.tsecr, c.signed()?);
-        }
-        let wire_pred = predict_wire(rs);
-        let wire = if flags & F_WIRE != 0 {
-            let w = (wire_pred as i64).checked_add(c.signed()?);
-            w.and_then(|w| u32::try_from(w).ok())
-                .ok_or_else(|| c.err(ErrorKind::BadLength))?
-        } else {
-            wire_pred
-        };
-        let pr = predict(rs, wire);
-        v.l4csum = l4csum.unwrap_or(pr.l4csum);
-        v.ipid = pr.ipid;
-        if flags & F_IPID != 0 {
-            v.ipid = pr.ipid.wrapping_add(c.signed()? as u16);
-        }
-        v.frag = pr.frag;
-        if flags & F_FRAG != 0 {
-            v.frag = c.u16()?;
-        }
-        v.seq = pr.seq;
-        if flags & F_SEQ != 0 {
-            v.seq = sd(pr.seq, c.signed()?);
-        }
-        v.ack = sd(pr.ack, ack_d);
-        if flags & F_WIN != 0 {
-            v.win = old.win.wrapping_add(c.signed()? as u16);
-        }
-        let caplen = if flags & F_CAPLEN != 0 {
-            caplen(c)?
-        } else {
-            pr.caplen
-        };
-        if (caplen as usize) < l.hdr_len as usize || caplen > MAX_CAPLEN {
-            c.pos = at;
-            return Err(c.err(ErrorKind::BadLength));
-        }
-        let d = if flags & F_NEW != 0 { slot_no(c)? } else { r };
-        let hl = (caplen as usize).min(rs.stored);
-        self.rec.clear();
-        self.rec.extend_from_slice(&rs.hdr[..hl]);
-        let p = &mut self.rec[..hl];
-        put_fields(p, &l, &pr, &v);
-        if flags & F_DIFF != 0 {
-            let n = c.byte()?;
-            let mut last = 0usize;
-            for _ in 0..n {
-                let gap = c.varint()?;
-                let len = c.varint()?;
-                let start = (last as u64).saturating_add(gap);
-                let end = start.saturating_add(len).saturating_add(1);
-                if end > hl as u64 {
-                    return Err(c.err(ErrorKind::BadRun));
-                }
-                let bytes = c.bytes((end - start) as usize)?;
-                p[start as usize..end as usize].copy_from_slice(bytes);
-                last = end as usize;
-            }
-        }
-        if l.v4() {
-            let l3 = l.l3 as usize;
-            let sum = if flags & F_IPCSUM != 0 {
-                c.u16()?
-            } else {
-                layout::ipv4_checksum(&p[l3..l.l4 as usize])
-            };
-            put16(p, l3 + 10, sum);
-        }
-        let rest = c.bytes(caplen as usize - hl)?;
-        self.rec.extend_from_slice(rest);
-        // The rebuilt packet opens or continues the context; one whose
-        // headers no longer parse (only from input no encoder wrote) is an
-        // error, so the contexts stay what an encoder would have.
-        match layout::parse(self.linktype, &self.rec) {
-            Some(nl) if nl == l => self
-                .ctx
-                .store(d, flags & F_NEW != 0, 0, nl, &self.rec, wire),
-            _ => {
-                c.pos = at;
-                return Err(c.err(ErrorKind::NoLayout));
-            }
-        }
-        self.prev_ts = ts;
+        self.pos.rc = d.state();
+        self.pos.raw = raw.pos;
+        let (ts, wire) = r?;
         Ok(Record {
             ts,
             wire_len: wire,
@@ -959,38 +1157,216 @@ impl BlockDecoder {
         })
     }
 
-    fn ts(&mut self, c: &mut Cursor<'_>) -> Result<u64, DecodeError> {
-        let ts = self.prev_ts.wrapping_add(c.signed()? as u64);
+    fn record(
+        &mut self,
+        d: &mut rc::Decoder<'_>,
+        raw: &mut Cursor<'_>,
+        at: u64,
+    ) -> Result<(u64, u32), DecodeError> {
+        let err = |kind| DecodeError { offset: at, kind };
+        let m = &mut *self.m;
+        let kind = self.kinds.get(d, m);
+        if kind > K_OPEN {
+            return Err(err(ErrorKind::BadTag(kind as u8)));
+        }
+        if kind >= K_LITERAL {
+            let dts = uint(d, &mut m.dts[2], at)?;
+            let wire = u32::try_from(uint(d, &mut m.field[M_LIT_WIRE], at)?)
+                .map_err(|_| err(ErrorKind::BadLength))?;
+            let caplen = uint(d, &mut m.field[M_LIT_CAPLEN], at)?;
+            if caplen > MAX_CAPLEN as u64 {
+                return Err(err(ErrorKind::BadLength));
+            }
+            if d.over > 0 {
+                return Err(err(ErrorKind::Truncated));
+            }
+            let bytes = raw.bytes(caplen as usize)?;
+            self.rec.clear();
+            self.rec.extend_from_slice(bytes);
+            if kind == K_OPEN {
+                let Some(l) = layout::parse(self.linktype, &self.rec) else {
+                    return Err(err(ErrorKind::NoLayout));
+                };
+                let s = self.ctx.alloc();
+                self.ctx.store(s, true, 0, l, &self.rec, wire);
+                self.ctx.slots[s as usize].last_flags = 0;
+                self.ctx.slots[s as usize].host_id = false;
+                self.ctx.host_update(&l, &self.rec);
+            }
+            let ts = self.prev_ts.wrapping_add(varint::unzigzag(dts) as u64);
+            self.prev_ts = ts;
+            return Ok((ts, wire));
+        }
+        let r = if kind == K_NUMBERED {
+            (d.tree(&mut m.slot) << 8 | d.direct(8)) as u16
+        } else {
+            self.ctx.mru[kind as usize]
+        };
+        if !self.ctx.valid(r) {
+            return Err(err(ErrorKind::EmptyContext));
+        }
+        let rs = &self.ctx.slots[r as usize];
+        let l = rs.layout;
+        let last_flags = rs.last_flags as u32;
+        let mut flags = last_flags;
+        let differ =
+            d.bit(&mut m.same_flags[same_ctx(kind, self.prev_same, last_flags & F_NEW != 0)]);
+        self.prev_same = !differ;
+        if differ {
+            flags = 0;
+            for k in 0..13 {
+                if d.bit(&mut m.flag[k][(last_flags >> k) as usize & 1]) {
+                    flags |= 1 << k;
+                }
+            }
+        }
+        if flags & !(F_KNOWN & allowed(&l)) != 0 {
+            return Err(err(ErrorKind::BadFlags(flags)));
+        }
+        let continues = flags & F_NEW == 0;
+        let dts = varint::unzigzag(uint(d, &mut m.dts[!continues as usize], at)?);
+        let ts = self.prev_ts.wrapping_add(dts as u64);
+        let old = Fields::read(&l, &rs.hdr);
+        let su = |b: u32, v: u64| b.wrapping_add(varint::unzigzag(v) as i32 as u32);
+        let su16 = |b: u16, v: u64| b.wrapping_add(varint::unzigzag(v) as i16 as u16);
+        let mut v = Fields {
+            win: old.win,
+            tsval: old.tsval,
+            tsecr: old.tsecr,
+            ..Fields::default()
+        };
+        let f = &mut m.field;
+        // The change of the checksum's prediction, or the checksum.
+        let l4csum_d = if flags & F_L4CSUM != 0 {
+            if d.bit(&mut m.csum_small[continues as usize]) {
+                Some(Err(d.direct(16) as u16))
+            } else {
+                Some(Ok(uint(d, &mut f[M_L4CSUM], at)?))
+            }
+        } else {
+            None
+        };
+        let ack_d = if flags & F_ACK != 0 {
+            uint(d, &mut f[M_ACK], at)?
+        } else {
+            0
+        };
+        if flags & F_TSVAL != 0 {
+            v.tsval = su(old.tsval, uint(d, &mut f[M_TSVAL], at)?);
+        }
+        if flags & F_TSECR != 0 {
+            v.tsecr = su(old.tsecr, uint(d, &mut f[M_TSECR], at)?);
+        }
+        let wire_pred = predict_wire(rs);
+        let wire = if flags & F_WIRE != 0 {
+            let w = (wire_pred as i64).checked_add(varint::unzigzag(uint(d, &mut f[M_WIRE], at)?));
+            w.and_then(|w| u32::try_from(w).ok())
+                .ok_or(err(ErrorKind::BadLength))?
+        } else {
+            wire_pred
+        };
+        let pr = predict(rs, wire);
+        v.l4csum = match l4csum_d {
+            Some(Ok(x)) => su16(pr.l4csum, x),
+            Some(Err(c)) => c,
+            None => pr.l4csum,
+        };
+        let mut id_pred = pr.ipid;
+        let mut use_host = false;
+        if let Some(h) = id_choice(&self.ctx, &l, rs, &pr, continues) {
+            use_host = d.bit(&mut m.host[rs.host_id as usize]);
+            if use_host {
+                id_pred = h;
+            }
+        }
+        let f = &mut m.field;
+        v.ipid = id_pred;
+        if flags & F_IPID != 0 {
+            v.ipid = su16(id_pred, uint(d, &mut f[M_IPID], at)?);
+        }
+        v.frag = pr.frag;
+        if flags & F_FRAG != 0 {
+            v.frag = uint(d, &mut f[M_FRAG], at)? as u16;
+        }
+        v.seq = pr.seq;
+        if flags & F_SEQ != 0 {
+            v.seq = su(pr.seq, uint(d, &mut f[M_SEQ], at)?);
+        }
+        v.ack = su(pr.ack, ack_d);
+        if flags & F_WIN != 0 {
+            v.win = su16(old.win, uint(d, &mut f[M_WIN], at)?);
+        }
+        let caplen = if flags & F_CAPLEN != 0 {
+            uint(d, &mut f[M_CAPLEN], at)?
+        } else {
+            pr.caplen as u64
+        };
+        if caplen < l.hdr_len as u64 || caplen > MAX_CAPLEN as u64 {
+            return Err(err(ErrorKind::BadLength));
+        }
+        let caplen = caplen as usize;
+        let hl = caplen.min(rs.stored);
+        self.rec.clear();
+        self.rec.extend_from_slice(&rs.hdr[..hl]);
+        let p = &mut self.rec[..hl];
+        put_fields(p, &l, &pr, &v);
+        if flags & F_DIFF != 0 {
+            let n = uint(d, &mut m.field[M_RUNS], at)?;
+            if n > MAXH as u64 {
+                return Err(err(ErrorKind::BadRun));
+            }
+            let mut last = 0u64;
+            for _ in 0..n {
+                let gap = uint(d, &mut m.field[M_GAP], at)?;
+                let len = uint(d, &mut m.field[M_RUNLEN], at)?;
+                let start = last.saturating_add(gap);
+                let end = start.saturating_add(len).saturating_add(1);
+                if end > hl as u64 {
+                    return Err(err(ErrorKind::BadRun));
+                }
+                for b in &mut p[start as usize..end as usize] {
+                    *b = d.tree(&mut m.byte) as u8;
+                }
+                last = end;
+            }
+        }
+        if l.v4() {
+            let l3 = l.l3 as usize;
+            let sum = if flags & F_IPCSUM != 0 {
+                uint(d, &mut m.field[M_IPCSUM], at)? as u16
+            } else {
+                layout::ipv4_checksum(&p[l3..l.l4 as usize])
+            };
+            put16(p, l3 + 10, sum);
+        }
+        if d.over > 0 {
+            return Err(err(ErrorKind::Truncated));
+        }
+        let rest = raw.bytes(caplen - hl)?;
+        self.rec.extend_from_slice(rest);
+        // The rebuilt packet opens or continues the context; one whose
+        // headers no longer parse (only from input no encoder wrote) is an
+        // error, so the contexts stay what an encoder would have.
+        match layout::parse(self.linktype, &self.rec) {
+            Some(nl) if nl == l => {
+                let s = if continues { r } else { self.ctx.alloc() };
+                self.ctx.store(s, !continues, 0, nl, &self.rec, wire);
+                let sl = &mut self.ctx.slots[s as usize];
+                sl.last_flags = flags as u16;
+                sl.host_id = use_host;
+                self.ctx.host_update(&nl, &self.rec);
+            }
+            _ => return Err(err(ErrorKind::NoLayout)),
+        }
         self.prev_ts = ts;
-        Ok(ts)
+        Ok((ts, wire))
     }
 }
 
-fn len32(c: &mut Cursor<'_>) -> Result<u32, DecodeError> {
-    let at = c.pos;
-    let v = c.varint()?;
-    u32::try_from(v).map_err(|_| {
-        c.pos = at;
-        c.err(ErrorKind::BadLength)
+#[inline]
+fn uint(d: &mut rc::Decoder<'_>, u: &mut UInt, at: u64) -> Result<u64, DecodeError> {
+    d.uint(u).ok_or(DecodeError {
+        offset: at,
+        kind: ErrorKind::BadVarint,
     })
-}
-
-fn caplen(c: &mut Cursor<'_>) -> Result<u32, DecodeError> {
-    let at = c.pos;
-    let v = len32(c)?;
-    if v > MAX_CAPLEN {
-        c.pos = at;
-        return Err(c.err(ErrorKind::BadLength));
-    }
-    Ok(v)
-}
-
-fn slot_no(c: &mut Cursor<'_>) -> Result<u16, DecodeError> {
-    let at = c.pos;
-    let v = c.varint()?;
-    if v >= SLOTS as u64 {
-        c.pos = at;
-        return Err(c.err(ErrorKind::BadSlot));
-    }
-    Ok(v as u16)
 }

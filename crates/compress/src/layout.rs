@@ -190,15 +190,37 @@ fn timestamp_option(o: &[u8]) -> Option<usize> {
 
 /// The IPv4 header checksum of `h` (the checksum field counted as zero).
 pub(crate) fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut acc: u32 = 0;
-    for (i, c) in h.chunks(2).enumerate() {
-        if i == 5 {
-            continue;
-        }
-        acc += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
+    let words = h.chunks_exact(2);
+    let mut acc: u32 = match words.remainder() {
+        [b] => (*b as u32) << 8,
+        _ => 0,
+    };
+    for (i, c) in words.enumerate() {
+        // Word 5 is the checksum itself.
+        acc += (i != 5) as u32 * u16::from_be_bytes([c[0], c[1]]) as u32;
     }
     while acc > 0xffff {
         acc = (acc & 0xffff) + (acc >> 16);
     }
     !(acc as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv4_header_checksum() {
+        // The example header of RFC 1071-style worked examples (wikipedia).
+        let h = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        assert_eq!(ipv4_checksum(&h), 0xb861);
+        // The checksum field does not count.
+        let mut z = h;
+        z[10] = 0;
+        z[11] = 0;
+        assert_eq!(ipv4_checksum(&z), 0xb861);
+    }
 }

@@ -12,56 +12,103 @@
 //! compressors (zstd, xz) see the bytes but not the flows, and cannot predict
 //! sequence numbers, IP IDs or checksums.
 //!
-//! # Format, version 1
+//! # Format, version 2
 //!
-//! All multi-byte integers of the framing are little-endian; varints are
-//! unsigned LEB128; "signed" varints are zig-zag coded (0, -1, 1, -2 …).
+//! All multi-byte integers of the framing are little-endian.
 //!
 //! **File header** (20 bytes): magic `89 52 43 5a 0d 0a 1a 0a` (`\x89RCZ\r\n\x1a\n`),
-//! version u16 = 1, flags u16 (bit 0: timestamps in nanoseconds, else
+//! version u16 = 2, flags u16 (bit 0: timestamps in nanoseconds, else
 //! microseconds; other bits zero), pcap LINKTYPE u32, snap length u32.
+//! A reader refuses other versions with [`ErrorKind::Version`]. Version 1
+//! (byte-aligned records, no entropy stage; ringcap before format 2) is
+//! not read any more: convert such files to pcap with the ringcap that
+//! wrote them.
 //!
 //! **Blocks** follow, each standing alone: magic `RCZB`, payload length
 //! u32, record count u32, first timestamp u64 (in the file's unit), CRC-32
 //! (IEEE, as zlib) u32 of the 16 bytes after the magic and of the payload;
-//! then the payload. Every block starts with empty flow contexts, so a
-//! reader can start at any block ([`find_block`]), a damaged block loses only
-//! its own records, and a file cut short is valid up to its last whole block
-//! ([`valid_prefix`]). Writers end a block every [`BLOCK_TARGET`] bytes of
-//! payload or sooner (ringcap: at least once per write to the file).
+//! then the payload. Every block starts with empty flow contexts and fresh
+//! probabilities, so a reader can start at any block ([`find_block`]), a
+//! damaged block loses only its own records, and a file cut short is valid
+//! up to its last whole block ([`valid_prefix`]). Writers end a block every
+//! [`BLOCK_TARGET`] bytes of payload or sooner (ringcap: at least once per
+//! write to the file).
 //!
-//! **Records** in a payload, one after the other; each starts with a tag byte.
-//! `dts` below is a signed varint: the timestamp minus the previous record's
-//! (the first record's is relative to the block's first timestamp).
+//! **Payload**: the length `n` (u32) of the coded stream, the coded stream
+//! (`n` bytes), then the raw bytes: the captured bytes of literal records
+//! and the captured bytes past the predicted headers, record after record.
+//! Both parts must be used up exactly by the block's records.
 //!
-//! - Tag `0x00`, *literal*: `dts`, original length, captured length
-//!   (varints), the captured bytes. Used for what the codec does not model
-//!   (non-IP, link types other than Ethernet and raw IP, truncated headers).
-//! - Tag `0x40`, *literal opening a context*: `dts`, original length, captured
-//!   length, slot number (varints), the captured bytes; the packet becomes
-//!   the context in that slot (there are [`SLOTS`] slots).
-//! - Tag `1ssffffe`, *compressed*: the packet is predicted from the context
-//!   in a slot, the reference: `ss` = 0, 1, 2 names the most, second and
-//!   third most recently used slot, 3 means a slot number (varint) follows.
-//!   `ffff` are flags 0–3; with `e` set a byte follows holding flags 4–10 in
-//!   bits 0–6, and if its bit 7 is set, one more byte holding flags 11–17
-//!   (only 11 and 12 are defined in version 1). Then `dts`, then for each
-//!   set flag, in order, the field's value:
+//! **Coded stream**: a binary range coder (the design of LZMA's, written
+//! from its description): state `low` (33 bits) and `range` (32 bits, from
+//! 2³²−1), one pending byte and a count of 0xff bytes held back for a carry;
+//! the stream starts with a 0 byte, and the encoder ends it by shifting
+//! `low` out 5 times. A *decision* with probability `p` (11 bits, of a 0) splits
+//! `bound = (range >> 11) * p`: 0 keeps `[low, low+bound)`, 1 the rest; `p`
+//! then moves 1/16 of the way to what was coded (`p += (2048−p) >> 4` or
+//! `p −= p >> 4`); while `range < 2²⁴` a byte is shifted out. Every
+//! probability starts at 1024 at each block. *Direct* bits go 8 (or fewer)
+//! at a time without a probability: `range >>= k; low += v * range`. Upon
+//! this: a *bit tree* of `k` levels codes a `k`-bit value high bit first,
+//! each decision with the probability of the bits above it; an *integer*
+//! (unsigned, to 64 bits; signed ones zig-zag coded: 0, −1, 1, −2 …) is its
+//! bit length `n` by a 4-level tree (15: `n` ≥ 15, then `n`−15 by a 3-level
+//! tree, where 7 means `n` ≥ 22 and `n`−22 follows in 6 direct bits), the
+//! two bits below the leading one by a 2-level tree of that length, and the
+//! rest direct. Each field has its own integer model. `dts` below is the
+//! timestamp minus the previous record's (the first record's is relative to
+//! the block's first timestamp), signed.
+//!
+//! **Records**, each starting with its *kind*: one decision "not the kind
+//! that followed the previous record's kind the last time" (in the context
+//! of the previous kind; at a block's start the previous kind and every
+//! follower are 0), and if so the kind by a 3-level tree (same context):
+//! 0, 1, 2 compressed with the most, second, third most recently used slot
+//! as reference, 3 compressed with a numbered slot, 4 literal, 5 literal
+//! opening a context (6 and 7 are errors).
+//!
+//! - *Literal* (4) and *opening literal* (5): `dts` (literal model), original
+//!   length, captured length; the captured bytes are the next ones of the
+//!   raw part. Literals are what the codec does not model (non-IP, link
+//!   types other than Ethernet and raw IP, truncated headers); an opening
+//!   literal's packet becomes the context of the next slot. New contexts
+//!   take the slots round-robin (0, 1, … [`SLOTS`]−1, 0 …, from 0 at each
+//!   block), so no slot number is ever sent for them.
+//! - *Compressed* (0–3): the packet is predicted from the reference's
+//!   context. Kind 3 sends the slot number: its top 4 bits by a tree, the
+//!   low 8 direct. Then the flags (below): one decision "not the flags of
+//!   the reference's last compressed record" (context: the kind, whether
+//!   the previous compressed record's flags were its reference's last ones,
+//!   and the new-context flag of those last flags); if so, 13 decisions,
+//!   flag 0 first, each in the context of its index and its value in the
+//!   last flags. Then `dts` (a model for continuing flows, one for new
+//!   contexts), then for each set flag, in order, the field's value:
 //!
 //!   | flag | field | prediction | coded as |
 //!   |---|---|---|---|
-//!   | 0 | TCP/UDP checksum | the reference's plus its last change (ones' complement) | 2 bytes, big-endian |
-//!   | 1 | TCP ack | reference ack + its last ack change | signed varint of the difference (mod 2³²) |
-//!   | 2, 3 | TCP timestamp option TSval, TSecr | the reference's | signed varint (mod 2³²) |
-//!   | 4 | original length | the reference's; in a fragment stream, the full or the last fragment's length as the offset says | signed varint |
-//!   | 5 | IPv4 ID | same while the reference had more fragments (and was not a first fragment), or was 0; else +1 | signed varint (mod 2¹⁶) |
-//!   | 6 | IPv4 flags + fragment offset | the next fragment's offset (the last one where the previous datagram's last one was); after a last fragment, a new datagram's | 2 bytes |
-//!   | 7 | TCP seq | reference seq + its payload length (+1 for SYN/FIN); 0 after 0 (masked) | signed varint (mod 2³²) |
-//!   | 8 | TCP window | the reference's | signed varint (mod 2¹⁶) |
-//!   | 9 | captured length | the original length, or the reference's if that was cut short | varint |
-//!   | 10 | *new context*: the slot the packet goes to (varint) | — | the packet opens a new context there instead of updating the reference |
-//!   | 11 | byte runs | — | count (1 byte), then per run: gap since the previous run's end, length − 1 (varints), the bytes |
-//!   | 12 | IPv4 header checksum | computed from the header | 2 bytes (only when the packet's is not the computed one) |
+//!   | 0 | TCP/UDP checksum | the reference's plus its last change (ones' complement; no change when it did not change) | a decision "large", then the zig-zag difference (below 256) as an integer, or the checksum in 16 direct bits |
+//!   | 1 | TCP ack | reference ack + its last ack change | signed integer of the difference (mod 2³²) |
+//!   | 2, 3 | TCP timestamp option TSval, TSecr | the reference's | signed integer (mod 2³²) |
+//!   | 4 | original length | the reference's; in a fragment stream, the full or the last fragment's length as the offset says | signed integer |
+//!   | 5 | IPv4 ID | same while the reference had more fragments (and was not a first fragment), or was 0, or had its predecessor's ID (whole datagrams); else +1. See also the host counter below. | signed integer (mod 2¹⁶) |
+//!   | 6 | IPv4 flags + fragment offset | the next fragment's offset (the last one where the previous datagram's last one was); after a last fragment, a new datagram's (a context of later fragments restarts where they restarted last, or where it opened) | integer of the value |
+//!   | 7 | TCP seq | reference seq + its payload length (+1 for SYN/FIN); 0 after 0 (masked) | signed integer (mod 2³²) |
+//!   | 8 | TCP window | the reference's | signed integer (mod 2¹⁶) |
+//!   | 9 | captured length | the original length, or the reference's if that was cut short | integer |
+//!   | 10 | *new context* (no value) | — | the packet opens a context in the next slot instead of updating the reference |
+//!   | 11 | byte runs | — | count, then per run: gap since the previous run's end, length − 1 (integers), the bytes (one 8-level tree for all) |
+//!   | 12 | IPv4 header checksum | computed from the header | integer of the value (only when the packet's is not the computed one) |
+//!
+//!   *Host counter*: both sides keep, per IPv4 (source, destination,
+//!   protocol), hashed into 256 entries, the last ID seen (Linux numbers
+//!   the packets of unconnected sockets from counters shared by
+//!   destination, so one flow's packet often follows another's). For a
+//!   record that continues its flow (flag 10 clear) with an IPv4 ID
+//!   predicted to count, whose headers' entry is known and predicts
+//!   another ID (its ID + 1, or 0 after 0), one decision (context: whether
+//!   the flow's previous record took the host counter) says which of the
+//!   two predictions flag 5 refers to; it comes at flag 5's place, whether
+//!   flag 5 is set or not.
 //!
 //!   The IP length fields are predicted to change with the original length;
 //!   every other byte is predicted equal to the reference's, over the first
@@ -71,7 +118,7 @@
 //!   applies the byte runs (which carry whatever the fields did not: TTL,
 //!   TCP flags, addresses of a new flow, a length that was not as predicted)
 //!   and computes the IPv4 header checksum; the captured bytes past those
-//!   160 (or past the reference's) follow literally.
+//!   160 (or past the reference's) are the next ones of the raw part.
 //!
 //! A compressed record is only used when the packet's headers have the same
 //! shape as the reference's (link header, IP version and header length,
@@ -80,13 +127,22 @@
 //! a recent packet of that shape or stored literally. The modelled headers
 //! are Ethernet (up to two VLAN tags) or raw IP, IPv4 or IPv6 (no extension
 //! headers), then TCP or UDP; IPv4 fragments other than the first have a
-//! context of their own (no ports), so a stream of fragmented datagrams costs
-//! about two bytes for each later fragment.
+//! context of their own (no ports).
 //!
-//! Which slot a flow uses is the encoder's choice alone (ringcap: a hash of
-//! addresses, protocol, ports and VLAN tags); the decoder follows the slot
-//! numbers it is given, so both stay in step without sharing a hash.
+//! Which context a flow continues is the encoder's choice alone (ringcap: a
+//! table from a hash of addresses, protocol, ports and VLAN tags to slots);
+//! the decoder follows the references it is given, so both stay in step
+//! without sharing a hash.
 //!
+//! Why an entropy stage: version 1's byte-aligned records cost at least a
+//! tag byte and a timestamp byte per packet, where `xz` found less on
+//! regular traffic; the adaptive coder makes a decision that keeps its
+//! outcome cost a small fraction of a bit, and needs no table per block
+//! (traces of a few thousand packets would pay more for tables than they
+//! save). It is hand-written because the symbols are the codec's own
+//! (kinds, flags, field deltas in per-field contexts), not a byte stream
+//! that a general-purpose compressor crate could take.
+
 //! # Use
 //!
 //! [`Encoder`] codes records into blocks without allocating per packet;
@@ -126,6 +182,7 @@
 
 mod codec;
 mod layout;
+mod rc;
 mod varint;
 
 use std::fmt;
@@ -134,7 +191,7 @@ use std::io::{self, Read};
 /// Magic number at the start of a compressed file.
 pub const MAGIC: [u8; 8] = *b"\x89RCZ\r\n\x1a\n";
 /// Format version this crate writes and reads.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Length of the file header.
 pub const FILE_HEADER_LEN: usize = 20;
 /// Magic number at the start of every block.
@@ -286,6 +343,10 @@ impl fmt::Display for ErrorKind {
         let what = match self {
             ErrorKind::Truncated => "input ends in the middle of a header, block or record".into(),
             ErrorKind::NotCompressed => "not a ringcap compressed file (bad magic number)".into(),
+            ErrorKind::Version(1) => format!(
+                "compressed format version 1 is not read any more (this reader knows version \
+                 {VERSION}): convert the file with the ringcap that wrote it"
+            ),
             ErrorKind::Version(v) => format!(
                 "compressed format version {v} is not supported (this reader knows {VERSION})"
             ),
@@ -324,6 +385,7 @@ impl std::error::Error for DecodeError {}
 /// Codes records into blocks.
 pub struct Encoder {
     inner: codec::BlockEncoder,
+    payload: Vec<u8>,
 }
 
 impl Encoder {
@@ -331,6 +393,7 @@ impl Encoder {
     pub fn new(linktype: u32) -> Encoder {
         Encoder {
             inner: codec::BlockEncoder::new(linktype),
+            payload: Vec::new(),
         }
     }
 
@@ -343,7 +406,7 @@ impl Encoder {
     pub fn push(&mut self, ts: u64, wire_len: u32, data: &[u8]) -> bool {
         let data = &data[..data.len().min(MAX_CAPLEN as usize)];
         self.inner.push(ts, wire_len, data);
-        self.inner.payload.len() >= BLOCK_TARGET || self.inner.count == u32::MAX
+        self.inner.len() >= BLOCK_TARGET || self.inner.count == u32::MAX
     }
 
     /// Bytes written per part of the record so far (feature `stats`, for
@@ -360,7 +423,7 @@ impl Encoder {
 
     /// Payload bytes of the current block so far.
     pub fn pending_bytes(&self) -> usize {
-        self.inner.payload.len()
+        self.inner.len()
     }
 
     /// Appends the current block (if it has records) to `out` and starts a
@@ -369,7 +432,9 @@ impl Encoder {
         if self.inner.count == 0 {
             return;
         }
-        let p = &self.inner.payload;
+        self.payload.clear();
+        self.inner.finish(&mut self.payload);
+        let p = &self.payload;
         let mut h = [0u8; BLOCK_HEADER_LEN];
         h[..4].copy_from_slice(&BLOCK_MAGIC);
         h[4..8].copy_from_slice(&(p.len() as u32).to_le_bytes());
@@ -436,7 +501,6 @@ fn crc_ok(h: &[u8], payload: &[u8], want: u32) -> bool {
 pub struct BlockReader {
     dec: codec::BlockDecoder,
     block: Vec<u8>,
-    pos: usize,
     left: u32,
     /// File offset of the loaded block's payload.
     base: u64,
@@ -448,7 +512,6 @@ impl BlockReader {
         BlockReader {
             dec: codec::BlockDecoder::new(header.linktype),
             block: Vec::new(),
-            pos: 0,
             left: 0,
             base: 0,
         }
@@ -465,9 +528,9 @@ impl BlockReader {
     /// checksum is checked here) in place of the previous one, whose
     /// records must all have been read.
     pub fn load(&mut self, block: &[u8], offset: u64) -> Result<(), DecodeError> {
-        if self.pos != self.block.len() || self.left != 0 {
+        if self.left != 0 {
             return Err(DecodeError {
-                offset: self.base + self.pos as u64,
+                offset: self.base,
                 kind: ErrorKind::TrailingBytes,
             });
         }
@@ -487,9 +550,12 @@ impl BlockReader {
         self.block.clear();
         self.block.extend_from_slice(payload);
         self.base = offset + BLOCK_HEADER_LEN as u64;
-        self.pos = 0;
+        self.left = 0;
+        if bh.count == 0 {
+            return Ok(());
+        }
+        self.dec.reset(&self.block, self.base, bh.base_ts)?;
         self.left = bh.count;
-        self.dec.reset(bh.base_ts);
         Ok(())
     }
 
@@ -503,28 +569,31 @@ impl BlockReader {
         if self.left == 0 {
             return Ok(None);
         }
-        let mut c = varint::Cursor {
-            buf: &self.block,
-            pos: self.pos,
-            base: self.base,
-        };
-        let rec = self.dec.next(&mut c);
-        self.pos = c.pos;
-        match rec {
-            Ok(rec) => {
-                self.left -= 1;
-                if self.left == 0 && self.pos != self.block.len() {
-                    return Err(DecodeError {
-                        offset: self.base + self.pos as u64,
-                        kind: ErrorKind::TrailingBytes,
-                    });
-                }
-                Ok(Some(rec))
-            }
+        self.left -= 1;
+        if self.left == 0 {
+            // The last record: the block must hold nothing after it.
+            let end = self
+                .dec
+                .next(&self.block, self.base)
+                .map(|r| (r.ts, r.wire_len));
+            let end = match end {
+                Ok(r) => self.dec.finished(&self.block, self.base).map(|_| r),
+                Err(e) => Err(e),
+            };
+            return match end {
+                Ok((ts, wire_len)) => Ok(Some(Record {
+                    ts,
+                    wire_len,
+                    data: self.dec.data(),
+                })),
+                Err(e) => Err(e),
+            };
+        }
+        match self.dec.next(&self.block, self.base) {
+            Ok(rec) => Ok(Some(rec)),
             Err(e) => {
                 // A damaged block is not read further.
                 self.left = 0;
-                self.pos = self.block.len();
                 Err(e)
             }
         }
@@ -666,18 +735,13 @@ pub fn decode_block(
             kind: ErrorKind::BadChecksum,
         });
     }
-    let mut dec = codec::BlockDecoder::new(header.linktype);
-    dec.reset(bh.base_ts);
-    let mut c = varint::Cursor {
-        buf: payload,
-        pos: 0,
-        base: start as u64,
-    };
-    for _ in 0..bh.count {
-        f(dec.next(&mut c)?);
-    }
-    if c.pos != payload.len() {
-        return Err(c.err(ErrorKind::TrailingBytes));
+    if bh.count > 0 {
+        let mut dec = codec::BlockDecoder::new(header.linktype);
+        dec.reset(payload, start as u64, bh.base_ts)?;
+        for _ in 0..bh.count {
+            f(dec.next(payload, start as u64)?);
+        }
+        dec.finished(payload, start as u64)?;
     }
     Ok(start + bh.len)
 }

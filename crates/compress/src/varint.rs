@@ -1,16 +1,7 @@
-//! LEB128 varints and zig-zag signed deltas, and a bounds-checked cursor
-//! whose errors carry the byte offset.
+//! Zig-zag signed deltas, and a bounds-checked cursor over a block's raw
+//! bytes whose errors carry the byte offset.
 
 use crate::{DecodeError, ErrorKind};
-
-#[inline]
-pub(crate) fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
 
 #[inline]
 pub(crate) fn zigzag(v: i64) -> u64 {
@@ -22,8 +13,8 @@ pub(crate) fn unzigzag(v: u64) -> i64 {
     (v >> 1) as i64 ^ -((v & 1) as i64)
 }
 
-/// Reads a block payload; `base` is the payload's offset in the file, so
-/// every error names the byte where it was found.
+/// Reads a block payload's raw bytes; `base` is the payload's offset in
+/// the file, so every error names the byte where it was found.
 pub(crate) struct Cursor<'a> {
     pub buf: &'a [u8],
     pub pos: usize,
@@ -39,16 +30,6 @@ impl<'a> Cursor<'a> {
     }
 
     #[inline]
-    pub fn byte(&mut self) -> Result<u8, DecodeError> {
-        let b = *self
-            .buf
-            .get(self.pos)
-            .ok_or_else(|| self.err(ErrorKind::Truncated))?;
-        self.pos += 1;
-        Ok(b)
-    }
-
-    #[inline]
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self
             .pos
@@ -59,35 +40,6 @@ impl<'a> Cursor<'a> {
         self.pos = end;
         Ok(s)
     }
-
-    #[inline]
-    pub fn u16(&mut self) -> Result<u16, DecodeError> {
-        let b = self.bytes(2)?;
-        Ok(u16::from_be_bytes([b[0], b[1]]))
-    }
-
-    #[inline]
-    pub fn varint(&mut self) -> Result<u64, DecodeError> {
-        let start = self.pos;
-        let mut v: u64 = 0;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            if shift == 63 && b > 1 {
-                break;
-            }
-            v |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        self.pos = start;
-        Err(self.err(ErrorKind::BadVarint))
-    }
-
-    #[inline]
-    pub fn signed(&mut self) -> Result<i64, DecodeError> {
-        Ok(unzigzag(self.varint()?))
-    }
 }
 
 #[cfg(test)]
@@ -95,27 +47,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn round_trip_and_limits() {
-        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
-            let mut b = Vec::new();
-            put(&mut b, v);
-            let mut c = Cursor {
-                buf: &b,
-                pos: 0,
-                base: 0,
-            };
-            assert_eq!(c.varint().unwrap(), v);
-            assert_eq!(c.pos, b.len());
-        }
+    fn zigzag_round_trip_and_cursor_limits() {
         for v in [0i64, -1, 1, i64::MIN, i64::MAX] {
             assert_eq!(unzigzag(zigzag(v)), v);
         }
-        let over = [0xffu8; 11];
+        assert_eq!(zigzag(-1), 1);
+        let b = [1u8, 2, 3];
         let mut c = Cursor {
-            buf: &over,
-            pos: 0,
+            buf: &b,
+            pos: 1,
             base: 100,
         };
-        assert_eq!(c.varint().unwrap_err().offset, 100);
+        assert_eq!(c.bytes(2).unwrap(), &[2, 3]);
+        assert_eq!(c.bytes(1).unwrap_err().offset, 103);
+        assert_eq!(c.bytes(usize::MAX).unwrap_err().offset, 103);
     }
 }

@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 use proptest::prelude::*;
-use ringcap_compress::{find_block, valid_prefix, Resolution, FILE_HEADER_LEN};
+use ringcap_compress::{find_block, valid_prefix, ErrorKind, Resolution, FILE_HEADER_LEN, VERSION};
 
 fn check(recs: &[Rec], res: Resolution) -> Vec<u8> {
     let file = encode(recs, res, |_| false);
@@ -246,5 +246,26 @@ proptest! {
         f.extend_from_slice(&body);
         fix_checksums(&mut f);
         let _ = decode(&f);
+    }
+}
+
+#[test]
+fn other_versions_are_refused_with_a_clear_message() {
+    let mut rng = Rng(7);
+    let recs = udp_fragments(&mut rng, 100, 1000);
+    let file = encode(&recs, Resolution::Micro, |_| false);
+    assert_eq!(u16::from_le_bytes([file[8], file[9]]), VERSION);
+    for v in [1u16, 3, 0xffff] {
+        let mut f = file.clone();
+        f[8..10].copy_from_slice(&v.to_le_bytes());
+        let e = decode(&f).unwrap_err();
+        assert_eq!(e.offset, 8);
+        assert_eq!(e.kind, ErrorKind::Version(v));
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("version {v}")), "{msg}");
+        assert!(
+            msg.contains("this reader knows version 2") || msg.contains("knows 2"),
+            "{msg}"
+        );
     }
 }

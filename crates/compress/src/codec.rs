@@ -118,7 +118,9 @@ struct Contexts {
 impl Contexts {
     fn new() -> Self {
         Contexts {
-            slots: vec![Slot::default(); SLOTS],
+            // Grown as contexts open (to SLOTS), so a short block or a
+            // decoder given garbage does not set up the whole table.
+            slots: Vec::new(),
             gen: 1,
             mru: [NONE; 3],
             next: 0,
@@ -131,6 +133,9 @@ impl Contexts {
     fn alloc(&mut self) -> u16 {
         let d = self.next;
         self.next = (self.next + 1) % SLOTS as u16;
+        if d as usize == self.slots.len() {
+            self.slots.push(Slot::default());
+        }
         d
     }
 
@@ -187,7 +192,11 @@ impl Contexts {
 
     #[inline]
     fn valid(&self, s: u16) -> bool {
-        s != NONE && self.slots[s as usize].gen == self.gen
+        s != NONE
+            && self
+                .slots
+                .get(s as usize)
+                .is_some_and(|o| o.gen == self.gen)
     }
 
     #[inline]
@@ -748,7 +757,7 @@ impl BlockEncoder {
             return None;
         }
         let s = (e & 0xfff) as u16;
-        let o = &self.ctx.slots[s as usize];
+        let o = self.ctx.slots.get(s as usize)?;
         (o.gen == self.ctx.gen && o.key == key).then_some(s)
     }
 
@@ -1007,8 +1016,9 @@ impl BlockEncoder {
         // An entry is free unless it names a live slot of another flow.
         let free = |c: usize| {
             let s = (self.map[c] & 0xfff) as usize;
-            let o = &self.ctx.slots[s];
-            o.gen != self.ctx.gen || o.key == key || (o.key >> 44) as u32 != self.map[c] >> 12
+            self.ctx.slots.get(s).is_none_or(|o| {
+                o.gen != self.ctx.gen || o.key == key || (o.key >> 44) as u32 != self.map[c] >> 12
+            })
         };
         let c = if free(c1) || !free(c2) { c1 } else { c2 };
         self.map[c] = ((key >> 44) as u32) << 12 | d as u32;

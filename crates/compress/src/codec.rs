@@ -63,6 +63,9 @@ struct Slot {
     /// The flow's last IPv4 ID was its previous one (the next is predicted
     /// the same, not one more).
     id_same: bool,
+    /// Host table entry of the flow's addresses and protocol (IPv4; set
+    /// when the context opens: a flow keeps its addresses).
+    host: (usize, u64, u8),
 }
 
 impl Default for Slot {
@@ -84,6 +87,7 @@ impl Default for Slot {
             last_flags: 0,
             host_id: false,
             id_same: false,
+            host: (0, 0, 0),
         }
     }
 }
@@ -149,11 +153,11 @@ impl Contexts {
         ((x >> 56) as usize % HOSTS, addrs, proto)
     }
 
-    /// What the host counter predicts for the next IPv4 ID of a packet
-    /// with headers like `h`, if it has seen those hosts.
+    /// What the host counter predicts for the next IPv4 ID of flow `s`,
+    /// if it has seen those hosts.
     #[inline]
-    fn host_predict(&self, l: &Layout, h: &[u8]) -> Option<u16> {
-        let (i, addrs, proto) = Self::host_at(l, h);
+    fn host_predict(&self, s: &Slot) -> Option<u16> {
+        let (i, addrs, proto) = s.host;
         let e = &self.hosts[i];
         (e.gen == self.gen && e.addrs == addrs && e.proto == proto).then_some(if e.id == 0 {
             0
@@ -162,15 +166,18 @@ impl Contexts {
         })
     }
 
+    /// Counts the IPv4 ID of the packet just stored in slot `d`.
     #[inline]
-    fn host_update(&mut self, l: &Layout, h: &[u8]) {
-        if l.v4() {
-            let (i, addrs, proto) = Self::host_at(l, h);
+    fn host_update(&mut self, d: u16) {
+        let s = &self.slots[d as usize];
+        if s.layout.v4() {
+            let (i, addrs, proto) = s.host;
+            let id = be16(&s.hdr, s.layout.l3 as usize + 4);
             self.hosts[i] = Host {
                 gen: self.gen,
                 addrs,
                 proto,
-                id: be16(h, l.l3 as usize + 4),
+                id,
             };
         }
     }
@@ -245,6 +252,9 @@ impl Contexts {
             if prev & 0x2000 == 0 && prev & 0x1fff != 0 && f & 0x1fff != 0 {
                 s.first_off = f & 0x1fff;
             }
+        }
+        if new && layout.v4() {
+            s.host = Self::host_at(&layout, data);
         }
         if new {
             s.ack_step = 0;
@@ -609,7 +619,7 @@ struct Kinds {
 }
 
 impl Kinds {
-    #[inline]
+    #[inline(always)]
     fn put(&mut self, e: &mut rc::Encoder, m: &mut Models, kind: u32) {
         let p = self.prev as usize;
         let hit = kind == self.next[p] as u32;
@@ -663,7 +673,7 @@ fn id_choice(ctx: &Contexts, l: &Layout, rs: &Slot, pr: &Pred, continues: bool) 
     if !(l.v4() && pr.id_counts && continues) {
         return None;
     }
-    ctx.host_predict(l, &rs.hdr).filter(|&h| h != pr.ipid)
+    ctx.host_predict(rs).filter(|&h| h != pr.ipid)
 }
 
 /// Encodes records into one block's payload: the range-coded stream and
@@ -822,7 +832,7 @@ impl BlockEncoder {
                     self.ctx.store(d, true, key, l, data, wire);
                     self.ctx.slots[d as usize].last_flags = 0;
                     self.ctx.slots[d as usize].host_id = false;
-                    self.ctx.host_update(&l, data);
+                    self.ctx.host_update(d);
                     self.remember(c1, c2, key, d);
                     return;
                 }
@@ -1005,7 +1015,7 @@ impl BlockEncoder {
         let s = &mut self.ctx.slots[d as usize];
         s.last_flags = flags as u16;
         s.host_id = use_host;
-        self.ctx.host_update(&l, data);
+        self.ctx.host_update(d);
         if !continues {
             self.remember(c1, c2, key, d);
         }
@@ -1201,7 +1211,7 @@ impl BlockDecoder {
                 self.ctx.store(s, true, 0, l, &self.rec, wire);
                 self.ctx.slots[s as usize].last_flags = 0;
                 self.ctx.slots[s as usize].host_id = false;
-                self.ctx.host_update(&l, &self.rec);
+                self.ctx.host_update(s);
             }
             let ts = self.prev_ts.wrapping_add(varint::unzigzag(dts) as u64);
             self.prev_ts = ts;
@@ -1364,7 +1374,7 @@ impl BlockDecoder {
                 let sl = &mut self.ctx.slots[s as usize];
                 sl.last_flags = flags as u16;
                 sl.host_id = use_host;
-                self.ctx.host_update(&nl, &self.rec);
+                self.ctx.host_update(s);
             }
             _ => return Err(err(ErrorKind::NoLayout)),
         }

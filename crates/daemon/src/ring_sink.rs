@@ -13,14 +13,23 @@
 //! records when it is handed over, so transforms have already run on them;
 //! nanosecond timestamps, link type Ethernet): a few bytes a packet in the
 //! ring instead of the whole record. Its chunks are cut bigger, as each block
-//! starts its flow contexts afresh.
+//! starts its flow contexts afresh. Encoding costs far more CPU than copying,
+//! so it runs on a thread of the session's own at the lowest scheduling
+//! class (SCHED_IDLE), fed through a queue of a few chunks: a capture thread
+//! shared by every session never waits for it, and when the machine has no
+//! time to spare for it the session loses whole chunks of its own (counted as
+//! dropped in its ring), never packets of the others.
 
 use ringcap_engine::{copy_with_tag, PacketSink, SinkFactory};
 use ringcap_shm::RingWriter;
 use ringcap_stages::Limits;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Instant;
+
+/// Chunks a compressed session's encoder thread may have queued or in hand.
+const COMPRESS_QUEUE: usize = 4;
 
 /// Room for the largest record (a 256 KiB snap length plus its header).
 pub const CHUNK_BYTES: usize = (256 << 10) + 64;
@@ -91,10 +100,12 @@ impl SinkFactory for RingSinks {
             started: None,
             dropped: 0,
             closed: false,
-            compressor: self.compress.then(|| Compressor {
-                encoder: ringcap_compress::Encoder::new(1),
-                block: Vec::with_capacity(CHUNK_BYTES),
-            }),
+            compress: self.compress,
+            offload: if self.compress {
+                Offload::start(self.ring.clone(), self.counters.clone())
+            } else {
+                None
+            },
         })
     }
 }
@@ -111,7 +122,125 @@ pub struct RingSink {
     started: Option<Instant>,
     dropped: u64,
     closed: bool,
-    compressor: Option<Compressor>,
+    /// Chunks go over as compressed blocks.
+    compress: bool,
+    /// A compressed session's encoder thread (`None` with `compress`: it
+    /// could not be started, and chunks are dropped and counted).
+    offload: Option<Offload>,
+}
+
+/// A chunk of records on its way to the encoder thread.
+struct Raw {
+    buf: Box<[u8]>,
+    len: usize,
+    packets: u32,
+}
+
+/// The encoder thread of a compressed session's sink, and the empty chunk
+/// buffers it gives back.
+struct Offload {
+    to_worker: Option<crossbeam_channel::Sender<Raw>>,
+    spare: crossbeam_channel::Receiver<Box<[u8]>>,
+    worker: Option<JoinHandle<()>>,
+    /// Packets of chunks the encoder thread found no room for in the ring.
+    worker_dropped: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Offload {
+    fn start(ring: Arc<Mutex<RingWriter>>, counters: Arc<SinkCounters>) -> Option<Offload> {
+        let (to_worker, from_sink) = crossbeam_channel::bounded::<Raw>(COMPRESS_QUEUE);
+        let (give_back, spare) = crossbeam_channel::bounded(COMPRESS_QUEUE);
+        for _ in 0..COMPRESS_QUEUE - 1 {
+            let _ = give_back.send(vec![0u8; CHUNK_BYTES].into_boxed_slice());
+        }
+        let worker_dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let wd = worker_dropped.clone();
+        let worker = std::thread::Builder::new()
+            .name("ringcapd-compress".into())
+            .spawn(move || {
+                // Failing to lower its own priority leaves it at the normal
+                // one: still correct, less isolated.
+                let _ = crate::sys::lowest_priority();
+                let mut c = Compressor {
+                    encoder: ringcap_compress::Encoder::new(1),
+                    block: Vec::with_capacity(CHUNK_BYTES),
+                };
+                for raw in from_sink {
+                    let block = c.block(&raw.buf[..raw.len]);
+                    if !deliver(&ring, &counters, block, raw.packets) {
+                        wd.fetch_add(u64::from(raw.packets), Ordering::Relaxed);
+                    }
+                    let _ = give_back.send(raw.buf);
+                }
+            })
+            .ok()?;
+        Some(Offload {
+            to_worker: Some(to_worker),
+            spare,
+            worker: Some(worker),
+            worker_dropped,
+        })
+    }
+
+    /// Hands the chunk in `buf` to the encoder thread, swapping in an empty
+    /// buffer; false when none is free (the encoder is behind).
+    fn hand_over(&mut self, buf: &mut Box<[u8]>, len: usize, packets: u32) -> bool {
+        let Ok(empty) = self.spare.try_recv() else {
+            return false;
+        };
+        let full = std::mem::replace(buf, empty);
+        match &self.to_worker {
+            Some(tx) => tx
+                .try_send(Raw {
+                    buf: full,
+                    len,
+                    packets,
+                })
+                .is_ok(),
+            None => false,
+        }
+    }
+
+    /// Lets the encoder thread finish what it was given, and waits for it.
+    fn finish(&mut self) {
+        self.to_worker = None;
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for Offload {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// Appends one chunk's `payload` holding `packets` to the client's ring and
+/// counts it; false when it did not fit (counted as dropped).
+fn deliver(
+    ring: &Mutex<RingWriter>,
+    counters: &SinkCounters,
+    payload: &[u8],
+    packets: u32,
+) -> bool {
+    let ok = match ring.lock() {
+        Ok(mut r) => r.append(payload, packets),
+        Err(_) => false,
+    };
+    if ok {
+        counters
+            .delivered
+            .fetch_add(u64::from(packets), Ordering::Relaxed);
+        counters
+            .bytes_delivered
+            .fetch_add(payload.len() as u64, Ordering::Relaxed);
+    } else {
+        counters
+            .dropped_client
+            .fetch_add(u64::from(packets), Ordering::Relaxed);
+    }
+    ok
 }
 
 /// A compressed session's encoder and the block it makes of each chunk.
@@ -142,26 +271,27 @@ impl RingSink {
         if self.packets == 0 {
             return;
         }
-        let payload = match &mut self.compressor {
-            Some(c) => c.block(&self.buf[..self.len]),
-            None => &self.buf[..self.len],
-        };
-        let ok = match self.ring.lock() {
-            Ok(mut r) => r.append(payload, self.packets),
-            Err(_) => false,
-        };
-        if ok {
-            self.counters
-                .delivered
-                .fetch_add(u64::from(self.packets), Ordering::Relaxed);
-            self.counters
-                .bytes_delivered
-                .fetch_add(payload.len() as u64, Ordering::Relaxed);
-        } else {
+        if self.compress {
+            let queued = match &mut self.offload {
+                Some(o) => o.hand_over(&mut self.buf, self.len, self.packets),
+                None => false,
+            };
+            if !queued {
+                self.dropped += u64::from(self.packets);
+                self.counters
+                    .dropped_client
+                    .fetch_add(u64::from(self.packets), Ordering::Relaxed);
+                if let Ok(mut r) = self.ring.lock() {
+                    r.add_dropped(u64::from(self.packets), self.len as u64);
+                }
+            }
+        } else if !deliver(
+            &self.ring,
+            &self.counters,
+            &self.buf[..self.len],
+            self.packets,
+        ) {
             self.dropped += u64::from(self.packets);
-            self.counters
-                .dropped_client
-                .fetch_add(u64::from(self.packets), Ordering::Relaxed);
         }
         self.len = 0;
         self.packets = 0;
@@ -196,7 +326,7 @@ impl PacketSink for RingSink {
             self.counters.dropped_client.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        let target = if self.compressor.is_some() {
+        let target = if self.compress {
             COMPRESSED_CHUNK_TARGET
         } else {
             CHUNK_TARGET
@@ -229,11 +359,18 @@ impl PacketSink for RingSink {
 
     fn close(&mut self) {
         self.ship();
+        if let Some(o) = &mut self.offload {
+            o.finish();
+        }
         self.closed = true;
     }
 
     fn dropped(&self) -> u64 {
         self.dropped
+            + self
+                .offload
+                .as_ref()
+                .map_or(0, |o| o.worker_dropped.load(Ordering::Relaxed))
     }
 
     fn set_interface_id(&mut self, _id: u32) {}

@@ -1,6 +1,20 @@
-//! The daemon's one system call without a safe wrapper in a well-kept crate
-//! (SO_PEERGROUPS: neither nix nor rustix reads it), kept apart as the only
-//! `unsafe` of the daemon.
+//! The daemon's system calls without a safe wrapper in a well-kept crate
+//! (SO_PEERGROUPS: neither nix nor rustix reads it; a thread's own
+//! scheduling class), kept apart as the only `unsafe` of the daemon.
+
+/// Puts the calling thread in SCHED_IDLE: it runs only on time no other
+/// thread wants (lowering one's own class needs no privilege).
+pub fn lowest_priority() -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param for the call's duration; pid 0
+    // is the calling thread.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
 
 /// SO_PEERGROUPS: the peer's supplementary groups at connect().
 pub fn peer_groups(conn: &impl std::os::fd::AsFd) -> std::io::Result<Vec<u32>> {

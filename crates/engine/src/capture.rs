@@ -16,13 +16,13 @@ use crate::source::file::{self, FileSource};
 use crate::source::hook::HookSource;
 use crate::source::live::LiveSource;
 use crate::source::SourceError;
-use crate::spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec};
+use crate::spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec, ZeroCopy};
 use crate::stages::Stages;
-use crate::worker::Worker;
+use crate::worker::{InPlaceWorker, Worker};
 use crossbeam_channel::{Receiver, Sender};
 use ringcap_hook::{Hook, HookCapture, HookError};
 use ringcap_sink::writer::Shared;
-use ringcap_sink::{Batch, Encoder, RecordFormat, SinkInterface, Writer, WriterConfig};
+use ringcap_sink::{Batch, Encoder, RecordFormat, RingWrite, SinkInterface, Writer, WriterConfig};
 use ringcap_source::socket::CountingSocket;
 use ringcap_source::{CaptureSocket, Interface, RingGeometry, SocketOptions, TimestampSource};
 use ringcap_stages::filter::Target;
@@ -149,6 +149,7 @@ fn start_sink(
     buffer_bytes: u64,
     board: Arc<Board>,
     live: bool,
+    rings: Option<Receiver<RingWrite>>,
 ) -> Result<SinkSetup, EngineError> {
     let per_pool = ((buffer_bytes / BATCH_SIZE as u64) as usize).max(2);
     let mut senders = Vec::new();
@@ -184,7 +185,7 @@ fn start_sink(
         wall_clock: live,
         compress: sink.compress,
     };
-    let writer = Writer::spawn(cfg, board, full_rx, senders).map_err(|e| {
+    let writer = Writer::spawn_with_rings(cfg, board, full_rx, senders, rings).map_err(|e| {
         let msg = format!("cannot write the output: {e}");
         if e.kind() == std::io::ErrorKind::AlreadyExists {
             EngineError::usage(msg)
@@ -197,6 +198,49 @@ fn start_sink(
         full,
         pools,
     })
+}
+
+/// Why the ring blocks of a live capture cannot be written to the file in
+/// place as pcapng (`--zero-copy`), or `None` when they can: every packet
+/// must go out as the kernel left it in the ring (filtered, sampled and cut
+/// there), to a pcapng file written with O_DIRECT.
+pub fn in_place_blocker(spec: &CaptureSpec) -> Option<&'static str> {
+    let sink = &spec.sink;
+    match &spec.source {
+        SourceSpec::Files(_) => return Some("packets are read from files, not a ring"),
+        SourceSpec::Live(l) if l.hook != Hook::Packet => {
+            return Some("--hook xdp and netfilter have no TPACKET_V3 ring")
+        }
+        SourceSpec::Live(_) => {}
+    }
+    if spec.stream.is_some() {
+        return Some("packets go to the front end's own sink");
+    }
+    if sink.format != RecordFormat::Pcapng || sink.compress {
+        return Some("only pcapng files can be written from ring blocks (use --format pcapng)");
+    }
+    if !matches!(
+        sink.output,
+        ringcap_sink::OutputPlan::Single(_) | ringcap_sink::OutputPlan::Series { .. }
+    ) {
+        return Some("the output is not a file");
+    }
+    if sink.write_mode == ringcap_sink::WriteMode::Buffered {
+        return Some("--write-mode buffered");
+    }
+    if matches!(spec.snap, Snap::Headers { .. }) {
+        return Some("-s headers cuts each packet in user space");
+    }
+    if !UserSampler::live(spec.sampling).keeps_all() {
+        return Some("this sampling runs in user space");
+    }
+    if !spec.transforms.is_empty() {
+        return Some("masks and anonymization rewrite packets");
+    }
+    if spec.count.is_some() {
+        return Some("-c stops in the middle of a ring block");
+    }
+    None
 }
 
 /// The capture's filter program for `linktype`: its own filter, ANDed at the
@@ -246,6 +290,13 @@ impl Capture {
         let (tx, events) = crossbeam_channel::unbounded();
         let stop = Arc::new(AtomicBool::new(false));
         let budget = spec.count.map(|c| Arc::new(AtomicU64::new(c)));
+        if spec.sink.zero_copy == ZeroCopy::On {
+            if let Some(why) = in_place_blocker(&spec) {
+                return Err(EngineError::usage(format!(
+                    "--zero-copy on: ring blocks cannot be written in place here: {why}"
+                )));
+            }
+        }
         let (inner, started, running) = match &spec.source {
             SourceSpec::Live(live) => start_live(&spec, live, &tx, &stop, &budget)?,
             SourceSpec::Files(paths) => start_files(&spec, paths, &stop, &budget)?,
@@ -431,6 +482,27 @@ fn start_live(
             stats: Some(n),
         })
         .collect();
+    let max_frame = interfaces
+        .iter()
+        .map(|i| i.max_frame_len())
+        .max()
+        .unwrap_or(1514);
+    let in_place = match (spec.sink.zero_copy, in_place_blocker(spec)) {
+        (ZeroCopy::Off, _) => false,
+        (ZeroCopy::On, Some(why)) => {
+            return Err(EngineError::usage(format!(
+                "--zero-copy on: ring blocks cannot be written in place here: {why}"
+            )))
+        }
+        (ZeroCopy::On, None) => true,
+        (ZeroCopy::Auto, blocker) => blocker.is_none() && spec.snap.snaplen() >= max_frame,
+    };
+    let (ring_tx, ring_rx) = if in_place {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
     // With the front end's own sinks the writer has nothing to write (and
     // no buffers); it stays for the shape of the capture.
     let stream = spec.stream.clone();
@@ -441,15 +513,16 @@ fn start_live(
     } = if stream.is_some() {
         let mut quiet = spec.clone();
         quiet.sink.output = ringcap_sink::OutputPlan::Discard;
-        start_sink(&quiet.sink, sink_ifaces, &[], 0, board.clone(), true)?
+        start_sink(&quiet.sink, sink_ifaces, &[], 0, board.clone(), true, None)?
     } else {
         start_sink(
             &spec.sink,
             sink_ifaces,
-            &producers,
+            if in_place { &[] } else { &producers },
             spec.sink.writer_buffer_bytes,
             board.clone(),
             true,
+            ring_rx,
         )?
     };
     let mut pools = pools.into_iter();
@@ -490,6 +563,11 @@ fn start_live(
                     fanout_id,
                     promiscuous: live.promiscuous,
                     timestamps: live.tstamp,
+                    reserve: if in_place {
+                        ringcap_source::inplace::RESERVE
+                    } else {
+                        0
+                    },
                 },
             )?;
             fanout_id = Some(s.fanout_id());
@@ -522,8 +600,24 @@ fn start_live(
         let name = format!("ringcap-{}-{t}", interfaces[i].name);
         let (board, stop) = (board.clone(), stop.clone());
         let flush_interval = spec.sink.flush_interval;
-        let handle = match &stream {
-            Some(factory) => {
+        let handle = match (&stream, &ring_tx) {
+            (None, Some(rings)) => {
+                let worker = InPlaceWorker {
+                    source,
+                    opts: ringcap_source::inplace::InPlace {
+                        interface_id: i as u32,
+                        snaplen: spec.snap.snaplen(),
+                        max_frame_len: interfaces[i].max_frame_len(),
+                    },
+                    rings: rings.clone(),
+                    board,
+                    slot: (i, t),
+                    stop,
+                };
+                drop(stages);
+                spawn(name, move || worker.run())?
+            }
+            (Some(factory), _) => {
                 let worker = Worker {
                     source,
                     stages,
@@ -535,7 +629,7 @@ fn start_live(
                 };
                 spawn(name, move || worker.run())?
             }
-            None => {
+            (None, None) => {
                 let free = pools.next().ok_or_else(|| {
                     EngineError::runtime("no output buffers for a capture thread")
                 })?;
@@ -679,6 +773,7 @@ fn start_hook(
         spec.sink.writer_buffer_bytes,
         board.clone(),
         true,
+        None,
     )?;
     let mut leases = Vec::new();
     for iface in &interfaces {
@@ -850,6 +945,7 @@ fn start_files(
         spec.sink.writer_buffer_bytes.min(FILE_BUFFER_BYTES),
         board.clone(),
         false,
+        None,
     )?;
     let mut workers = Vec::new();
     for (i, (path, free)) in paths.iter().zip(pools).enumerate() {
@@ -1061,6 +1157,7 @@ impl FileSink {
             sink.writer_buffer_bytes,
             board,
             true,
+            None,
         )?;
         let free = pools
             .into_iter()

@@ -248,6 +248,7 @@ fn start(interface: Interface) -> Result<Hub, EngineError> {
             fanout_id: None,
             promiscuous: true,
             timestamps: TimestampSource::Host,
+            reserve: 0,
         },
     )?;
     let shared = Arc::new(Shared {

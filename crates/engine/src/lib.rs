@@ -37,7 +37,7 @@ pub use capture::{Capture, FileSink, Outcome, Started, BATCH_SIZE, BLOCK_SIZE, R
 pub use error::{EngineError, ErrorKind};
 pub use event::Event;
 pub use sink::{PacketSink, SharedSinkFactory, SinkFactory};
-pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec};
+pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec, ZeroCopy};
 
 // What a front end needs to fill a spec, without depending on every crate.
 pub use ringcap_hook::Hook;

@@ -116,6 +116,34 @@ pub struct SinkSpec {
     pub file_mode: u32,
     /// Comment recorded in pcapng section headers (e.g. the command line).
     pub comment: String,
+    /// Whether live ring blocks are written in place as pcapng (no copy per
+    /// packet) where that can be done.
+    pub zero_copy: ZeroCopy,
+}
+
+/// `--zero-copy`: writing the kernel's ring blocks to the file as they are,
+/// each turned into pcapng in place (`ringcap_source::inplace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZeroCopy {
+    /// Where it can be done and the capture keeps whole packets (a snap
+    /// length of at least the interface's largest frame).
+    Auto,
+    /// Always; a capture where it cannot be done is refused, saying why.
+    On,
+    /// Never: every packet is copied into an output batch.
+    Off,
+}
+
+impl ZeroCopy {
+    /// Parses `auto`, `on` or `off`.
+    pub fn parse(s: &str) -> Result<ZeroCopy, String> {
+        match s {
+            "auto" => Ok(ZeroCopy::Auto),
+            "on" | "yes" => Ok(ZeroCopy::On),
+            "off" | "no" => Ok(ZeroCopy::Off),
+            _ => Err(format!("--zero-copy {s}: use auto, on or off")),
+        }
+    }
 }
 
 impl SinkSpec {
@@ -136,6 +164,7 @@ impl SinkSpec {
             owner: None,
             file_mode: 0o640,
             comment: String::new(),
+            zero_copy: ZeroCopy::Auto,
         }
     }
 }

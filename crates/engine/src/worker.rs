@@ -172,3 +172,126 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
         }
     }
 }
+
+/// A capture thread that writes whole ring blocks in place (zero copy): each
+/// block the kernel hands over is turned into pcapng where it lies
+/// (`ringcap_source::inplace`) and sent to the writer, which writes it from
+/// the ring memory and then gives it back to the kernel. There is no user
+/// space stage per packet (the kernel filtered, sampled and cut it); the
+/// engine uses this thread only when none is needed (see
+/// `crate::capture::in_place_blocker`).
+///
+/// Backpressure is the ring itself: blocks the writer has not written yet
+/// stay with user space, the kernel fills the others, and when it comes
+/// round to a block still held it drops packets and counts them
+/// (`packets_dropped_ring`), as for any full ring.
+pub struct InPlaceWorker {
+    /// The ring.
+    pub source: crate::source::live::LiveSource,
+    /// What packets become.
+    pub opts: ringcap_source::inplace::InPlace,
+    /// To the writer.
+    pub rings: crossbeam_channel::Sender<ringcap_sink::RingWrite>,
+    /// Counters.
+    pub board: Arc<Board>,
+    /// Board entry (interface) and thread slot.
+    pub slot: (usize, usize),
+    /// The capture's stop flag.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl InPlaceWorker {
+    /// Runs until the capture stops.
+    pub fn run(mut self) -> Result<(), SourceError> {
+        let mut counts = CaptureCounts::default();
+        let mut last_publish = Instant::now();
+        let mut draining_since: Option<Instant> = None;
+        let nap = Duration::from_millis(50);
+        let mut result = Ok(());
+        loop {
+            if draining_since.is_none() && self.stop.load(Ordering::Relaxed) {
+                draining_since = Some(Instant::now());
+            }
+            let held = self.source.held_blocks();
+            if let Some((ready, blocks)) = self.source.backlog() {
+                counts.ring_blocks = u64::from(blocks);
+                let used = (ready + held).min(blocks);
+                counts.ring_blocks_high_water = counts.ring_blocks_high_water.max(u64::from(used));
+            }
+            let got = match self.source.take_block() {
+                Some(mut block) => {
+                    let c = ringcap_source::inplace::to_pcapng(block.bytes_mut(), &self.opts);
+                    // Packets the layout check left out (never seen) count
+                    // as delivered and lost by the writer, so the counts
+                    // still add up.
+                    counts.delivered += c.packets + c.malformed;
+                    counts.bytes_on_wire += c.bytes_on_wire;
+                    counts.merged_by_offload += c.merged_by_offload;
+                    if c.malformed > 0 {
+                        self.board.add_write_failed(self.slot.0, c.malformed);
+                    }
+                    if c.len > 0 {
+                        let write = ringcap_sink::RingWrite {
+                            block,
+                            len: c.len,
+                            packets: c.packets,
+                            interface: self.slot.0,
+                            first_ts: c.first_ts,
+                            last_ts: c.last_ts,
+                        };
+                        if self.rings.send(write).is_err() {
+                            // The writer is gone (it reports why).
+                            self.board.add_write_failed(self.slot.0, c.packets);
+                        }
+                    }
+                    true
+                }
+                None => false,
+            };
+            if let Some(since) = draining_since {
+                let grace = self.source.drain_grace();
+                if (!got && since.elapsed() > grace) || since.elapsed() > DRAIN_LIMIT {
+                    break;
+                }
+            }
+            if !got || last_publish.elapsed() >= PUBLISH_INTERVAL {
+                if last_publish.elapsed() >= PUBLISH_INTERVAL {
+                    if let Err(e) = self.source.refresh(&mut counts) {
+                        result = Err(e);
+                        break;
+                    }
+                    last_publish = Instant::now();
+                }
+                self.publish(&counts);
+            }
+            if !got {
+                if held >= counts.ring_blocks as u32 && held > 0 {
+                    // Every block is with the writer: wait for one back.
+                    std::thread::sleep(HOLD_NAP);
+                    continue;
+                }
+                let t = Instant::now();
+                if let Err(e) = self.source.wait(nap) {
+                    result = Err(e);
+                    break;
+                }
+                // poll() reports a ring readable while an earlier block is
+                // still held (being written), though the next one is not
+                // ready: nap instead of spinning.
+                if t.elapsed() < Duration::from_micros(200) && held > 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        if let Err(e) = self.source.refresh(&mut counts) {
+            result = result.and(Err(e));
+        }
+        self.publish(&counts);
+        result
+    }
+
+    fn publish(&self, counts: &CaptureCounts) {
+        let (i, t) = self.slot;
+        self.board.interfaces[i].threads[t].publish(counts);
+    }
+}

@@ -30,6 +30,52 @@ pub const BT_EPB: u32 = 6;
 /// Byte-order magic inside the SHB, written in the writer's byte order.
 pub const BYTE_ORDER_MAGIC: u32 = 0x1A2B_3C4D;
 
+/// Block type of ringcap's padding block: a block type in the range the
+/// pcapng draft reserves for local use (most significant bit set), whose body
+/// means nothing. Readers skip blocks of types they do not know; tshark,
+/// capinfos and tcpdump (libpcap) were checked to skip this one silently,
+/// while a custom block (0x0BAD / 0x40000BAD) is shown by tshark 4.0 as a
+/// frame of its own and counted by capinfos. The in-place writer of whole
+/// TPACKET_V3 ring blocks (`ringcap_source::inplace`) uses it to cover the
+/// kernel's block descriptor, the packet headers between packets and the
+/// slack up to a page boundary.
+pub const BT_PAD: u32 = 0x8052_4350;
+/// Smallest padding block: type, total length and the trailing length.
+pub const PAD_MIN: usize = 12;
+
+/// Writes a padding block ([`BT_PAD`]) over all of `dst`: its type and total
+/// length at the start and the length again at the end. The body is left as
+/// it is (readers skip it). Returns false, writing nothing, when `dst` cannot
+/// be one block (shorter than [`PAD_MIN`], not a multiple of 4, or longer
+/// than a block length can say).
+#[inline]
+pub fn write_pad_block(dst: &mut [u8]) -> bool {
+    let n = dst.len();
+    if n < PAD_MIN || !n.is_multiple_of(4) || n > u32::MAX as usize {
+        return false;
+    }
+    dst[0..4].copy_from_slice(&BT_PAD.to_ne_bytes());
+    dst[4..8].copy_from_slice(&(n as u32).to_ne_bytes());
+    dst[n - 4..].copy_from_slice(&(n as u32).to_ne_bytes());
+    true
+}
+
+/// A padding block that takes a file of `len` bytes (a multiple of 4) to the
+/// next multiple of `page`, zero-filled; empty when it is there already. At
+/// least [`PAD_MIN`] bytes, so it may go one `page` further.
+pub fn pad_to(len: u64, page: u64) -> Vec<u8> {
+    let mut gap = ((page - len % page) % page) as usize;
+    if gap == 0 {
+        return Vec::new();
+    }
+    if gap < PAD_MIN {
+        gap += page as usize;
+    }
+    let mut v = vec![0u8; gap];
+    write_pad_block(&mut v);
+    v
+}
+
 /// Offset of the packet data inside an EPB: block type, total length, interface
 /// id, timestamp high, timestamp low, captured length, original length.
 pub const EPB_DATA_OFFSET: usize = 28;
@@ -495,5 +541,23 @@ mod tests {
         let len = u16::from_ne_bytes([b[26], b[27]]) as usize;
         assert!(len <= MAX_OPTION_LEN);
         assert!(std::str::from_utf8(&b[28..28 + len]).is_ok());
+    }
+
+    #[test]
+    fn padding_blocks() {
+        for len in [0u64, 4, 8, 100, 4084, 4088, 4092, 4096, 8000] {
+            let pad = pad_to(len, 4096);
+            assert_eq!((len + pad.len() as u64) % 4096, 0, "{len}");
+            if !pad.is_empty() {
+                check_framing(&pad);
+                assert!(pad.len() >= PAD_MIN);
+                assert_eq!(&pad[..4], &BT_PAD.to_ne_bytes());
+            }
+        }
+        let mut small = [0u8; 8];
+        assert!(!write_pad_block(&mut small));
+        let mut odd = [0u8; 14];
+        assert!(!write_pad_block(&mut odd));
+        assert_eq!(odd, [0; 14]);
     }
 }

@@ -362,6 +362,19 @@ pub struct CaptureArgs {
     )]
     pub write_mode: String,
 
+    /// Write the kernel's ring blocks to the file as they are, each turned
+    /// into pcapng where it lies (no copy per packet): auto (whole-packet
+    /// live pcapng captures to files), on (refused where it cannot be
+    /// done, saying why) or off.
+    #[arg(
+        long,
+        value_name = "WHEN",
+        default_value = "auto",
+        value_parser = ["auto", "on", "off"],
+        help_heading = "Output"
+    )]
+    pub zero_copy: String,
+
     /// Replace an existing output file.
     #[arg(long, help_heading = "Output")]
     pub overwrite: bool,

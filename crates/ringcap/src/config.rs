@@ -232,6 +232,7 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
         writer_buffer_bytes: u64::from(writer_buffer) << 20,
         comment: command_line,
         compress,
+        zero_copy: ringcap_engine::ZeroCopy::parse(&a.zero_copy).map_err(Failure::usage)?,
         ..SinkSpec::new(output, format)
     };
     Ok(Plan {

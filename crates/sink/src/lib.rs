@@ -22,6 +22,6 @@ pub use batch::Batch;
 pub use encode::Encoder;
 pub use files::{OutputPlan, Retention, Rotation};
 pub use strategy::WriteMode;
-pub use writer::{SinkInterface, Writer, WriterConfig, WriterHandle};
+pub use writer::{RingWrite, SinkInterface, Writer, WriterConfig, WriterHandle};
 
 pub use ringcap_format::walk::RecordFormat;

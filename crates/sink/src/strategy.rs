@@ -99,6 +99,13 @@ pub trait Output: Send {
     fn write_batch(&mut self, batch: &mut Batch, from: usize, to: usize) -> io::Result<()> {
         self.write(&batch.bytes()[from..to])
     }
+    /// Appends `bytes` that start page-aligned in memory, are a whole
+    /// number of pages, and go to a page-aligned offset of the output (the
+    /// caller pads the output first): O_DIRECT outputs write them from
+    /// where they are (a ring block written in place); others copy.
+    fn write_pages(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.write(bytes)
+    }
 }
 
 /// Buffered file output.
@@ -377,6 +384,27 @@ impl Output for DirectFile {
             }
         }
         self.write(&batch.bytes()[from..to])
+    }
+
+    /// Straight from `bytes` (no staging copy) when they are aligned and the
+    /// output is at a page boundary; else through the staging buffer.
+    fn write_pages(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let aligned = (bytes.as_ptr() as usize).is_multiple_of(ALIGN)
+            && bytes.len().is_multiple_of(ALIGN)
+            && self.staging.len().is_multiple_of(ALIGN);
+        if !aligned || bytes.is_empty() {
+            return self.write(bytes);
+        }
+        // What is staged (whole pages: headers, statistics, padding) first.
+        self.drain()?;
+        self.write_staging()?;
+        debug_assert!(self.staging.is_empty());
+        let end = self.staged_at + bytes.len() as u64;
+        self.preallocate(end);
+        self.file.write_all_at(bytes, self.staged_at)?;
+        self.staged_at = end;
+        self.flushed = end;
+        Ok(())
     }
 
     fn finish(&mut self) -> io::Result<()> {

@@ -4,7 +4,7 @@
 use crate::batch::Batch;
 use crate::files::{self, OutputPlan, Retention, Rotation};
 use crate::strategy::{BufferedFile, DirectFile, Output, Stream, WriteMode};
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender};
 use ringcap_format::walk::{record_at, RecordFormat};
 use ringcap_format::{pcap, pcapng};
 use ringcap_stats::Board;
@@ -85,6 +85,27 @@ pub struct Shared {
     pub completed: Mutex<Vec<PathBuf>>,
     /// Messages for the operator (deletions, recoveries), drained by the caller.
     pub log: Mutex<Vec<String>>,
+}
+
+/// A TPACKET_V3 ring block whose first `len` bytes a capture thread has
+/// turned into pcapng blocks in place (`ringcap_source::inplace`), for the
+/// writer to write as they are. Dropping it gives the block back to the
+/// kernel, so it is dropped only once written (or once its packets are
+/// counted as lost to a failed writer).
+#[derive(Debug)]
+pub struct RingWrite {
+    /// The block, held away from the kernel.
+    pub block: ringcap_source::HeldBlock,
+    /// Bytes of pcapng blocks from its start (a multiple of 4096).
+    pub len: usize,
+    /// Packets (EPBs) in them.
+    pub packets: u64,
+    /// Board entry (capture interface) of the packets.
+    pub interface: usize,
+    /// Timestamp of the first packet, ns.
+    pub first_ts: u64,
+    /// Timestamp of the last packet, ns (for time rotation).
+    pub last_ts: u64,
 }
 
 /// The running writer.
@@ -228,6 +249,25 @@ impl Writer {
         full: Receiver<Batch>,
         pools: Vec<Sender<Batch>>,
     ) -> io::Result<WriterHandle> {
+        Self::spawn_with_rings(cfg, board, full, pools, None)
+    }
+
+    /// [`spawn`](Self::spawn), also taking ring blocks already turned into
+    /// pcapng in place from `rings` (pcapng only): each is written as it is
+    /// and given back to the kernel once written (see [`RingWrite`]).
+    pub fn spawn_with_rings(
+        cfg: WriterConfig,
+        board: Arc<Board>,
+        full: Receiver<Batch>,
+        pools: Vec<Sender<Batch>>,
+        rings: Option<Receiver<RingWrite>>,
+    ) -> io::Result<WriterHandle> {
+        if rings.is_some() && (cfg.format != RecordFormat::Pcapng || cfg.compress) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "ring blocks are written in place only as pcapng",
+            ));
+        }
         let shared = Arc::new(Shared::default());
         let placement: Arc<Vec<AtomicU64>> =
             Arc::new(pools.iter().map(|_| AtomicU64::new(0)).collect());
@@ -287,7 +327,7 @@ impl Writer {
         w.publish_placement(None);
         let thread = std::thread::Builder::new()
             .name("ringcap-writer".into())
-            .spawn(move || w.run(full))?;
+            .spawn(move || w.run(full, rings))?;
         Ok(WriterHandle {
             thread: Some(thread),
             shared,
@@ -301,17 +341,26 @@ impl Writer {
         }
     }
 
-    fn run(mut self, full: Receiver<Batch>) {
+    fn run(mut self, full: Receiver<Batch>, rings: Option<Receiver<RingWrite>>) {
         let tick = self
             .cfg
             .flush_interval
             .min(Duration::from_millis(500))
             .max(Duration::from_millis(10));
-        loop {
-            match full.recv_timeout(tick) {
-                Ok(batch) => self.handle(batch),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
+        let never = crossbeam_channel::never();
+        let mut full = Some(full);
+        let mut rings = rings;
+        while full.is_some() || rings.is_some() {
+            crossbeam_channel::select! {
+                recv(full.as_ref().unwrap_or(&never)) -> m => match m {
+                    Ok(batch) => self.handle(batch),
+                    Err(_) => full = None,
+                },
+                recv(rings.as_ref().map_or(&crossbeam_channel::never(), |r| r)) -> m => match m {
+                    Ok(ring) => self.handle_ring(ring),
+                    Err(_) => rings = None,
+                },
+                default(tick) => {}
             }
             self.housekeeping();
         }
@@ -462,6 +511,132 @@ impl Writer {
             self.publish_placement(Some(batch.pool));
         }
         self.give_back(batch);
+    }
+
+    /// Writes a ring block turned into pcapng in place. When all of it goes
+    /// into the current file it is written from the ring memory as it is
+    /// (after a padding block, if the file does not end at a page boundary:
+    /// ISBs, or the part of a block split by rotation, leave it elsewhere);
+    /// a block split by rotation is written part by part through the
+    /// output's copy path. The block goes back to the kernel when `ring` is
+    /// dropped, after the write.
+    fn handle_ring(&mut self, ring: RingWrite) {
+        let interface = ring.interface;
+        if self.failed || self.cfg.plan == OutputPlan::Discard {
+            if self.failed {
+                self.board.add_write_failed(interface, ring.packets);
+            } else {
+                self.board
+                    .add_written(interface, ring.packets, ring.len as u64);
+            }
+            return;
+        }
+        let bytes = &ring.block.bytes()[..ring.len.min(ring.block.bytes().len())];
+        let mut off = 0;
+        let mut left = ring.packets;
+        while off < bytes.len() {
+            if self.failed {
+                self.board.add_write_failed(interface, left);
+                break;
+            }
+            if self.current.is_none() {
+                let ts = first_packet_ts(bytes, off).unwrap_or(ring.first_ts);
+                if let Err(e) = self.open(ts) {
+                    self.fail(format!("opening the next output file: {e}"));
+                    self.board.add_write_failed(interface, left);
+                    break;
+                }
+            }
+            let (end, n) = self.ring_segment(bytes, off, left, ring.last_ts);
+            if end == off {
+                if let Err(e) = self.close() {
+                    self.fail(format!("rotating: {e}"));
+                }
+                continue;
+            }
+            let whole = off == 0 && end == bytes.len();
+            let mut padded = 0u64;
+            let r = self.with_room(|f| {
+                let before = f.out.len();
+                let pad = pcapng::pad_to(before, crate::batch::ALIGN as u64);
+                padded = pad.len() as u64;
+                let r = if !whole {
+                    f.out.write(&bytes[off..end])
+                } else if pad.is_empty() {
+                    f.out.write_pages(bytes)
+                } else {
+                    f.out.write(&pad).and_then(|()| f.out.write_pages(bytes))
+                };
+                r.inspect_err(|_| {
+                    let _ = f.out.truncate(before);
+                })
+            });
+            if let Err(e) = r {
+                let name = self
+                    .current
+                    .as_ref()
+                    .map(|f| display(&f.final_path))
+                    .unwrap_or_default();
+                let why = if is_disk_full(&e) {
+                    format!("writing {name}: the disk is full ({e}); the file was closed valid. Free space, or set --max-total/--min-free so ringcap deletes old files")
+                } else {
+                    format!("writing {name}: {e}; the file was closed valid")
+                };
+                self.fail(why);
+                self.board.add_write_failed(interface, left);
+                self.close_after_failure(interface);
+                break;
+            }
+            if let Some(f) = self.current.as_mut() {
+                f.packets += n;
+            }
+            if whole && padded > 0 {
+                self.board
+                    .overhead_bytes
+                    .fetch_add(padded, Ordering::Relaxed);
+            }
+            self.board.add_written(interface, n, (end - off) as u64);
+            off = end;
+            left -= n;
+        }
+        drop(ring);
+    }
+
+    /// Like [`segment`](Self::segment) for a converted ring block, whose
+    /// padding blocks are not packets: (end offset, packets).
+    fn ring_segment(&self, bytes: &[u8], off: usize, left: u64, last_ts: u64) -> (usize, u64) {
+        let Some(f) = self.current.as_ref() else {
+            return (off, 0);
+        };
+        let r = self.cfg.rotation;
+        let size = f.out.len();
+        let need_walk = r.packets.is_some_and(|m| f.packets + left > m)
+            || r.bytes
+                .is_some_and(|m| size + (bytes.len() - off) as u64 > m)
+            || f.boundary_ns.is_some_and(|b| last_ts >= b);
+        if !need_walk {
+            return (bytes.len(), left);
+        }
+        let mut p = off;
+        let mut n = 0u64;
+        while p < bytes.len() {
+            let Some((rl, ts)) = record_at(RecordFormat::Pcapng, bytes, p) else {
+                break;
+            };
+            if let Some(ts) = ts {
+                let first = f.packets + n == 0;
+                if !first
+                    && (r.packets.is_some_and(|m| f.packets + n >= m)
+                        || r.bytes.is_some_and(|m| size + (p - off + rl) as u64 > m)
+                        || f.boundary_ns.is_some_and(|b| ts >= b))
+                {
+                    break;
+                }
+                n += 1;
+            }
+            p += rl;
+        }
+        (p, n)
     }
 
     /// How much of `bytes[off..]` goes into the current file: (end offset, records).
@@ -936,6 +1111,17 @@ pub fn compress_records(
     }
     enc.finish_block(out);
     n
+}
+
+/// Timestamp of the first packet (EPB) at or after `off` in pcapng blocks.
+fn first_packet_ts(bytes: &[u8], mut off: usize) -> Option<u64> {
+    while let Some((len, ts)) = record_at(RecordFormat::Pcapng, bytes, off) {
+        if ts.is_some() {
+            return ts;
+        }
+        off += len;
+    }
+    None
 }
 
 /// ENOSPC or EDQUOT.

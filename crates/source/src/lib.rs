@@ -12,6 +12,7 @@
 //! is safe Rust over byte slices.
 
 pub mod inject;
+pub mod inplace;
 pub mod interface;
 pub mod netdev;
 pub mod packet;
@@ -21,5 +22,5 @@ pub mod sys;
 
 pub use interface::{Interface, InterfaceCounters, OpenError};
 pub use packet::{RingPacket, VlanTag};
-pub use ring::{Block, RingGeometry, RxRing};
+pub use ring::{Block, HeldBlock, RingGeometry, RxRing};
 pub use socket::{CaptureSocket, SocketOptions, SocketStats, TimestampSource};

@@ -10,6 +10,7 @@ use crate::sys::Mapping;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 /// Offsets in `struct tpacket_block_desc` (version, offset_to_priv, then the v1 header).
 const BLOCK_STATUS: usize = 8;
@@ -64,9 +65,13 @@ impl RingGeometry {
 
 /// A mapped TPACKET_V3 receive ring.
 pub struct RxRing {
-    map: Mapping,
+    // Shared with blocks held for in-place writing (`take_block`): the
+    // memory stays mapped until the last of them is given back.
+    map: Arc<Mapping>,
     geometry: RingGeometry,
     current: usize,
+    /// Blocks taken with `take_block` and not given back yet.
+    held: Arc<AtomicU32>,
 }
 
 impl RxRing {
@@ -85,7 +90,7 @@ impl RxRing {
             tp_feature_req_word: 0,
         };
         crate::sys::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
-        let map = Mapping::new(fd, geometry.total_bytes())?;
+        let map = Arc::new(Mapping::new(fd, geometry.total_bytes())?);
         // The block layout (and the promise that the kernel leaves a block
         // alone while user space owns it) is TPACKET_V3's. Checked once the
         // ring is mapped: from then on the kernel refuses to change the
@@ -103,6 +108,7 @@ impl RxRing {
             map,
             geometry,
             current: 0,
+            held: Arc::new(AtomicU32::new(0)),
         })
     }
 
@@ -112,12 +118,7 @@ impl RxRing {
     }
 
     fn status_word(&self, block: usize) -> &AtomicU32 {
-        let offset = block * self.geometry.block_size as usize + BLOCK_STATUS;
-        debug_assert!(offset + 4 <= self.map.len());
-        // SAFETY: the offset is inside the mapping (block < block_count) and
-        // 4-byte aligned (blocks are page aligned). The kernel writes this word
-        // concurrently, which is why it is only ever accessed atomically.
-        unsafe { &*(self.map.as_ptr().add(offset) as *const AtomicU32) }
+        status_word(&self.map, block * self.geometry.block_size as usize)
     }
 
     /// True when the kernel has handed over the current block.
@@ -158,6 +159,93 @@ impl RxRing {
         // range is inside the mapping.
         let bytes = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(start), size) };
         Some(Block { ring: self, bytes })
+    }
+
+    /// Takes the current block, if the kernel has handed it over, to be
+    /// given back later from anywhere (another thread, once the block is
+    /// written): the ring moves on to the next block now, and the kernel
+    /// gets this one back when the [`HeldBlock`] is dropped. Until then the
+    /// kernel skips it, and when it comes round to it again with the block
+    /// still held, drops packets (and counts them) as for a full ring.
+    ///
+    /// Held blocks go back in the order they were taken (the writer writes
+    /// them in order), so they are the ones just before the current block,
+    /// and the current block is one of them only when all are held: then
+    /// nothing is taken (its status still says user space has it).
+    pub fn take_block(&mut self) -> Option<HeldBlock> {
+        if self.held_blocks() >= self.geometry.block_count || !self.ready() {
+            return None;
+        }
+        self.held.fetch_add(1, Ordering::AcqRel);
+        let size = self.geometry.block_size as usize;
+        let start = self.current * size;
+        self.current = (self.current + 1) % self.geometry.block_count as usize;
+        Some(HeldBlock {
+            map: self.map.clone(),
+            start,
+            size,
+            held: self.held.clone(),
+        })
+    }
+
+    /// Blocks taken with [`take_block`](Self::take_block) and not given back.
+    pub fn held_blocks(&self) -> u32 {
+        self.held.load(Ordering::Acquire)
+    }
+}
+
+/// The status word of the block at byte `start` of the mapping.
+fn status_word(map: &Mapping, start: usize) -> &AtomicU32 {
+    let offset = start + BLOCK_STATUS;
+    assert!(offset + 4 <= map.len(), "status word outside the ring");
+    // SAFETY: the offset is inside the mapping (checked) and 4-byte aligned
+    // (blocks are page aligned). The kernel writes this word concurrently,
+    // which is why it is only ever accessed atomically.
+    unsafe { &*(map.as_ptr().add(offset) as *const AtomicU32) }
+}
+
+/// A ring block taken with [`RxRing::take_block`]: user space owns it until
+/// this is dropped, which gives it back to the kernel (a Release store of
+/// TP_STATUS_KERNEL). It keeps the ring mapped.
+pub struct HeldBlock {
+    map: Arc<Mapping>,
+    start: usize,
+    size: usize,
+    held: Arc<AtomicU32>,
+}
+
+impl HeldBlock {
+    /// The block's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: the range is one block inside the mapping (made by
+        // take_block). The kernel set TP_STATUS_USER (observed with Acquire)
+        // and does not write the block until the store in drop; only this
+        // value hands out its bytes. The kernel may read the status word
+        // meanwhile, which shared bytes allow.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(self.start), self.size) }
+    }
+
+    /// The block's bytes, to rewrite in place (`crate::inplace`). Bytes
+    /// 8..12, the status word the kernel may read at any time, must not be
+    /// written through this.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`; `&mut self` makes this the only view of the
+        // block in user space. The kernel only reads the status word of a
+        // block user space owns, and callers leave that word alone.
+        unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr().add(self.start), self.size) }
+    }
+}
+
+impl Drop for HeldBlock {
+    fn drop(&mut self) {
+        status_word(&self.map, self.start).store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        self.held.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl std::fmt::Debug for HeldBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HeldBlock({} bytes at {})", self.size, self.start)
     }
 }
 

@@ -30,6 +30,10 @@ pub struct SocketOptions {
     pub promiscuous: bool,
     /// Timestamp source.
     pub timestamps: TimestampSource,
+    /// Extra bytes the kernel leaves before each packet's network header
+    /// (`PACKET_RESERVE`): [`crate::inplace::RESERVE`] for rings whose
+    /// blocks are written in place as pcapng, else 0.
+    pub reserve: u32,
 }
 
 /// Kernel counters of one socket, accumulated in 64 bits (the kernel's are
@@ -91,6 +95,14 @@ impl CaptureSocket {
                 |error| OpenError::NoHardwareTimestamps {
                     interface: iface.name.clone(),
                     error,
+                },
+            )?;
+        }
+        if opts.reserve > 0 {
+            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RESERVE, &opts.reserve).map_err(
+                |e| OpenError::Os {
+                    action: format!("reserving {} bytes before packets", opts.reserve),
+                    error: e,
                 },
             )?;
         }

@@ -251,6 +251,10 @@ pub struct Mapping {
 // SAFETY: the mapping is plain memory owned by this value; the ring code
 // synchronises with the kernel through atomic status words.
 unsafe impl Send for Mapping {}
+// SAFETY: shared between the capture thread and the writer of in-place
+// blocks (`ring::HeldBlock`): each block's bytes are used by one owner at a
+// time (handed over with the block), status words only atomically.
+unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// Maps `len` bytes of the socket's ring, pre-faulted (MAP_POPULATE) so the

@@ -27,6 +27,22 @@ impl LiveSource {
     }
 }
 
+impl LiveSource {
+    /// The current ring block as a whole, held away from the kernel until
+    /// the returned value is dropped (in-place writing; see
+    /// `ringcap_source::RxRing::take_block`).
+    pub fn take_block(&mut self) -> Option<ringcap_source::HeldBlock> {
+        let b = self.socket.ring().take_block()?;
+        self.ready = self.ready.saturating_sub(1);
+        Some(b)
+    }
+
+    /// Blocks held (taken and not given back).
+    pub fn held_blocks(&mut self) -> u32 {
+        self.socket.ring().held_blocks()
+    }
+}
+
 impl Source for LiveSource {
     #[inline]
     fn next_batch<F: FnMut(Packet<'_>) -> Flow>(

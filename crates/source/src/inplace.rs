@@ -1,0 +1,512 @@
+//! A TPACKET_V3 ring block turned into pcapng where it lies, so that it can
+//! be written to a file as it is (O_DIRECT from the ring memory) with no
+//! copy per packet.
+//!
+//! The kernel lays a block out as a 48-byte block descriptor, then packets,
+//! each a `tpacket3_hdr` (+ `sockaddr_ll`) at an 8-byte aligned offset and
+//! the frame `tp_mac` bytes after it (82 for Ethernet, 84 with
+//! `PACKET_RESERVE` [`RESERVE`] = 2, which puts Ethernet frames at a 4-byte
+//! aligned offset as pcapng needs). After [`to_pcapng`] the block, from its
+//! first byte to a page boundary, is a run of whole pcapng blocks:
+//!
+//! ```text
+//! [PAD over the block descriptor and the first packet's header]
+//! [EPB header (28 B, in the header room before the frame) | frame | pad | length]
+//! [PAD over the next packet's header] [EPB ...] ... [PAD to the page boundary]
+//! ```
+//!
+//! PAD is [`BT_PAD`], a local-use block readers skip. Every kernel header
+//! field is read before any byte it occupies is written (the trailer of one
+//! EPB may fall on the first word of the next `tpacket3_hdr`). The block
+//! status word (bytes 8..12) lies inside the first PAD's body and is never
+//! written here: the kernel reads it (and only it) while user space owns
+//! the block, and the block goes back to the kernel by a store to it after
+//! the write.
+//!
+//! Per packet the work is: read the header, write 28 bytes of EPB header, 4
+//! of trailer (and up to 3 of zero padding) and 12 of PAD framing. A frame
+//! whose data is not 4-byte aligned (a link header other than 14 bytes) is
+//! moved back by 1–3 bytes, and a VLAN tag the kernel took out is put back
+//! after the MAC addresses by moving those 12 bytes back 4: these are the
+//! only moves of packet bytes, and none happens for untagged Ethernet.
+
+use ringcap_format::pcapng::{self, BT_PAD, EPB_DATA_OFFSET, PAD_MIN};
+
+/// `PACKET_RESERVE` that puts an Ethernet frame's first byte 4-byte aligned:
+/// the kernel places it at `ALIGN16(68 + 16) - 14 + reserve` = 82 + reserve
+/// bytes after the packet header, which is 8-byte aligned.
+pub const RESERVE: u32 = 2;
+
+/// Page size the converted region is padded to (O_DIRECT alignment).
+pub const PAGE: usize = 4096;
+
+const BLOCK_NUM_PKTS: usize = 12;
+const BLOCK_FIRST_PKT: usize = 16;
+const BLOCK_STATUS: usize = 8;
+
+const NEXT_OFFSET: usize = 0;
+const SEC: usize = 4;
+const NSEC: usize = 8;
+const SNAPLEN: usize = 12;
+const LEN: usize = 16;
+const STATUS: usize = 20;
+const MAC: usize = 24;
+const VLAN_TCI: usize = 32;
+const VLAN_TPID: usize = 36;
+const HEADER_LEN: usize = 40;
+
+/// What the packets of a block are to become.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InPlace {
+    /// pcapng interface id of the packets.
+    pub interface_id: u32,
+    /// Most bytes kept of a packet once a stripped VLAN tag is back in it
+    /// (the snap length; the kernel already cut the frame to it).
+    pub snaplen: u32,
+    /// Frames longer than this were merged by a receive offload (counted).
+    pub max_frame_len: u32,
+}
+
+/// What [`to_pcapng`] made of a block.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Converted {
+    /// Bytes from the block's start that are now whole pcapng blocks: a
+    /// multiple of [`PAGE`] (0 when no packet could be converted).
+    pub len: usize,
+    /// Packets in them (EPBs).
+    pub packets: u64,
+    /// Sum of the packets' original lengths (tags put back included).
+    pub bytes_on_wire: u64,
+    /// Packets longer than `max_frame_len`.
+    pub merged_by_offload: u64,
+    /// Timestamps of the first and last packet, ns since the epoch.
+    pub first_ts: u64,
+    /// See `first_ts`.
+    pub last_ts: u64,
+    /// Packets of the block left out because the kernel's layout did not
+    /// make sense (never seen; the block is cut before the first of them).
+    pub malformed: u64,
+    /// Packets whose bytes had to be moved (alignment or a VLAN tag put back).
+    pub moved: u64,
+}
+
+#[inline(always)]
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+#[inline(always)]
+fn put32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+}
+
+/// The fields of one `tpacket3_hdr`, read before anything near it is written.
+#[derive(Clone, Copy)]
+struct Header {
+    at: usize,
+    next: usize,
+    ts_ns: u64,
+    snaplen: usize,
+    len: u32,
+    mac: usize,
+    tag: Option<[u8; 4]>,
+}
+
+fn read_header(b: &[u8], at: usize) -> Option<Header> {
+    let h: &[u8; HEADER_LEN] = b.get(at..at.checked_add(HEADER_LEN)?)?.try_into().ok()?;
+    let status = u32_at(h, STATUS);
+    let tag = (status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
+        let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+            u16::from_ne_bytes([h[VLAN_TPID], h[VLAN_TPID + 1]])
+        } else {
+            0x8100
+        };
+        let tci = u32_at(h, VLAN_TCI) as u16;
+        let (p, t) = (tpid.to_be_bytes(), tci.to_be_bytes());
+        [p[0], p[1], t[0], t[1]]
+    });
+    Some(Header {
+        at,
+        next: u32_at(h, NEXT_OFFSET) as usize,
+        ts_ns: u64::from(u32_at(h, SEC)) * 1_000_000_000 + u64::from(u32_at(h, NSEC)),
+        snaplen: u32_at(h, SNAPLEN) as usize,
+        len: u32_at(h, LEN),
+        mac: usize::from(u16::from_ne_bytes([h[MAC], h[MAC + 1]])),
+        tag,
+    })
+}
+
+/// Rewrites the packets of a TPACKET_V3 `block` (user space owns it) into
+/// pcapng blocks in place; see the module documentation. Bad layouts never
+/// panic: the block is cut before the first packet that does not fit where
+/// the kernel says it is. Bytes 8..12 (the block status) are never written.
+pub fn to_pcapng(block: &mut [u8], opts: &InPlace) -> Converted {
+    let mut out = Converted::default();
+    if block.len() < 48 {
+        return out;
+    }
+    let count = u32_at(block, BLOCK_NUM_PKTS) as u64;
+    let first = u32_at(block, BLOCK_FIRST_PKT) as usize;
+    // End of the pcapng blocks so far, and where the last EPB starts.
+    let mut end = 0usize;
+    let mut last_epb: Option<usize> = None;
+    let mut next = if count > 0 {
+        read_header(block, first)
+    } else {
+        None
+    };
+    let mut done = 0u64;
+    while let Some(h) = next.take() {
+        // Where the frame is and what it becomes.
+        let Some(data) = h.at.checked_add(h.mac) else {
+            break;
+        };
+        if data.checked_add(h.snaplen).is_none_or(|e| e > block.len()) {
+            break;
+        }
+        let mut caplen = h.snaplen;
+        let mut wire = h.len;
+        let mut start = data;
+        let tagged = h.tag.is_some() && caplen >= 12;
+        if tagged {
+            let Some(s) = data.checked_sub(4) else {
+                break;
+            };
+            start = s;
+            caplen += 4;
+            wire = wire.saturating_add(4);
+        }
+        caplen = caplen.min(opts.snaplen.max(1) as usize);
+        let shift = start % 4;
+        start -= shift;
+        let Some(epb) = start.checked_sub(EPB_DATA_OFFSET) else {
+            break;
+        };
+        let padded = caplen.div_ceil(4) * 4;
+        let epb_len = EPB_DATA_OFFSET + padded + 4;
+        let epb_end = epb + epb_len;
+        // The header must lie after what is already converted, with room
+        // for a padding block in between (or none), and the trailer before
+        // the end of the block and no later than the next header's second
+        // word (its first is read before the trailer is written).
+        let gap = epb.checked_sub(end);
+        let limit = if done + 1 < count && h.next != 0 {
+            h.at.saturating_add(h.next)
+                .saturating_add(4)
+                .min(block.len())
+        } else {
+            block.len()
+        };
+        if !matches!(gap, Some(g) if g == 0 || g >= PAD_MIN)
+            || epb_end > limit
+            || caplen > u32::MAX as usize - 64
+        {
+            break;
+        }
+        // Move the bytes first (they only go backwards, into header room
+        // already read), then frame them.
+        if tagged {
+            block.copy_within(data..data + 12, data - 4);
+            if let Some(tag) = h.tag {
+                block[data + 8..data + 12].copy_from_slice(&tag);
+            }
+        }
+        if shift != 0 {
+            let from = start + shift;
+            block.copy_within(from..from + caplen, start);
+        }
+        if tagged || shift != 0 {
+            out.moved += 1;
+        }
+        if epb > end {
+            pad_block_around_status(block, end, epb);
+        }
+        pcapng::write_epb_header(
+            &mut block[epb..epb + EPB_DATA_OFFSET],
+            opts.interface_id,
+            h.ts_ns,
+            caplen as u32,
+            wire,
+        );
+        // The next header, before this trailer can cover its first word.
+        done += 1;
+        if done < count && h.next != 0 {
+            next =
+                h.at.checked_add(h.next)
+                    .and_then(|at| read_header(block, at));
+        }
+        block[start + caplen..start + padded].fill(0);
+        put32(block, start + padded, epb_len as u32);
+        if out.packets == 0 {
+            out.first_ts = h.ts_ns;
+        }
+        out.packets += 1;
+        out.last_ts = h.ts_ns;
+        out.bytes_on_wire += u64::from(wire);
+        if wire > opts.max_frame_len {
+            out.merged_by_offload += 1;
+        }
+        end = epb_end;
+        last_epb = Some(epb);
+    }
+    out.malformed = count.saturating_sub(out.packets);
+    let Some(last) = last_epb else {
+        return out;
+    };
+    // Up to a page boundary: a padding block, or (4 or 8 bytes, too few for
+    // one) zero option words added to the last EPB (read as opt_endofopt).
+    let target = end.div_ceil(PAGE) * PAGE;
+    if target > block.len() {
+        // A block that is not a whole number of pages: nothing is written
+        // from it in place.
+        out.len = 0;
+        return out;
+    }
+    let gap = target - end;
+    if gap >= PAD_MIN {
+        pad_block_around_status(block, end, target);
+    } else if gap > 0 {
+        let total = (end - last + gap) as u32;
+        block[end - 4..target - 4].fill(0);
+        put32(block, last + 4, total);
+        put32(block, target - 4, total);
+    }
+    out.len = target;
+    out
+}
+
+/// A padding block over `block[from..to]`. The block status word can only
+/// fall inside the body of the first one (from = 0, to > 12).
+#[inline]
+fn pad_block_around_status(block: &mut [u8], from: usize, to: usize) {
+    debug_assert!(from >= BLOCK_STATUS + 4 || (from == 0 && to >= BLOCK_STATUS + 8));
+    let n = to - from;
+    put32(block, from, BT_PAD);
+    put32(block, from + 4, n as u32);
+    put32(block, to - 4, n as u32);
+}
+
+/// The bytes a converted block holds per packet beyond the EPB (header room
+/// the kernel leaves): for a file size estimate. Not used on the hot path.
+pub fn bytes_per_packet(caplen: usize) -> usize {
+    // tpacket3 header room (84) plus the frame, to an 8-byte boundary.
+    (84 + caplen).div_ceil(8) * 8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringcap_format::pcapng::BT_EPB;
+    use ringcap_format::walk::{record_at, RecordFormat};
+
+    /// A frame for [`kernel_block`]: bytes, original length, VLAN tag
+    /// (tpid, tci) the kernel took out.
+    type Frame = (Vec<u8>, u32, Option<(u16, u16)>);
+
+    /// A block as the kernel lays it out: descriptor, then packets with
+    /// `tp_mac` = `mac` (84 for Ethernet with RESERVE).
+    fn kernel_block(size: usize, mac: usize, pkts: &[Frame]) -> Vec<u8> {
+        let mut b = vec![0xeeu8; size];
+        put32(&mut b, 0, 3);
+        put32(&mut b, 4, 0);
+        put32(&mut b, BLOCK_STATUS, libc::TP_STATUS_USER);
+        put32(&mut b, BLOCK_NUM_PKTS, pkts.len() as u32);
+        put32(&mut b, BLOCK_FIRST_PKT, 48);
+        let mut at = 48;
+        for (i, (data, len, tag)) in pkts.iter().enumerate() {
+            // The kernel's TOTAL_PKT_LEN_INCL_ALIGN: 8-byte steps.
+            let next = (mac + data.len()).div_ceil(8) * 8;
+            b[at..at + 68].fill(0x11);
+            put32(
+                &mut b,
+                at + NEXT_OFFSET,
+                if i + 1 == pkts.len() { 0 } else { next as u32 },
+            );
+            put32(&mut b, at + SEC, 1_700_000_000 + i as u32);
+            put32(&mut b, at + NSEC, 123 + i as u32);
+            put32(&mut b, at + SNAPLEN, data.len() as u32);
+            put32(&mut b, at + LEN, *len);
+            let mut status = libc::TP_STATUS_USER;
+            if let Some((tpid, tci)) = tag {
+                status |= libc::TP_STATUS_VLAN_VALID | libc::TP_STATUS_VLAN_TPID_VALID;
+                put32(&mut b, at + VLAN_TCI, u32::from(*tci));
+                b[at + VLAN_TPID..at + VLAN_TPID + 2].copy_from_slice(&tpid.to_ne_bytes());
+            }
+            put32(&mut b, at + STATUS, status);
+            b[at + MAC..at + MAC + 2].copy_from_slice(&(mac as u16).to_ne_bytes());
+            b[at + mac..at + mac + data.len()].copy_from_slice(data);
+            at += next;
+        }
+        put32(&mut b, 20, at as u32);
+        b
+    }
+
+    /// (ts, caplen, wire, data) of every EPB, checking that the region is
+    /// a run of whole blocks of known types.
+    fn epbs(region: &[u8]) -> Vec<(u64, u32, u32, Vec<u8>)> {
+        let mut v = Vec::new();
+        let mut p = 0;
+        while p < region.len() {
+            let (len, ts) = record_at(RecordFormat::Pcapng, region, p).expect("whole block");
+            let t = u32_at(region, p);
+            assert!(t == BT_EPB || t == BT_PAD, "block type {t:#x} at {p}");
+            assert_eq!(u32_at(region, p + len - 4) as usize, len);
+            if t == BT_EPB {
+                let cap = u32_at(region, p + 20);
+                let wire = u32_at(region, p + 24);
+                assert!(28 + (cap as usize).div_ceil(4) * 4 + 4 <= len);
+                let d = region[p + 28..p + 28 + cap as usize].to_vec();
+                v.push((ts.unwrap(), cap, wire, d));
+            }
+            p += len;
+        }
+        assert_eq!(p, region.len());
+        v
+    }
+
+    fn frame(n: usize, seed: u8) -> Vec<u8> {
+        (0..n).map(|i| seed.wrapping_add(i as u8)).collect()
+    }
+
+    const OPTS: InPlace = InPlace {
+        interface_id: 0,
+        snaplen: 262_144,
+        max_frame_len: 1514,
+    };
+
+    #[test]
+    fn ethernet_frames_become_epbs_without_moving() {
+        let pkts: Vec<_> = [60usize, 61, 62, 63, 64, 1514, 1500, 97]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (frame(*n, i as u8), *n as u32, None))
+            .collect();
+        let mut b = kernel_block(1 << 16, 84, &pkts);
+        let c = to_pcapng(&mut b, &OPTS);
+        assert_eq!(c.packets, pkts.len() as u64);
+        assert_eq!(c.moved, 0);
+        assert_eq!(c.malformed, 0);
+        assert_eq!(c.len % PAGE, 0);
+        assert_eq!(
+            u32_at(&b, BLOCK_STATUS),
+            libc::TP_STATUS_USER,
+            "status word written"
+        );
+        let got = epbs(&b[..c.len]);
+        for (i, (ts, cap, wire, data)) in got.iter().enumerate() {
+            assert_eq!(
+                *ts,
+                (1_700_000_000 + i as u64) * 1_000_000_000 + 123 + i as u64
+            );
+            assert_eq!(*cap as usize, pkts[i].0.len());
+            assert_eq!(*wire, pkts[i].1);
+            assert_eq!(data, &pkts[i].0);
+        }
+        assert_eq!((c.first_ts, c.last_ts), (got[0].0, got[7].0));
+        assert_eq!(c.merged_by_offload, 0);
+    }
+
+    #[test]
+    fn misaligned_frames_move_and_tags_go_back() {
+        // tp_mac 82: Ethernet without PACKET_RESERVE (2 bytes off); 96: no
+        // link header room of 14 (raw IP).
+        for mac in [82usize, 84, 83, 96, 81] {
+            let pkts = vec![
+                (frame(60, 1), 60u32, None),
+                (frame(100, 2), 100, Some((0x8100u16, 0x0064u16))),
+                (frame(8, 3), 8, Some((0x88a8, 5))), // too short for a tag
+                (frame(1514, 4), 3000, None),        // merged by an offload
+            ];
+            let mut b = kernel_block(1 << 16, mac, &pkts);
+            let c = to_pcapng(&mut b, &OPTS);
+            assert_eq!(c.packets, 4, "mac {mac}");
+            let got = epbs(&b[..c.len]);
+            assert_eq!(got[0].3, pkts[0].0);
+            let mut tagged = pkts[1].0[..12].to_vec();
+            tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x64]);
+            tagged.extend_from_slice(&pkts[1].0[12..]);
+            assert_eq!(got[1].3, tagged);
+            assert_eq!((got[1].1, got[1].2), (104, 104));
+            assert_eq!(got[2].3, pkts[2].0);
+            assert_eq!(got[3].2, 3000);
+            assert_eq!(c.merged_by_offload, 1);
+            assert_eq!(c.bytes_on_wire, 60 + 104 + 8 + 3000);
+            assert_eq!(u32_at(&b, BLOCK_STATUS), libc::TP_STATUS_USER);
+        }
+    }
+
+    #[test]
+    fn snap_length_counts_the_tag() {
+        let pkts = vec![(frame(64, 9), 1000u32, Some((0x8100u16, 7u16)))];
+        let mut b = kernel_block(1 << 14, 84, &pkts);
+        let c = to_pcapng(
+            &mut b,
+            &InPlace {
+                snaplen: 64,
+                ..OPTS
+            },
+        );
+        let got = epbs(&b[..c.len]);
+        assert_eq!((got[0].1, got[0].2), (64, 1004));
+        assert_eq!(&got[0].3[12..16], &[0x81, 0, 0, 7]);
+        assert_eq!(&got[0].3[16..], &pkts[0].0[12..60]);
+    }
+
+    /// The last packet ending 4, 8 or 12+ bytes before a page boundary,
+    /// and exactly on it.
+    #[test]
+    fn every_tail_reaches_a_page_boundary() {
+        for n in 3900..4100usize {
+            let pkts = vec![(frame(n, 1), n as u32, None)];
+            let mut b = kernel_block(3 * PAGE, 84, &pkts);
+            let c = to_pcapng(&mut b, &OPTS);
+            assert_eq!(c.packets, 1, "{n}");
+            assert_eq!(c.len % PAGE, 0);
+            let got = epbs(&b[..c.len]);
+            assert_eq!(got[0].3, pkts[0].0);
+        }
+    }
+
+    #[test]
+    fn bad_layouts_are_cut_not_followed() {
+        let pkts: Vec<_> = (0..5).map(|i| (frame(200, i), 200u32, None)).collect();
+        let good = kernel_block(1 << 14, 84, &pkts);
+        // A next offset pointing past the block, or backwards; a snap
+        // length past the end; a tp_mac of 0; more packets than there are.
+        let mut cases = Vec::new();
+        let second = 48 + (84 + 200usize).div_ceil(8) * 8;
+        let mut b = good.clone();
+        put32(&mut b, second + NEXT_OFFSET, 1 << 30);
+        cases.push((b, 2));
+        let mut b = good.clone();
+        put32(&mut b, second + SNAPLEN, 1 << 20);
+        cases.push((b, 1));
+        let mut b = good.clone();
+        b[second + MAC..second + MAC + 2].copy_from_slice(&0u16.to_ne_bytes());
+        cases.push((b, 1));
+        let mut b = good.clone();
+        put32(&mut b, BLOCK_NUM_PKTS, 1000);
+        cases.push((b, 5));
+        let mut b = good.clone();
+        put32(&mut b, BLOCK_FIRST_PKT, 1 << 20);
+        cases.push((b, 0));
+        for (i, (mut b, want)) in cases.into_iter().enumerate() {
+            let c = to_pcapng(&mut b, &OPTS);
+            assert_eq!(c.packets, want, "case {i}");
+            if want > 0 {
+                assert_eq!(epbs(&b[..c.len]).len(), want as usize);
+            } else {
+                assert_eq!(c.len, 0);
+            }
+        }
+        // Tiny and empty blocks.
+        assert_eq!(to_pcapng(&mut [0u8; 10], &OPTS), Converted::default());
+        let mut empty = kernel_block(PAGE, 84, &[]);
+        assert_eq!(to_pcapng(&mut empty, &OPTS).len, 0);
+    }
+
+    #[test]
+    fn bytes_per_packet_matches_the_kernel_layout() {
+        assert_eq!(bytes_per_packet(1514), 1600);
+    }
+}

@@ -141,6 +141,19 @@ fn trafgen_config(tb: &Testbed, path: &Path) {
 #[test]
 fn one_second_disk_stall_loses_nothing_with_default_buffers() {
     skip_unless_netns!();
+    disk_stall(false);
+}
+
+/// The same stall with whole packets written from the ring blocks in place
+/// (pcapng, `--zero-copy` auto): there is no writer buffer, the blocks
+/// being written and those waiting for the writer are all in the ring.
+#[test]
+fn one_second_disk_stall_loses_nothing_in_place() {
+    skip_unless_netns!();
+    disk_stall(true);
+}
+
+fn disk_stall(in_place: bool) {
     for p in [
         "trafgen",
         "losetup",
@@ -160,7 +173,8 @@ fn one_second_disk_stall_loses_nothing_with_default_buffers() {
     let conf = d.join("trafgen.cfg");
     trafgen_config(&tb, &conf);
     let json = d.join("stats.json");
-    let out = fs.mnt.join("cap.pcap");
+    let ext = if in_place { "pcapng" } else { "pcap" };
+    let out = fs.mnt.join(format!("cap.{ext}"));
 
     // Default ring (whole packets: 1 GiB) and writer buffers; files of
     // ~100 MB, so that rotation runs through the stall too.
@@ -168,6 +182,11 @@ fn one_second_disk_stall_loses_nothing_with_default_buffers() {
     cmd.args(["-c", "1"])
         .arg(ringcap())
         .args(["capture", "-i", &tb.capture_if, "-C", "100"])
+        .args(if in_place {
+            &["--format", "pcapng", "--zero-copy", "on"][..]
+        } else {
+            &[]
+        })
         .arg("-w")
         .arg(&out)
         .arg("--stats-json")
@@ -249,10 +268,28 @@ fn one_second_disk_stall_loses_nothing_with_default_buffers() {
     let pool_hw = num(c, "writer_buffer_high_water_bytes");
     let blocks = num(c, "ring_blocks");
     let ring_hw = num(c, "ring_blocks_high_water");
-    assert!(pool > 0 && blocks > 0, "{report}");
     let stalled = (FRAMES as f64 / sent_secs) * FRAME_LEN as f64;
     // The default ring for whole packets: 1 GiB.
-    let block_bytes = (1u64 << 30) / blocks;
+    let block_bytes = (1u64 << 30) / blocks.max(1);
+    if in_place {
+        assert!(blocks > 0 && pool == 0, "{report}");
+        assert!(
+            (ring_hw * block_bytes) as f64 >= stalled / 2.0,
+            "ring high water {ring_hw} of {blocks} blocks below half of the ~{stalled:.0} bytes of the stall; {report}"
+        );
+        assert!(
+            records.iter().any(|r| num(r, "ring_blocks_high_water") > 1),
+            "no interval record shows the ring in use"
+        );
+        check_files(&fs.mnt, ext);
+        println!(
+            "disk stall in place: {FRAMES} frames at {:.0} pps; ring high water {ring_hw}/{blocks} blocks",
+            FRAMES as f64 / sent_secs,
+        );
+        drop(fs);
+        return;
+    }
+    assert!(pool > 0 && blocks > 0, "{report}");
     assert!(
         pool_hw as f64 >= (pool - (8 << 20)).min((stalled / 2.0) as u64) as f64,
         "writer buffer high water {pool_hw} of {pool}: a stall of ~{stalled:.0} bytes does not show; {report}"
@@ -285,11 +322,23 @@ fn one_second_disk_stall_loses_nothing_with_default_buffers() {
         "no interval record shows the writer's buffers in use"
     );
 
-    // Every file is valid and whole; together they hold every frame.
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&fs.mnt)
+    let files = check_files(&fs.mnt, ext);
+    println!(
+        "disk stall: {FRAMES} frames at {:.0} pps, {} files; ring high water {ring_hw}/{blocks} blocks, writer {} of {} MiB",
+        FRAMES as f64 / sent_secs,
+        files.len(),
+        pool_hw >> 20,
+        pool >> 20
+    );
+    drop(fs);
+}
+
+/// Every file in `dir` is valid and whole; together they hold every frame.
+fn check_files(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
         .collect();
     files.sort();
     assert!(files.len() >= 2, "rotation made {} files", files.len());
@@ -318,18 +367,11 @@ fn one_second_disk_stall_loses_nothing_with_default_buffers() {
         }
     }
     assert_eq!(total, FRAMES, "packets in the files");
-    let leftovers: Vec<_> = std::fs::read_dir(&fs.mnt)
+    let leftovers: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .filter(|n| n.to_string_lossy().contains("ringcap-partial"))
         .collect();
     assert!(leftovers.is_empty(), "partial files left: {leftovers:?}");
-    println!(
-        "disk stall: {FRAMES} frames at {:.0} pps, {} files; ring high water {ring_hw}/{blocks} blocks, writer {} of {} MiB",
-        FRAMES as f64 / sent_secs,
-        files.len(),
-        pool_hw >> 20,
-        pool >> 20
-    );
-    drop(fs);
+    files
 }

@@ -286,13 +286,6 @@ fn pad_block_around_status(block: &mut [u8], from: usize, to: usize) {
     put32(block, to - 4, n as u32);
 }
 
-/// The bytes a converted block holds per packet beyond the EPB (header room
-/// the kernel leaves): for a file size estimate. Not used on the hot path.
-pub fn bytes_per_packet(caplen: usize) -> usize {
-    // tpacket3 header room (84) plus the frame, to an 8-byte boundary.
-    (84 + caplen).div_ceil(8) * 8
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,10 +496,5 @@ mod tests {
         assert_eq!(to_pcapng(&mut [0u8; 10], &OPTS), Converted::default());
         let mut empty = kernel_block(PAGE, 84, &[]);
         assert_eq!(to_pcapng(&mut empty, &OPTS).len, 0);
-    }
-
-    #[test]
-    fn bytes_per_packet_matches_the_kernel_layout() {
-        assert_eq!(bytes_per_packet(1514), 1600);
     }
 }

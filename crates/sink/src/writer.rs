@@ -347,16 +347,17 @@ impl Writer {
             .flush_interval
             .min(Duration::from_millis(500))
             .max(Duration::from_millis(10));
-        let never = crossbeam_channel::never();
+        // A channel that is gone (or was never there) is never ready.
+        let (no_batches, no_rings) = (crossbeam_channel::never(), crossbeam_channel::never());
         let mut full = Some(full);
         let mut rings = rings;
         while full.is_some() || rings.is_some() {
             crossbeam_channel::select! {
-                recv(full.as_ref().unwrap_or(&never)) -> m => match m {
+                recv(full.as_ref().unwrap_or(&no_batches)) -> m => match m {
                     Ok(batch) => self.handle(batch),
                     Err(_) => full = None,
                 },
-                recv(rings.as_ref().map_or(&crossbeam_channel::never(), |r| r)) -> m => match m {
+                recv(rings.as_ref().unwrap_or(&no_rings)) -> m => match m {
                     Ok(ring) => self.handle_ring(ring),
                     Err(_) => rings = None,
                 },
@@ -621,6 +622,12 @@ impl Writer {
         let mut n = 0u64;
         while p < bytes.len() {
             let Some((rl, ts)) = record_at(RecordFormat::Pcapng, bytes, p) else {
+                // Never for a block the converter made; should it happen,
+                // what cannot be walked goes out whole rather than opening
+                // file after file.
+                if p == off {
+                    return (bytes.len(), left);
+                }
                 break;
             };
             if let Some(ts) = ts {

@@ -243,6 +243,62 @@ pub fn in_place_blocker(spec: &CaptureSpec) -> Option<&'static str> {
     None
 }
 
+/// Opens each named interface; a name given twice is refused.
+fn open_interfaces(names: &[String]) -> Result<Vec<Interface>, EngineError> {
+    let mut interfaces: Vec<Interface> = Vec::new();
+    for name in names {
+        if interfaces.iter().any(|i| &i.name == name) {
+            return Err(EngineError::usage(format!(
+                "interface '{name}' given twice"
+            )));
+        }
+        interfaces.push(Interface::open(name)?);
+    }
+    Ok(interfaces)
+}
+
+/// A pcap file holds one link type: refuses live interfaces of several.
+fn one_linktype_for_pcap(spec: &CaptureSpec, linktypes: &[u32]) -> Result<(), EngineError> {
+    if matches!(spec.sink.format, RecordFormat::Pcap(_))
+        && linktypes.iter().any(|l| *l != linktypes[0])
+    {
+        return Err(EngineError::usage("these interfaces have different link types, which one pcap file cannot hold: use --format pcapng"));
+    }
+    Ok(())
+}
+
+/// The counters board of a live capture: `threads` capture threads per
+/// interface.
+fn board_of(interfaces: &[Interface], threads: usize) -> Arc<Board> {
+    Arc::new(Board::new(
+        &interfaces
+            .iter()
+            .map(|i| (i.name.clone(), threads))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// The output's interfaces of a live capture (one per capture interface,
+/// each with its own statistics).
+fn sink_interfaces(
+    spec: &CaptureSpec,
+    interfaces: &[Interface],
+    linktypes: &[u32],
+) -> Vec<SinkInterface> {
+    interfaces
+        .iter()
+        .zip(linktypes)
+        .enumerate()
+        .map(|(n, (i, lt))| SinkInterface {
+            name: i.name.clone(),
+            linktype: *lt,
+            snaplen: spec.snap.snaplen(),
+            filter: filter_text(spec),
+            stats: Some(n),
+        })
+        .collect()
+}
+
 /// The capture's filter program for `linktype`: its own filter, ANDed at the
 /// instruction level with the framework filter when there is one.
 fn compile(spec: &CaptureSpec, linktype: u32, target: Target<'_>) -> Result<Program, EngineError> {
@@ -422,24 +478,12 @@ fn start_live(
     if live.hook != Hook::Packet {
         return start_hook(spec, live, events, stop, budget);
     }
-    let mut interfaces: Vec<Interface> = Vec::new();
-    for name in &live.interfaces {
-        if interfaces.iter().any(|i| &i.name == name) {
-            return Err(EngineError::usage(format!(
-                "interface '{name}' given twice"
-            )));
-        }
-        interfaces.push(Interface::open(name)?);
-    }
+    let interfaces = open_interfaces(&live.interfaces)?;
     let linktypes: Vec<u32> = interfaces
         .iter()
         .map(|i| i.linktype().unwrap_or(1))
         .collect();
-    if matches!(spec.sink.format, RecordFormat::Pcap(_))
-        && linktypes.iter().any(|l| *l != linktypes[0])
-    {
-        return Err(EngineError::usage("these interfaces have different link types, which one pcap file cannot hold: use --format pcapng"));
-    }
+    one_linktype_for_pcap(spec, &linktypes)?;
 
     // Kernel programs: filter + snap length + sampler; a filter-only program
     // for counting when the sampler runs in the kernel.
@@ -461,27 +505,11 @@ fn start_live(
     }
 
     let threads = live.threads as usize;
-    let board = Arc::new(Board::new(
-        &interfaces
-            .iter()
-            .map(|i| (i.name.clone(), threads))
-            .collect::<Vec<_>>(),
-    ));
+    let board = board_of(&interfaces, threads);
     let producers: Vec<usize> = (0..interfaces.len())
         .flat_map(|i| std::iter::repeat_n(i, threads))
         .collect();
-    let sink_ifaces: Vec<SinkInterface> = interfaces
-        .iter()
-        .zip(&linktypes)
-        .enumerate()
-        .map(|(n, (i, lt))| SinkInterface {
-            name: i.name.clone(),
-            linktype: *lt,
-            snaplen: spec.snap.snaplen(),
-            filter: filter_text(spec),
-            stats: Some(n),
-        })
-        .collect();
+    let sink_ifaces = sink_interfaces(spec, &interfaces, &linktypes);
     let max_frame = interfaces
         .iter()
         .map(|i| i.max_frame_len())
@@ -713,24 +741,12 @@ fn start_hook(
             "--hook {hook} writes through the capture's own sink"
         )));
     }
-    let mut interfaces: Vec<Interface> = Vec::new();
-    for name in &live.interfaces {
-        if interfaces.iter().any(|i| &i.name == name) {
-            return Err(EngineError::usage(format!(
-                "interface '{name}' given twice"
-            )));
-        }
-        interfaces.push(Interface::open(name)?);
-    }
+    let interfaces = open_interfaces(&live.interfaces)?;
     let linktypes: Vec<u32> = interfaces
         .iter()
         .map(|i| hook.linktype(i.linktype().unwrap_or(1)))
         .collect();
-    if matches!(spec.sink.format, RecordFormat::Pcap(_))
-        && linktypes.iter().any(|l| *l != linktypes[0])
-    {
-        return Err(EngineError::usage("these interfaces have different link types, which one pcap file cannot hold: use --format pcapng"));
-    }
+    one_linktype_for_pcap(spec, &linktypes)?;
     // The filter runs on the copied bytes as on a file's (VLAN tags, if
     // any, are in the bytes at these hooks).
     let mut filters = Vec::new();
@@ -743,25 +759,9 @@ fn start_hook(
             EngineError::usage("libpcap compiled a filter program it does not accept")
         })?);
     }
-    let board = Arc::new(Board::new(
-        &interfaces
-            .iter()
-            .map(|i| (i.name.clone(), 1))
-            .collect::<Vec<_>>(),
-    ));
+    let board = board_of(&interfaces, 1);
     let producers: Vec<usize> = (0..interfaces.len()).collect();
-    let sink_ifaces: Vec<SinkInterface> = interfaces
-        .iter()
-        .zip(&linktypes)
-        .enumerate()
-        .map(|(n, (i, lt))| SinkInterface {
-            name: i.name.clone(),
-            linktype: *lt,
-            snaplen: spec.snap.snaplen(),
-            filter: filter_text(spec),
-            stats: Some(n),
-        })
-        .collect();
+    let sink_ifaces = sink_interfaces(spec, &interfaces, &linktypes);
     let SinkSetup {
         writer,
         full,

@@ -1182,22 +1182,6 @@ fn offline_inputs(dir: &TempDir, frames: &[Vec<u8>]) -> Vec<String> {
     inputs
 }
 
-/// The sequence numbers tcpdump selects from `input` with `filter`, in order.
-fn tcpdump_selects(input: &str, filter: &str) -> Vec<u32> {
-    let mut cmd = std::process::Command::new("tcpdump");
-    cmd.args(["-nn", "-r", input, "-w", "-"]);
-    if !filter.is_empty() {
-        cmd.arg(filter);
-    }
-    let (status, stdout, stderr) = run_limited(cmd, Duration::from_secs(30));
-    assert!(status.success(), "tcpdump -r {input} {filter:?}: {stderr}");
-    if stdout.is_empty() {
-        return Vec::new();
-    }
-    let file = capture::parse_capture(&stdout).expect("tcpdump output");
-    tagged_seqs(&file.packets, filter)
-}
-
 #[test]
 fn offline_filters_match_tcpdump_pcap_and_pcapng() {
     if !have("tcpdump") {

@@ -195,6 +195,9 @@ fn compressed_round_trips_real_traffic_and_beats_zstd_and_xz() {
     if !have_program("python3") || !have_program("timeout") || !have_program("cmp") {
         return skip("python3, timeout and cmp are needed (scripts/setup installs python3)");
     }
+    if !have_program("zstd") || !have_program("xz") {
+        return skip("zstd and xz are the yardsticks (scripts/setup installs zstd and xz-utils)");
+    }
     let tb = Testbed::new().expect("testbed");
     let dir = TempDir::new("compressed");
     // (mode, goal at us, goal at ns, masked goal at us): the goals,

@@ -149,22 +149,6 @@ fn xdp_snap_lengths_and_sampling_match_the_packet_hook() {
     }
 }
 
-/// The sequence numbers tcpdump selects from `input` with `filter`.
-fn tcpdump_selects(input: &str, filter: &str) -> BTreeSet<u32> {
-    let mut cmd = std::process::Command::new("tcpdump");
-    cmd.args(["-nn", "-r", input, "-w", "-"]);
-    if !filter.is_empty() {
-        cmd.arg(filter);
-    }
-    let (status, stdout, stderr) = run_limited(cmd, Duration::from_secs(30));
-    assert!(status.success(), "tcpdump -r {input} {filter:?}: {stderr}");
-    if stdout.is_empty() {
-        return BTreeSet::new();
-    }
-    let file = capture::parse_capture(&stdout).expect("tcpdump output");
-    tagged_seqs(&file.packets, filter).into_iter().collect()
-}
-
 /// Filters, with a snap length shorter than what some of them read (the
 /// hook copies as far as the filter reads, so the result must not change).
 const FILTERS: [(&str, &str); 12] = [
@@ -200,7 +184,7 @@ fn xdp_filters_select_what_tcpdump_selects() {
         let got = read(&out);
         let mine: BTreeSet<u32> = got.iter().filter_map(|p| frames::seq_of(&p.data)).collect();
         // With a snap length that cuts the tag off, match by arrival order.
-        let theirs = tcpdump_selects(&input, filter);
+        let theirs: BTreeSet<u32> = tcpdump_selects(&input, filter).into_iter().collect();
         let mine = if mine.len() == got.len() {
             mine
         } else {

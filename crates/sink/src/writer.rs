@@ -548,7 +548,7 @@ impl Writer {
                     break;
                 }
             }
-            let (end, n) = self.ring_segment(bytes, off, left, ring.last_ts);
+            let (end, n) = self.segment(bytes, off, left, ring.last_ts);
             if end == off {
                 if let Err(e) = self.close() {
                     self.fail(format!("rotating: {e}"));
@@ -603,50 +603,9 @@ impl Writer {
         drop(ring);
     }
 
-    /// Like [`segment`](Self::segment) for a converted ring block, whose
-    /// padding blocks are not packets: (end offset, packets).
-    fn ring_segment(&self, bytes: &[u8], off: usize, left: u64, last_ts: u64) -> (usize, u64) {
-        let Some(f) = self.current.as_ref() else {
-            return (off, 0);
-        };
-        let r = self.cfg.rotation;
-        let size = f.out.len();
-        let need_walk = r.packets.is_some_and(|m| f.packets + left > m)
-            || r.bytes
-                .is_some_and(|m| size + (bytes.len() - off) as u64 > m)
-            || f.boundary_ns.is_some_and(|b| last_ts >= b);
-        if !need_walk {
-            return (bytes.len(), left);
-        }
-        let mut p = off;
-        let mut n = 0u64;
-        while p < bytes.len() {
-            let Some((rl, ts)) = record_at(RecordFormat::Pcapng, bytes, p) else {
-                // Never for a block the converter made; should it happen,
-                // what cannot be walked goes out whole rather than opening
-                // file after file.
-                if p == off {
-                    return (bytes.len(), left);
-                }
-                break;
-            };
-            if let Some(ts) = ts {
-                let first = f.packets + n == 0;
-                if !first
-                    && (r.packets.is_some_and(|m| f.packets + n >= m)
-                        || r.bytes.is_some_and(|m| size + (p - off + rl) as u64 > m)
-                        || f.boundary_ns.is_some_and(|b| ts >= b))
-                {
-                    break;
-                }
-                n += 1;
-            }
-            p += rl;
-        }
-        (p, n)
-    }
-
-    /// How much of `bytes[off..]` goes into the current file: (end offset, records).
+    /// How much of `bytes[off..]` goes into the current file: (end offset,
+    /// packets). Only records with a timestamp are packets (a converted ring
+    /// block's padding blocks are not).
     fn segment(&self, bytes: &[u8], off: usize, left: u64, last_ts: u64) -> (usize, u64) {
         let Some(f) = self.current.as_ref() else {
             return (off, 0);
@@ -664,22 +623,26 @@ impl Writer {
         let mut n = 0u64;
         while p < bytes.len() {
             let Some((rl, ts)) = record_at(self.cfg.format, bytes, p) else {
+                // Never for what the encoder or the converter made; should
+                // it happen, what cannot be walked goes out whole rather
+                // than opening file after file.
+                if p == off {
+                    return (bytes.len(), left);
+                }
                 break;
             };
-            let first = f.packets + n == 0;
-            if r.packets.is_some_and(|m| f.packets + n >= m) && !first {
-                break;
-            }
-            if r.bytes.is_some_and(|m| size + (p - off + rl) as u64 > m) && !first {
-                break;
-            }
-            if let (Some(b), Some(ts)) = (f.boundary_ns, ts) {
-                if ts >= b && !first {
+            if let Some(ts) = ts {
+                let first = f.packets + n == 0;
+                if !first
+                    && (r.packets.is_some_and(|m| f.packets + n >= m)
+                        || r.bytes.is_some_and(|m| size + (p - off + rl) as u64 > m)
+                        || f.boundary_ns.is_some_and(|b| ts >= b))
+                {
                     break;
                 }
+                n += 1;
             }
             p += rl;
-            n += 1;
         }
         (p, n)
     }

@@ -40,20 +40,10 @@ pub const RESERVE: u32 = 2;
 /// Page size the converted region is padded to (O_DIRECT alignment).
 pub const PAGE: usize = 4096;
 
-const BLOCK_NUM_PKTS: usize = 12;
-const BLOCK_FIRST_PKT: usize = 16;
-const BLOCK_STATUS: usize = 8;
-
-const NEXT_OFFSET: usize = 0;
-const SEC: usize = 4;
-const NSEC: usize = 8;
-const SNAPLEN: usize = 12;
-const LEN: usize = 16;
-const STATUS: usize = 20;
-const MAC: usize = 24;
-const VLAN_TCI: usize = 32;
-const VLAN_TPID: usize = 36;
-const HEADER_LEN: usize = 40;
+use crate::packet::{
+    HEADER_LEN, LEN, MAC, NEXT_OFFSET, NSEC, SEC, SNAPLEN, STATUS, VLAN_TCI, VLAN_TPID,
+};
+use crate::ring::{BLOCK_FIRST_PKT, BLOCK_NUM_PKTS, BLOCK_STATUS};
 
 /// What the packets of a block are to become.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

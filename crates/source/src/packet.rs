@@ -1,16 +1,16 @@
 //! Packets as the kernel lays them out in a ring block (`struct tpacket3_hdr`).
 
-/// Offsets in `struct tpacket3_hdr`.
-const NEXT_OFFSET: usize = 0;
-const SEC: usize = 4;
-const NSEC: usize = 8;
-const SNAPLEN: usize = 12;
-const LEN: usize = 16;
-const STATUS: usize = 20;
-const MAC: usize = 24;
-const VLAN_TCI: usize = 32;
-const VLAN_TPID: usize = 36;
-const HEADER_LEN: usize = 40;
+/// Offsets in `struct tpacket3_hdr` (also the in-place converter's).
+pub(crate) const NEXT_OFFSET: usize = 0;
+pub(crate) const SEC: usize = 4;
+pub(crate) const NSEC: usize = 8;
+pub(crate) const SNAPLEN: usize = 12;
+pub(crate) const LEN: usize = 16;
+pub(crate) const STATUS: usize = 20;
+pub(crate) const MAC: usize = 24;
+pub(crate) const VLAN_TCI: usize = 32;
+pub(crate) const VLAN_TPID: usize = 36;
+pub(crate) const HEADER_LEN: usize = 40;
 
 /// A VLAN tag the kernel removed from the frame before capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// Offsets in `struct tpacket_block_desc` (version, offset_to_priv, then the v1 header).
-const BLOCK_STATUS: usize = 8;
-const BLOCK_NUM_PKTS: usize = 12;
-const BLOCK_FIRST_PKT: usize = 16;
+pub(crate) const BLOCK_STATUS: usize = 8;
+pub(crate) const BLOCK_NUM_PKTS: usize = 12;
+pub(crate) const BLOCK_FIRST_PKT: usize = 16;
 
 /// Size and shape of a ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -197,6 +197,22 @@ pub fn seqs(pkts: &[CapturedPacket]) -> Vec<Option<u32>> {
 }
 
 /// The sequence numbers of packets, panicking on an untagged packet (something the
+/// The sequence numbers tcpdump selects from `input` with `filter`, in order.
+pub fn tcpdump_selects(input: &str, filter: &str) -> Vec<u32> {
+    let mut cmd = std::process::Command::new("tcpdump");
+    cmd.args(["-nn", "-r", input, "-w", "-"]);
+    if !filter.is_empty() {
+        cmd.arg(filter);
+    }
+    let (status, stdout, stderr) = run_limited(cmd, Duration::from_secs(30));
+    assert!(status.success(), "tcpdump -r {input} {filter:?}: {stderr}");
+    if stdout.is_empty() {
+        return Vec::new();
+    }
+    let file = capture::parse_capture(&stdout).expect("tcpdump output");
+    tagged_seqs(&file.packets, filter)
+}
+
 /// test did not send).
 pub fn tagged_seqs(pkts: &[CapturedPacket], what: &str) -> Vec<u32> {
     pkts.iter()

@@ -15,10 +15,11 @@
 
 use crate::error::EngineError;
 use crate::sink::PacketSink;
-use crate::source::live::LiveSource;
-use crate::source::{Flow, Next, Source};
+use crate::source::live::{LiveSource, GROUP};
+use crate::source::{Flow, Source};
 use crate::stages::Stages;
 use ringcap_source::{CaptureSocket, Interface, RingGeometry, SocketOptions, TimestampSource};
+use ringcap_stages::bpf::interp::Paths;
 use ringcap_stages::filter::Target;
 use ringcap_stages::{CheckedProgram, Program, Sampling, Snap, TransformFactory, UserSampler};
 use ringcap_stats::{CaptureCounts, Counters};
@@ -32,6 +33,8 @@ use std::time::{Duration, Instant};
 pub const HUB_RING_BYTES: u64 = 64 << 20;
 /// Bytes the kernel copies of each packet: all of it (subscribers cut).
 pub const HUB_SNAPLEN: u32 = 262_144;
+// A group fits in one run of a filter.
+const _: () = assert!(GROUP <= ringcap_stages::bpf::interp::LANES);
 const PUBLISH: Duration = Duration::from_millis(100);
 const NAP: Duration = Duration::from_millis(50);
 /// How long a leaving subscriber still gets packets: what the kernel had
@@ -76,6 +79,9 @@ struct Entry {
     /// delivered it — VLAN tag taken out, as a live tcpdump's filter sees
     /// it — or, for filters that test `vlan`, with the tag put back.
     filter: CheckedProgram,
+    /// The paths packets took through `filter` (see
+    /// `CheckedProgram::run_group`).
+    paths: Paths,
     filter_tagged: bool,
     stages: Stages,
     sink: Box<dyn PacketSink>,
@@ -169,6 +175,7 @@ fn entry(iface: &Interface, spec: SubscriptionSpec) -> Result<Entry, EngineError
     Ok(Entry {
         id,
         filter,
+        paths: Paths::default(),
         filter_tagged,
         stages: Stages {
             filters: None,
@@ -332,57 +339,55 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
             }
             return;
         }
-        let next = source.next_batch(|p| {
-            // The frame with its VLAN tag put back, made once and only if a
-            // subscriber's filter tests VLAN tags.
-            let mut tagged: Option<&[u8]> = None;
+        // One subscriber at a time over each group of packets (see
+        // `LiveSource::next_groups`): its filter runs on the whole group at
+        // once (`CheckedProgram::run_group`), and its stages and sink stay
+        // hot while the group is in the cache.
+        let got = source.next_groups(|group| {
+            let n = group.len().min(GROUP);
+            let mut data: [&[u8]; GROUP] = [&[]; GROUP];
+            let mut wire_len = [0u32; GROUP];
+            for (i, p) in group.iter().take(n).enumerate() {
+                data[i] = p.data;
+                wire_len[i] = p.wire_len;
+            }
+            let tagged = group.iter().any(|p| p.vlan.is_some());
+            let mut keep = [0u32; GROUP];
             for e in entries.iter_mut() {
                 if e.done {
                     continue;
                 }
-                let data = match p.vlan {
-                    Some(tag) if e.filter_tagged && p.data.len() >= 12 => match tagged {
-                        Some(t) => t,
-                        None => {
-                            scratch.clear();
-                            scratch.extend_from_slice(&p.data[..12]);
-                            scratch.extend_from_slice(&tag);
-                            scratch.extend_from_slice(&p.data[12..]);
-                            tagged = Some(&scratch);
-                            &scratch
-                        }
-                    },
-                    _ => p.data,
-                };
-                let wire_len = if data.len() > p.data.len() {
-                    p.wire_len + 4
+                if e.filter_tagged && tagged {
+                    // The frames with their VLAN tags put back, one by one.
+                    for (i, p) in group.iter().take(n).enumerate() {
+                        keep[i] = match p.vlan {
+                            Some(tag) if p.data.len() >= 12 => {
+                                scratch.clear();
+                                scratch.extend_from_slice(&p.data[..12]);
+                                scratch.extend_from_slice(&tag);
+                                scratch.extend_from_slice(&p.data[12..]);
+                                e.filter.run(&scratch, p.wire_len + 4)
+                            }
+                            _ => e.filter.run(p.data, p.wire_len),
+                        };
+                    }
                 } else {
-                    p.wire_len
-                };
-                if e.filter.run(data, wire_len) == 0 {
-                    continue;
+                    e.filter
+                        .run_group(&mut e.paths, &data[..n], &wire_len[..n], &mut keep[..n]);
                 }
-                e.counts.ring_accepted += 1;
-                if e.stages.handle(p, &mut e.sink, &mut e.counts) != Flow::Continue {
-                    e.done = true;
-                    e.sink.flush();
+                for (p, &k) in group.iter().zip(&keep[..n]) {
+                    if k == 0 {
+                        continue;
+                    }
+                    e.counts.ring_accepted += 1;
+                    if e.stages.handle(*p, &mut e.sink, &mut e.counts) != Flow::Continue {
+                        e.done = true;
+                        e.sink.flush();
+                        break;
+                    }
                 }
             }
-            Flow::Continue
         });
-        let got = match next {
-            Ok(Next::Packets { .. }) => true,
-            Ok(_) => false,
-            Err(e) => {
-                *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
-                for e in &mut entries {
-                    e.sink.close();
-                    e.done = true;
-                    e.publish();
-                }
-                return;
-            }
-        };
         if !got || last_publish.elapsed() >= PUBLISH {
             if source.refresh(&mut ring).is_ok() {
                 shared

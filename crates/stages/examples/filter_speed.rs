@@ -8,7 +8,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 fn main() {
-    // ONLY=libpcap or ONLY=interp runs just that one (for `perf stat`).
+    // ONLY=libpcap, ONLY=interp or ONLY=grouped runs just that one (for
+    // `perf stat`).
     let only = std::env::var("ONLY").unwrap_or_default();
     let mut exprs: Vec<String> = std::env::args().skip(1).collect();
     if exprs.is_empty() {
@@ -33,7 +34,7 @@ fn main() {
         let mut kept = 0u64;
         let t = Instant::now();
         for _ in 0..N {
-            if only == "interp" {
+            if only == "interp" || only == "grouped" {
                 break;
             }
             kept += u64::from(libpcap.run(black_box(&frame), 64) > 0);
@@ -41,16 +42,30 @@ fn main() {
         let a = t.elapsed().as_nanos() as f64 / f64::from(N);
         let t = Instant::now();
         for _ in 0..N {
-            if only == "libpcap" {
+            if only == "libpcap" || only == "grouped" {
                 break;
             }
             kept += u64::from(checked.run(black_box(&frame), 64) > 0);
         }
         let b = t.elapsed().as_nanos() as f64 / f64::from(N);
+        let mut paths = Default::default();
+        let group: Vec<&[u8]> = vec![&frame[..]; 64];
+        let lens = [64u32; 64];
+        let mut out = [0u32; 64];
+        let t = Instant::now();
+        for _ in 0..N / 64 {
+            if only == "libpcap" || only == "interp" {
+                break;
+            }
+            checked.run_group(&mut paths, black_box(&group), &lens, &mut out);
+            kept += out.iter().filter(|&&v| v > 0).count() as u64;
+        }
+        let c = t.elapsed().as_nanos() as f64 / f64::from(N / 64 * 64);
         println!(
-            "{e:55} {} insns: libpcap {a:5.1} ns, interp {b:5.1} ns ({:.2}x) [{kept}]",
+            "{e:55} {} insns: libpcap {a:5.1} ns, interp {b:5.1} ns ({:.2}x), grouped {c:5.1} ns ({:.2}x) [{kept}]",
             program.instructions.len(),
-            a / b
+            a / b,
+            a / c
         );
     }
 }

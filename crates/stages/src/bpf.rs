@@ -331,6 +331,25 @@ impl CheckedProgram {
         }
     }
 
+    /// [`run`](Self::run) on each of a group of up to
+    /// [`interp::LANES`] packets at once, through `paths` (the paths recent
+    /// packets took through this program; see
+    /// [`interp::Decoded::run_group`]): `out[i]` for `data[i]`, `wire_len[i]`.
+    /// One `Paths` per program.
+    #[inline]
+    pub fn run_group(
+        &self,
+        paths: &mut interp::Paths,
+        data: &[&[u8]],
+        wire_len: &[u32],
+        out: &mut [u32],
+    ) {
+        match &self.decoded {
+            Some(d) => d.run_group(paths, data, wire_len, out),
+            None => out.iter_mut().for_each(|o| *o = u32::MAX),
+        }
+    }
+
     /// The program.
     pub fn program(&self) -> &Program {
         &self.program

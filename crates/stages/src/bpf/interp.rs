@@ -91,6 +91,9 @@ enum Op {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decoded {
     ops: Box<[Op]>,
+    /// No backward jumps: every run is one path, which a group can follow
+    /// ([`Decoded::run_group`]).
+    traceable: bool,
 }
 
 impl Decoded {
@@ -198,8 +201,13 @@ impl Decoded {
                 (op, _) => op,
             };
         }
+        let traceable = ops
+            .iter()
+            .enumerate()
+            .all(|(pc, op)| !matches!(op, Op::Ja(t) if (*t as usize) <= pc));
         Some(Decoded {
             ops: ops.into_boxed_slice(),
+            traceable,
         })
     }
 
@@ -207,53 +215,43 @@ impl Decoded {
     /// wire: the number of bytes to keep (0 = reject).
     #[inline]
     pub fn run(&self, data: &[u8], wire_len: u32) -> u32 {
+        self.run_from(
+            0,
+            &mut Regs::default(),
+            &mut [0; 16],
+            data,
+            wire_len,
+            &mut (),
+        )
+    }
+
+    /// Runs the program from `pc` with registers `r` and scratch memory
+    /// `mem`, telling `record` each operation it executes (but jumps) and
+    /// which way each conditional jump went.
+    #[inline(always)]
+    fn run_from<R: Record>(
+        &self,
+        mut pc: usize,
+        r: &mut Regs,
+        mem: &mut [u32; 16],
+        data: &[u8],
+        wire_len: u32,
+        record: &mut R,
+    ) -> u32 {
         // libpcap sees at most 4 GiB - 1 bytes of a packet.
         let data = &data[..data.len().min(u32::MAX as usize)];
         let ops = &self.ops[..];
-        let (mut a, mut x) = (0u32, 0u32);
-        let mut mem = [0u32; 16];
-        let mut pc = 0usize;
         let mut backward = 0u32;
-        // The `len`-byte load at `off` (+ `x` for indexed loads), if it
-        // lies inside the packet.
-        let load = |off: u64, len: usize| -> Option<&[u8]> {
-            let start = usize::try_from(off).ok()?;
-            data.get(start..start.checked_add(len)?)
-        };
-        macro_rules! ld {
-            ($off:expr, $n:literal) => {
-                match load($off, $n) {
-                    Some(b) => {
-                        let mut w = [0u8; 4];
-                        w[4 - $n..].copy_from_slice(b);
-                        u32::from_be_bytes(w)
-                    }
-                    None => return 0,
-                }
-            };
-        }
         loop {
             let Some(&op) = ops.get(pc) else { return 0 };
             pc += 1;
-            match op {
-                Op::RetK(k) => return k,
-                Op::RetA => return a,
-                Op::LdW(k) => a = ld!(u64::from(k), 4),
-                Op::LdH(k) => a = ld!(u64::from(k), 2),
-                Op::LdB(k) => a = ld!(u64::from(k), 1),
-                Op::LdWInd(k) => a = ld!(u64::from(x) + u64::from(k), 4),
-                Op::LdHInd(k) => a = ld!(u64::from(x) + u64::from(k), 2),
-                Op::LdBInd(k) => a = ld!(u64::from(x) + u64::from(k), 1),
-                Op::LdLen => a = wire_len,
-                Op::LdxLen => x = wire_len,
-                Op::LdImm(k) => a = k,
-                Op::LdxImm(k) => x = k,
-                Op::LdMem(m) => a = mem[usize::from(m & 15)],
-                Op::LdxMem(m) => x = mem[usize::from(m & 15)],
-                Op::LdxMsh(k) => x = (ld!(u64::from(k), 1) & 0xf) << 2,
-                Op::St(m) => mem[usize::from(m & 15)] = a,
-                Op::Stx(m) => mem[usize::from(m & 15)] = x,
-                Op::Ja(t) => {
+            match exec(op, r, mem, data, wire_len) {
+                Step::Next => record.op(op, false),
+                Step::Branch(taken, t, f) => {
+                    record.op(op, taken);
+                    pc = if taken { t } else { f } as usize;
+                }
+                Step::Jump(t) => {
                     let t = t as usize;
                     if t < pc {
                         backward += 1;
@@ -263,86 +261,478 @@ impl Decoded {
                     }
                     pc = t;
                 }
-                Op::JgtK(k, t, f) => pc = if a > k { t } else { f } as usize,
-                Op::JgeK(k, t, f) => pc = if a >= k { t } else { f } as usize,
-                Op::JeqK(k, t, f) => pc = if a == k { t } else { f } as usize,
-                Op::JsetK(k, t, f) => pc = if a & k != 0 { t } else { f } as usize,
-                Op::JgtX(t, f) => pc = if a > x { t } else { f } as usize,
-                Op::JgeX(t, f) => pc = if a >= x { t } else { f } as usize,
-                Op::JeqX(t, f) => pc = if a == x { t } else { f } as usize,
-                Op::JsetX(t, f) => pc = if a & x != 0 { t } else { f } as usize,
-                Op::AddX => a = a.wrapping_add(x),
-                Op::SubX => a = a.wrapping_sub(x),
-                Op::MulX => a = a.wrapping_mul(x),
-                Op::DivX => match a.checked_div(x) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
-                Op::ModX => match a.checked_rem(x) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
-                Op::AndX => a &= x,
-                Op::OrX => a |= x,
-                Op::XorX => a ^= x,
-                Op::LshX => a = a.checked_shl(x).unwrap_or(0),
-                Op::RshX => a = a.checked_shr(x).unwrap_or(0),
-                Op::AddK(k) => a = a.wrapping_add(k),
-                Op::SubK(k) => a = a.wrapping_sub(k),
-                Op::MulK(k) => a = a.wrapping_mul(k),
-                Op::DivK(k) => match a.checked_div(k) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
-                Op::ModK(k) => match a.checked_rem(k) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
-                Op::AndK(k) => a &= k,
-                Op::OrK(k) => a |= k,
-                Op::XorK(k) => a ^= k,
-                Op::LshK(k) => a = a.checked_shl(k).unwrap_or(0),
-                Op::RshK(k) => a = a.checked_shr(k).unwrap_or(0),
-                Op::LdHJeq(k, v, t, f) => {
-                    a = ld!(u64::from(k), 2);
-                    pc = if a == v { t } else { f } as usize;
+                Step::Return(v) => {
+                    record.op(op, false);
+                    return v;
                 }
-                Op::LdBJeq(k, v, t, f) => {
-                    a = ld!(u64::from(k), 1);
-                    pc = if a == v { t } else { f } as usize;
-                }
-                Op::LdWJeq(k, v, t, f) => {
-                    a = ld!(u64::from(k), 4);
-                    pc = if a == v { t } else { f } as usize;
-                }
-                Op::LdHJset(k, v, t, f) => {
-                    a = ld!(u64::from(k), 2);
-                    pc = if a & v != 0 { t } else { f } as usize;
-                }
-                Op::LdBJset(k, v, t, f) => {
-                    a = ld!(u64::from(k), 1);
-                    pc = if a & v != 0 { t } else { f } as usize;
-                }
-                Op::LdHJgt(k, v, t, f) => {
-                    a = ld!(u64::from(k), 2);
-                    pc = if a > v { t } else { f } as usize;
-                }
-                Op::LdHJge(k, v, t, f) => {
-                    a = ld!(u64::from(k), 2);
-                    pc = if a >= v { t } else { f } as usize;
-                }
-                Op::LdHIndJeq(k, v, t, f) => {
-                    a = ld!(u64::from(x) + u64::from(k), 2);
-                    pc = if a == v { t } else { f } as usize;
-                }
-                Op::LdBIndJeq(k, v, t, f) => {
-                    a = ld!(u64::from(x) + u64::from(k), 1);
-                    pc = if a == v { t } else { f } as usize;
-                }
-                Op::Neg => a = 0u32.wrapping_sub(a),
-                Op::Tax => x = a,
-                Op::Txa => a = x,
             }
         }
     }
+
+    /// Runs the program on a group of up to [`LANES`] packets (`data[i]`,
+    /// `wire_len[i]`), writing each one's answer to `out[i]`: the same
+    /// answers as [`run`](Self::run) on each.
+    ///
+    /// Why: an interpreter dispatches on every instruction, and the
+    /// processor mispredicts where that jump goes when the next packet's
+    /// instructions differ from the last one's (another program, another
+    /// path). Here the group runs through `paths`, paths that earlier
+    /// packets took through the program, one instruction at a time across
+    /// every packet still on the path: the dispatch jumps to the same place
+    /// for the whole group, and a conditional jump only checks that the
+    /// packet goes the way the path went. Packets that leave a path try the
+    /// next one; what is left runs alone, the first of them recording a new
+    /// path.
+    pub fn run_group(&self, paths: &mut Paths, data: &[&[u8]], wire_len: &[u32], out: &mut [u32]) {
+        let n = data.len().min(wire_len.len()).min(out.len()).min(LANES);
+        if !self.traceable {
+            for i in 0..n {
+                out[i] = self.run(data[i], wire_len[i]);
+            }
+            return;
+        }
+        let mut todo = if n == LANES {
+            u64::MAX
+        } else {
+            (1u64 << n) - 1
+        };
+        for path in &mut paths.paths {
+            if todo == 0 {
+                return;
+            }
+            let left = path.run(todo, data, wire_len, out);
+            path.used += u64::from((todo & !left).count_ones());
+            todo = left;
+        }
+        let mut recorded = false;
+        while todo != 0 {
+            let i = todo.trailing_zeros() as usize;
+            todo &= todo - 1;
+            out[i] = if recorded {
+                self.run(data[i], wire_len[i])
+            } else {
+                recorded = true;
+                paths.record(self, data[i], wire_len[i])
+            };
+        }
+    }
+}
+
+/// A program's registers (its scratch memory is kept apart: paths with
+/// stores never run as a group).
+#[derive(Default, Clone, Copy)]
+struct Regs {
+    a: u32,
+    x: u32,
+}
+
+/// What one operation did.
+enum Step {
+    Next,
+    /// A conditional jump: taken or not, and its two targets.
+    Branch(bool, u32, u32),
+    Jump(u32),
+    Return(u32),
+}
+
+/// Where [`Decoded::run_from`] tells the operations it executes.
+trait Record {
+    fn op(&mut self, op: Op, taken: bool);
+}
+
+impl Record for () {
+    #[inline(always)]
+    fn op(&mut self, _: Op, _: bool) {}
+}
+
+impl Record for Vec<PathStep> {
+    #[inline(always)]
+    fn op(&mut self, op: Op, taken: bool) {
+        self.push(PathStep { op, taken });
+    }
+}
+
+/// Packets [`Decoded::run_group`] takes at once (one bit each of a `u64`).
+pub const LANES: usize = 64;
+
+/// Paths one program keeps (the ones the most packets took are kept).
+const MAX_PATHS: usize = 4;
+
+#[derive(Debug, Clone, Copy)]
+struct PathStep {
+    op: Op,
+    /// For a conditional jump: the way the recorded packet went.
+    taken: bool,
+}
+
+/// One path through a program: the operations a packet executed, in order,
+/// ending with a return; none of them a store to scratch memory.
+#[derive(Debug, Clone, Default)]
+struct Path {
+    steps: Vec<PathStep>,
+    /// Packets that took it (to choose which one a new path replaces).
+    used: u64,
+}
+
+impl Path {
+    /// Runs the packets of `lanes` along the path, setting `out` for those
+    /// that stay on it (or stop early: a load beyond the packet, a division
+    /// by zero); returns the lanes that left it. The usual instructions
+    /// (loads, tests, returns) have a loop of their own over the lanes, the
+    /// rest go through [`exec`] lane by lane.
+    fn run(&self, lanes: u64, data: &[&[u8]], wire_len: &[u32], out: &mut [u32]) -> u64 {
+        let n = data.len().min(wire_len.len()).min(out.len()).min(LANES);
+        // Fixed-size copies: lane indexes below LANES need no bounds checks.
+        let mut d: [&[u8]; LANES] = [&[]; LANES];
+        let mut len = [0u32; LANES];
+        for i in 0..n {
+            d[i] = &data[i][..data[i].len().min(u32::MAX as usize)];
+            len[i] = wire_len[i];
+        }
+        let mut res = [0u32; LANES];
+        let mut ra = [0u32; LANES];
+        let mut rx = [0u32; LANES];
+        // Never written: paths have no stores, and a load from scratch memory
+        // that was not stored to reads 0 in `run` too.
+        let mut mem = [0u32; 16];
+        let in_range = if n == LANES {
+            u64::MAX
+        } else {
+            (1u64 << n) - 1
+        };
+        let (mut alive, mut left, mut done) = (lanes & in_range, 0u64, 0u64);
+        // Loops over the lanes still on the path.
+        macro_rules! lanes {
+            (|$i:ident| $body:expr) => {{
+                let mut m = alive;
+                while m != 0 {
+                    let $i = m.trailing_zeros() as usize % LANES;
+                    m &= m - 1;
+                    $body
+                }
+            }};
+        }
+        // A load of `$w` bytes at `$off` into A of lane `$i`, then `$test`
+        // on it checked against the path's way; a load beyond the packet
+        // ends the lane with 0.
+        macro_rules! load_test {
+            ($i:ident, $off:expr, $w:literal, $taken:expr, |$a:ident| $test:expr) => {{
+                match load(d[$i], $off, $w) {
+                    Some($a) => {
+                        ra[$i] = $a;
+                        if ($test) != $taken {
+                            alive &= !(1 << $i);
+                            left |= 1 << $i;
+                        }
+                    }
+                    None => {
+                        alive &= !(1 << $i);
+                        done |= 1 << $i;
+                    }
+                }
+            }};
+        }
+        // A load into A; a load beyond the packet ends the lane with 0.
+        macro_rules! load_a {
+            ($i:ident, $off:expr, $w:literal) => {{
+                match load(d[$i], $off, $w) {
+                    Some(a) => ra[$i] = a,
+                    None => {
+                        alive &= !(1 << $i);
+                        done |= 1 << $i;
+                    }
+                }
+            }};
+        }
+        for s in &self.steps {
+            if alive == 0 {
+                break;
+            }
+            let taken = s.taken;
+            match s.op {
+                Op::LdHJeq(k, v, _, _) => {
+                    lanes!(|i| load_test!(i, k as usize, 2, taken, |a| a == v))
+                }
+                Op::LdBJeq(k, v, _, _) => {
+                    lanes!(|i| load_test!(i, k as usize, 1, taken, |a| a == v))
+                }
+                Op::LdWJeq(k, v, _, _) => {
+                    lanes!(|i| load_test!(i, k as usize, 4, taken, |a| a == v))
+                }
+                Op::LdHJset(k, v, _, _) => {
+                    lanes!(|i| load_test!(i, k as usize, 2, taken, |a| a & v != 0))
+                }
+                Op::LdBJset(k, v, _, _) => {
+                    lanes!(|i| load_test!(i, k as usize, 1, taken, |a| a & v != 0))
+                }
+                Op::LdHJgt(k, v, _, _) => {
+                    lanes!(|i| load_test!(i, k as usize, 2, taken, |a| a > v))
+                }
+                Op::LdHJge(k, v, _, _) => {
+                    lanes!(|i| load_test!(i, k as usize, 2, taken, |a| a >= v))
+                }
+                Op::LdHIndJeq(k, v, _, _) => {
+                    lanes!(|i| load_test!(i, rx[i] as usize + k as usize, 2, taken, |a| a == v))
+                }
+                Op::LdBIndJeq(k, v, _, _) => {
+                    lanes!(|i| load_test!(i, rx[i] as usize + k as usize, 1, taken, |a| a == v))
+                }
+                Op::LdxMsh(k) => lanes!(|i| match load(d[i], k as usize, 1) {
+                    Some(b) => rx[i] = (b & 0xf) << 2,
+                    None => {
+                        alive &= !(1 << i);
+                        done |= 1 << i;
+                    }
+                }),
+                Op::LdW(k) => lanes!(|i| load_a!(i, k as usize, 4)),
+                Op::LdH(k) => lanes!(|i| load_a!(i, k as usize, 2)),
+                Op::LdB(k) => lanes!(|i| load_a!(i, k as usize, 1)),
+                Op::AndK(k) => lanes!(|i| ra[i] &= k),
+                Op::JgtK(k, _, _) => lanes!(|i| {
+                    if (ra[i] > k) != taken {
+                        alive &= !(1 << i);
+                        left |= 1 << i;
+                    }
+                }),
+                Op::JgeK(k, _, _) => lanes!(|i| {
+                    if (ra[i] >= k) != taken {
+                        alive &= !(1 << i);
+                        left |= 1 << i;
+                    }
+                }),
+                Op::JeqK(k, _, _) => lanes!(|i| {
+                    if (ra[i] == k) != taken {
+                        alive &= !(1 << i);
+                        left |= 1 << i;
+                    }
+                }),
+                Op::JsetK(k, _, _) => lanes!(|i| {
+                    if (ra[i] & k != 0) != taken {
+                        alive &= !(1 << i);
+                        left |= 1 << i;
+                    }
+                }),
+                Op::RetK(k) => {
+                    lanes!(|i| res[i] = k);
+                    done |= alive;
+                    alive = 0;
+                }
+                Op::RetA => {
+                    lanes!(|i| res[i] = ra[i]);
+                    done |= alive;
+                    alive = 0;
+                }
+                op => lanes!(|i| {
+                    let mut r = Regs { a: ra[i], x: rx[i] };
+                    match exec(op, &mut r, &mut mem, d[i], len[i]) {
+                        Step::Next | Step::Jump(_) => {}
+                        Step::Branch(t, _, _) => {
+                            if t != taken {
+                                alive &= !(1 << i);
+                                left |= 1 << i;
+                            }
+                        }
+                        Step::Return(v) => {
+                            res[i] = v;
+                            alive &= !(1 << i);
+                            done |= 1 << i;
+                        }
+                    }
+                    ra[i] = r.a;
+                    rx[i] = r.x;
+                }),
+            }
+        }
+        let mut m = done;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if let Some(o) = out.get_mut(i) {
+                *o = res[i % LANES];
+            }
+        }
+        // Only a path that does not end with a return leaves lanes alive
+        // here; none is kept, but they must not go unanswered.
+        left | alive
+    }
+}
+
+/// The `w`-byte big-endian load at `off`, if it lies inside `d`.
+#[inline(always)]
+fn load(d: &[u8], off: usize, w: usize) -> Option<u32> {
+    let b = d.get(off..off.checked_add(w)?)?;
+    Some(b.iter().fold(0u32, |v, &x| (v << 8) | u32::from(x)))
+}
+
+/// The paths packets took through one program, for
+/// [`Decoded::run_group`]; empty at first. Use one per program.
+#[derive(Debug, Clone, Default)]
+pub struct Paths {
+    paths: Vec<Path>,
+    recording: Vec<PathStep>,
+}
+
+impl Paths {
+    /// Runs `d` on one packet and keeps the path it took, if that path ends
+    /// with a return instruction and stores nothing, in place of the least
+    /// used one when all places are taken.
+    #[cold]
+    #[inline(never)]
+    fn record(&mut self, d: &Decoded, data: &[u8], wire_len: u32) -> u32 {
+        let mut steps = std::mem::take(&mut self.recording);
+        steps.clear();
+        let v = d.run_from(
+            0,
+            &mut Regs::default(),
+            &mut [0; 16],
+            data,
+            wire_len,
+            &mut steps,
+        );
+        let complete = matches!(
+            steps.last(),
+            Some(PathStep {
+                op: Op::RetK(_) | Op::RetA,
+                ..
+            })
+        );
+        let stores = steps.iter().any(|s| matches!(s.op, Op::St(_) | Op::Stx(_)));
+        if !complete || stores {
+            self.recording = steps;
+            return v;
+        }
+        let path = Path { steps, used: 1 };
+        if self.paths.len() < MAX_PATHS {
+            self.paths.push(path);
+        } else if let Some(least) = self.paths.iter_mut().min_by_key(|p| p.used) {
+            self.recording = std::mem::replace(least, path).steps;
+        }
+        // The most used first: most packets are done after one pass.
+        self.paths.sort_by_key(|p| std::cmp::Reverse(p.used));
+        v
+    }
+}
+
+/// Executes one operation on the registers.
+#[inline(always)]
+fn exec(op: Op, r: &mut Regs, mem: &mut [u32; 16], data: &[u8], wire_len: u32) -> Step {
+    // The `len`-byte load at `off` (+ `x` for indexed loads), if it lies
+    // inside the packet.
+    let load = |off: u64, len: usize| -> Option<&[u8]> {
+        let start = usize::try_from(off).ok()?;
+        data.get(start..start.checked_add(len)?)
+    };
+    macro_rules! ld {
+        ($off:expr, $n:literal) => {
+            match load($off, $n) {
+                Some(b) => {
+                    let mut w = [0u8; 4];
+                    w[4 - $n..].copy_from_slice(b);
+                    u32::from_be_bytes(w)
+                }
+                None => return Step::Return(0),
+            }
+        };
+    }
+    let x = r.x;
+    match op {
+        Op::RetK(k) => return Step::Return(k),
+        Op::RetA => return Step::Return(r.a),
+        Op::LdW(k) => r.a = ld!(u64::from(k), 4),
+        Op::LdH(k) => r.a = ld!(u64::from(k), 2),
+        Op::LdB(k) => r.a = ld!(u64::from(k), 1),
+        Op::LdWInd(k) => r.a = ld!(u64::from(x) + u64::from(k), 4),
+        Op::LdHInd(k) => r.a = ld!(u64::from(x) + u64::from(k), 2),
+        Op::LdBInd(k) => r.a = ld!(u64::from(x) + u64::from(k), 1),
+        Op::LdLen => r.a = wire_len,
+        Op::LdxLen => r.x = wire_len,
+        Op::LdImm(k) => r.a = k,
+        Op::LdxImm(k) => r.x = k,
+        Op::LdMem(m) => r.a = mem[usize::from(m & 15)],
+        Op::LdxMem(m) => r.x = mem[usize::from(m & 15)],
+        Op::LdxMsh(k) => r.x = (ld!(u64::from(k), 1) & 0xf) << 2,
+        Op::St(m) => mem[usize::from(m & 15)] = r.a,
+        Op::Stx(m) => mem[usize::from(m & 15)] = x,
+        Op::Ja(t) => return Step::Jump(t),
+        Op::JgtK(k, t, f) => return Step::Branch(r.a > k, t, f),
+        Op::JgeK(k, t, f) => return Step::Branch(r.a >= k, t, f),
+        Op::JeqK(k, t, f) => return Step::Branch(r.a == k, t, f),
+        Op::JsetK(k, t, f) => return Step::Branch(r.a & k != 0, t, f),
+        Op::JgtX(t, f) => return Step::Branch(r.a > x, t, f),
+        Op::JgeX(t, f) => return Step::Branch(r.a >= x, t, f),
+        Op::JeqX(t, f) => return Step::Branch(r.a == x, t, f),
+        Op::JsetX(t, f) => return Step::Branch(r.a & x != 0, t, f),
+        Op::AddX => r.a = r.a.wrapping_add(x),
+        Op::SubX => r.a = r.a.wrapping_sub(x),
+        Op::MulX => r.a = r.a.wrapping_mul(x),
+        Op::DivX => match r.a.checked_div(x) {
+            Some(v) => r.a = v,
+            None => return Step::Return(0),
+        },
+        Op::ModX => match r.a.checked_rem(x) {
+            Some(v) => r.a = v,
+            None => return Step::Return(0),
+        },
+        Op::AndX => r.a &= x,
+        Op::OrX => r.a |= x,
+        Op::XorX => r.a ^= x,
+        Op::LshX => r.a = r.a.checked_shl(x).unwrap_or(0),
+        Op::RshX => r.a = r.a.checked_shr(x).unwrap_or(0),
+        Op::AddK(k) => r.a = r.a.wrapping_add(k),
+        Op::SubK(k) => r.a = r.a.wrapping_sub(k),
+        Op::MulK(k) => r.a = r.a.wrapping_mul(k),
+        Op::DivK(k) => match r.a.checked_div(k) {
+            Some(v) => r.a = v,
+            None => return Step::Return(0),
+        },
+        Op::ModK(k) => match r.a.checked_rem(k) {
+            Some(v) => r.a = v,
+            None => return Step::Return(0),
+        },
+        Op::AndK(k) => r.a &= k,
+        Op::OrK(k) => r.a |= k,
+        Op::XorK(k) => r.a ^= k,
+        Op::LshK(k) => r.a = r.a.checked_shl(k).unwrap_or(0),
+        Op::RshK(k) => r.a = r.a.checked_shr(k).unwrap_or(0),
+        Op::LdHJeq(k, v, t, f) => {
+            r.a = ld!(u64::from(k), 2);
+            return Step::Branch(r.a == v, t, f);
+        }
+        Op::LdBJeq(k, v, t, f) => {
+            r.a = ld!(u64::from(k), 1);
+            return Step::Branch(r.a == v, t, f);
+        }
+        Op::LdWJeq(k, v, t, f) => {
+            r.a = ld!(u64::from(k), 4);
+            return Step::Branch(r.a == v, t, f);
+        }
+        Op::LdHJset(k, v, t, f) => {
+            r.a = ld!(u64::from(k), 2);
+            return Step::Branch(r.a & v != 0, t, f);
+        }
+        Op::LdBJset(k, v, t, f) => {
+            r.a = ld!(u64::from(k), 1);
+            return Step::Branch(r.a & v != 0, t, f);
+        }
+        Op::LdHJgt(k, v, t, f) => {
+            r.a = ld!(u64::from(k), 2);
+            return Step::Branch(r.a > v, t, f);
+        }
+        Op::LdHJge(k, v, t, f) => {
+            r.a = ld!(u64::from(k), 2);
+            return Step::Branch(r.a >= v, t, f);
+        }
+        Op::LdHIndJeq(k, v, t, f) => {
+            r.a = ld!(u64::from(x) + u64::from(k), 2);
+            return Step::Branch(r.a == v, t, f);
+        }
+        Op::LdBIndJeq(k, v, t, f) => {
+            r.a = ld!(u64::from(x) + u64::from(k), 1);
+            return Step::Branch(r.a == v, t, f);
+        }
+        Op::Neg => r.a = 0u32.wrapping_sub(r.a),
+        Op::Tax => r.x = r.a,
+        Op::Txa => r.a = x,
+    }
+    Step::Next
 }

@@ -36,6 +36,8 @@ struct Slot {
     key: u64,
     layout: Layout,
     hdr: [u8; MAXH],
+    /// The coded fields of the packet in `hdr` (read once, when stored).
+    f: Fields,
     wire: u32,
     caplen: u32,
     /// Bytes of the packet kept in `hdr`: its headers and what follows
@@ -75,6 +77,7 @@ impl Default for Slot {
             key: 0,
             layout: Layout::default(),
             hdr: [0; MAXH],
+            f: Fields::default(),
             wire: 0,
             caplen: 0,
             stored: 0,
@@ -172,7 +175,7 @@ impl Contexts {
         let s = &self.slots[d as usize];
         if s.layout.v4() {
             let (i, addrs, proto) = s.host;
-            let id = be16(&s.hdr, s.layout.l3 as usize + 4);
+            let id = s.f.ipid;
             self.hosts[i] = Host {
                 gen: self.gen,
                 addrs,
@@ -216,15 +219,27 @@ impl Contexts {
         }
     }
 
-    /// Stores packet `data` (already known to have `layout`) into slot `d`.
-    #[inline]
-    fn store(&mut self, d: u16, new: bool, key: u64, layout: Layout, data: &[u8], wire: u32) {
+    /// Stores packet `data` (already known to have `layout`, and the
+    /// fields `v` = `Fields::read(&layout, data)`) into slot `d`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn store(
+        &mut self,
+        d: u16,
+        new: bool,
+        key: u64,
+        layout: Layout,
+        data: &[u8],
+        wire: u32,
+        v: &Fields,
+    ) {
         let gen = self.gen;
         let s = &mut self.slots[d as usize];
         let n = data.len().min(MAXH);
+        // The slot's previous packet's fields (same layout when `!new`).
+        let old = s.f;
         if layout.tcp() || layout.udp() {
-            let at = layout.l4_csum_at();
-            let (a, b) = (be16(data, at), be16(&s.hdr, at));
+            let (a, b) = (v.l4csum, old.l4csum);
             // Equal values step by 0, not by ones' complement -0 (0xffff),
             // so a zero (absent) UDP checksum predicts zero.
             s.csum_step = if new || a == b { 0 } else { ones_sub(a, b) };
@@ -233,50 +248,42 @@ impl Contexts {
             s.last_off = 0;
             s.last_wire = 0;
             s.full_wire = 0;
+            s.ack_step = 0;
         }
         if layout.v4() {
-            let f = be16(data, layout.l3 as usize + 6);
+            let f = v.frag;
             if f & 0x2000 != 0 {
                 s.full_wire = wire;
             } else if f & 0x1fff != 0 {
                 s.last_off = f & 0x1fff;
                 s.last_wire = wire;
             }
-        }
-        if layout.v4() && !new {
-            // A datagram's later fragments starting again after its last
-            // one: where they restart (a block that began mid-datagram
-            // opened the context at a later offset).
-            let at = layout.l3 as usize + 6;
-            let (f, prev) = (be16(data, at), be16(&s.hdr, at));
-            if prev & 0x2000 == 0 && prev & 0x1fff != 0 && f & 0x1fff != 0 {
+            if new {
+                s.host = Self::host_at(&layout, data);
                 s.first_off = f & 0x1fff;
-            }
-        }
-        if new && layout.v4() {
-            s.host = Self::host_at(&layout, data);
-        }
-        if new {
-            s.ack_step = 0;
-            s.first_off = if layout.v4() {
-                be16(data, layout.l3 as usize + 6) & 0x1fff
+                s.id_same = false;
             } else {
-                0
-            };
-        } else if layout.tcp() {
-            let at = layout.l4 as usize + 8;
-            s.ack_step = be32(data, at).wrapping_sub(be32(&s.hdr, at));
+                // A datagram's later fragments starting again after its
+                // last one: where they restart (a block that began
+                // mid-datagram opened the context at a later offset).
+                let prev = old.frag;
+                if prev & 0x2000 == 0 && prev & 0x1fff != 0 && f & 0x1fff != 0 {
+                    s.first_off = f & 0x1fff;
+                }
+                // Only between whole datagrams (a datagram's fragments
+                // share their ID anyway).
+                s.id_same = f & 0x3fff == 0 && prev & 0x3fff == 0 && v.ipid == old.ipid;
+            }
+        } else if new {
+            s.first_off = 0;
         }
-        if layout.v4() {
-            // Only between whole datagrams (a datagram's fragments share
-            // their ID anyway).
-            let at = layout.l3 as usize + 4;
-            let whole = |h: &[u8]| be16(h, at + 2) & 0x3fff == 0;
-            s.id_same = !new && whole(data) && whole(&s.hdr) && be16(data, at) == be16(&s.hdr, at);
+        if !new && layout.tcp() {
+            s.ack_step = v.ack.wrapping_sub(old.ack);
         }
         s.gen = gen;
         s.key = key;
         s.layout = layout;
+        s.f = *v;
         s.hdr[..n].copy_from_slice(&data[..n]);
         s.stored = n;
         s.wire = wire;
@@ -313,10 +320,10 @@ struct Pred {
 fn predict_wire(s: &Slot) -> u32 {
     let l = &s.layout;
     if l.v4() {
-        let f = be16(&s.hdr, l.l3 as usize + 6);
+        let f = s.f.frag;
         let (off, mf) = (f & 0x1fff, f & 0x2000 != 0);
         if mf {
-            let next = off.wrapping_add((l.ip_payload(&s.hdr) / 8) as u16) & 0x1fff;
+            let next = off.wrapping_add((s.f.ip_payload(l) / 8) as u16) & 0x1fff;
             if s.last_off != 0 && next == s.last_off {
                 return s.last_wire;
             }
@@ -327,33 +334,33 @@ fn predict_wire(s: &Slot) -> u32 {
     s.wire
 }
 
+#[inline(always)]
 fn predict(s: &Slot, wire: u32) -> Pred {
     let l = &s.layout;
-    let h = &s.hdr;
+    let o = &s.f;
     let caplen = if s.caplen < s.wire {
         s.caplen.min(wire)
     } else {
         wire
     };
     let grow = wire.wrapping_sub(s.wire) as u16;
-    let ip_len = be16(h, l.ip_len_at()).wrapping_add(grow);
+    let ip_len = o.ip_len.wrapping_add(grow);
     let udp_len = if l.udp() {
-        be16(h, l.l4 as usize + 4).wrapping_add(grow)
+        o.udp_len.wrapping_add(grow)
     } else {
         0
     };
     let (mut ipid, mut frag, mut id_counts) = (0, 0, false);
     if l.v4() {
-        let l3 = l.l3 as usize;
-        let id = be16(h, l3 + 4);
-        let f = be16(h, l3 + 6);
+        let id = o.ipid;
+        let f = o.frag;
         let (off, mf) = (f & 0x1fff, f & 0x2000 != 0);
         if mf && !(off == 0 && l.kind != layout::L4::None) {
             // The datagram continues: same ID, the next offset. (A first
             // fragment's context gets the next datagram's first fragment:
             // the others have a context of their own.)
             ipid = id;
-            let next = off.wrapping_add((l.ip_payload(h) / 8) as u16) & 0x1fff;
+            let next = off.wrapping_add((o.ip_payload(l) / 8) as u16) & 0x1fff;
             // The last fragment where the previous datagram's was.
             let more = if s.last_off != 0 && next == s.last_off {
                 0
@@ -380,21 +387,20 @@ fn predict(s: &Slot, wire: u32) -> Pred {
     }
     let (mut seq, mut ack) = (0, 0);
     if l.tcp() {
-        let l4 = l.l4 as usize;
-        let thl = (h[l4 + 12] >> 4) as u32 * 4;
-        let syn_fin = (h[l4 + 13] & 3 != 0) as u32;
-        let prev = be32(h, l4 + 4);
+        let thl = (o.tcp_hf >> 12) as u32 * 4;
+        let syn_fin = (o.tcp_hf & 3 != 0) as u32;
+        let prev = o.seq;
         // A zero sequence number is a masked one (1 in 2^32 otherwise).
         seq = if prev == 0 {
             0
         } else {
-            prev.wrapping_add(l.ip_payload(h).wrapping_sub(thl))
+            prev.wrapping_add(o.ip_payload(l).wrapping_sub(thl))
                 .wrapping_add(syn_fin)
         };
-        ack = be32(h, l4 + 8).wrapping_add(s.ack_step);
+        ack = o.ack.wrapping_add(s.ack_step);
     }
     let l4csum = if l.tcp() || l.udp() {
-        ones_add(be16(h, l.l4_csum_at()), s.csum_step)
+        ones_add(o.l4csum, s.csum_step)
     } else {
         0
     };
@@ -434,29 +440,45 @@ fn allowed(l: &Layout) -> u32 {
 /// context of their own). Only the encoder uses it, to pick slots.
 #[inline]
 fn flow_key(l: &Layout, d: &[u8]) -> u64 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mix = |h: u64, v: u64| (h ^ v).wrapping_mul(K).rotate_left(31);
+    // wyhash-style folded 128-bit products: two or three multiplies in
+    // all, each mixing every input bit into every output bit.
+    #[inline(always)]
+    fn mum(a: u64, b: u64) -> u64 {
+        let m = a as u128 * b as u128;
+        m as u64 ^ (m >> 64) as u64
+    }
+    const S: [u64; 5] = [
+        0xa076_1d64_78bd_642f,
+        0xe703_7ed1_a0b4_28db,
+        0x8ebc_6af0_9c88_c6e3,
+        0x5899_65cc_7537_4cc3,
+        0x1d8e_4e27_c47d_124f,
+    ];
     let l3 = l.l3 as usize;
-    let mut h = mix(l3 as u64, l.kind as u64);
-    if l3 > 14 {
-        h = mix(h, be32(d, 14) as u64);
-        if l3 > 18 {
-            h = mix(h, be32(d, 18) as u64);
-        }
-    }
-    if l.v6 {
-        for i in 0..4 {
-            let at = l3 + 8 + 8 * i;
-            h = mix(h, (be32(d, at) as u64) << 32 | be32(d, at + 4) as u64);
-        }
-        h = mix(h, d[l3 + 6] as u64);
+    let later = l.v4() && be16(d, l3 + 6) & 0x1fff != 0;
+    let proto = if l.v6 { d[l3 + 6] } else { d[l3 + 9] };
+    let ports = if l.kind != layout::L4::None {
+        be32(d, l.l4 as usize)
     } else {
-        h = mix(h, (be32(d, l3 + 12) as u64) << 32 | be32(d, l3 + 16) as u64);
-        let later = (be16(d, l3 + 6) & 0x1fff != 0) as u64;
-        h = mix(h, d[l3 + 9] as u64 | later << 8);
-    }
-    if l.kind != layout::L4::None {
-        h = mix(h, be32(d, l.l4 as usize) as u64);
+        0
+    };
+    let shape = (ports as u64) << 32
+        | (l3 as u64) << 16
+        | (l.kind as u64) << 12
+        | (l.v6 as u64) << 9
+        | (later as u64) << 8
+        | proto as u64;
+    let addrs = if l.v6 {
+        let w = |i: usize| (be32(d, l3 + 8 + 4 * i) as u64) << 32 | be32(d, l3 + 12 + 4 * i) as u64;
+        mum(w(0) ^ S[0], w(2) ^ S[1]) ^ mum(w(4) ^ S[2], w(6) ^ S[3])
+    } else {
+        (be32(d, l3 + 12) as u64) << 32 | be32(d, l3 + 16) as u64
+    };
+    let mut h = mum(addrs ^ S[0], shape ^ S[1]);
+    if l3 > 14 {
+        // VLAN tags.
+        let tags = (be32(d, 14) as u64) << 32 | if l3 > 18 { be32(d, 18) as u64 } else { 0 };
+        h = mum(h ^ S[2], tags ^ S[3]);
     }
     // splitmix64's finalizer: every key bit reaches the slot bits.
     h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -493,7 +515,7 @@ fn put_fields(p: &mut [u8], l: &Layout, pr: &Pred, v: &Fields) {
 }
 
 /// The coded fields of one packet.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct Fields {
     ipid: u16,
     frag: u16,
@@ -503,11 +525,20 @@ struct Fields {
     win: u16,
     tsval: u32,
     tsecr: u32,
+    /// Not coded as fields (predicted from the original length, or kept):
+    /// the IP length field, the UDP length, TCP's data offset and flags.
+    ip_len: u16,
+    udp_len: u16,
+    tcp_hf: u16,
 }
 
 impl Fields {
+    #[inline(always)]
     fn read(l: &Layout, h: &[u8]) -> Fields {
-        let mut f = Fields::default();
+        let mut f = Fields {
+            ip_len: be16(h, l.ip_len_at()),
+            ..Fields::default()
+        };
         if l.v4() {
             f.ipid = be16(h, l.l3 as usize + 4);
             f.frag = be16(h, l.l3 as usize + 6);
@@ -515,10 +546,14 @@ impl Fields {
         if l.tcp() || l.udp() {
             f.l4csum = be16(h, l.l4_csum_at());
         }
+        if l.udp() {
+            f.udp_len = be16(h, l.l4 as usize + 4);
+        }
         if l.tcp() {
             let l4 = l.l4 as usize;
             f.seq = be32(h, l4 + 4);
             f.ack = be32(h, l4 + 8);
+            f.tcp_hf = be16(h, l4 + 12);
             f.win = be16(h, l4 + 14);
             if l.ts_opt != 0 {
                 f.tsval = be32(h, l.ts_opt as usize);
@@ -526,6 +561,19 @@ impl Fields {
             }
         }
         f
+    }
+
+    /// Bytes after the IP header by its length field (IPv6: payload
+    /// length, which is the same thing as the layout allows no extension
+    /// headers).
+    #[inline(always)]
+    fn ip_payload(&self, l: &Layout) -> u32 {
+        let len = self.ip_len as u32;
+        if l.v6 {
+            len
+        } else {
+            len.wrapping_sub(l.l4 as u32 - l.l3 as u32)
+        }
     }
 }
 
@@ -684,8 +732,10 @@ pub(crate) struct BlockEncoder {
     m: Box<Models>,
     rc: rc::Encoder,
     raw: Vec<u8>,
-    /// The encoder's flow table, two entries per flow key: the slot (low
-    /// 12 bits) and 20 bits of the key (the slot holds all of it), 32 KiB.
+    /// The encoder's flow table, two candidate entries per flow key: the
+    /// slot (low 12 bits) and 20 bits of the key (the slot holds all of
+    /// it); 4 entries per slot (64 KiB), so few flows of a busy table
+    /// find both of theirs taken and evict another flow's.
     map: Vec<u32>,
     kinds: Kinds,
     prev_same: bool,
@@ -693,13 +743,14 @@ pub(crate) struct BlockEncoder {
     pub base_ts: u64,
     prev_ts: u64,
     scratch: [u8; MAXH],
+    masks: Masks,
     /// Coded bytes per part of the record (feature `stats`): approximate,
     /// the range coder's output grows a few bytes behind its input.
     #[cfg(feature = "stats")]
     pub stats: [u64; 24],
 }
 
-const MAP: usize = 2 * SLOTS;
+const MAP: usize = 4 * SLOTS;
 
 /// Adds the growth of `$len` (the coded bytes) during `$e` to part `$i`
 /// of `$stats`.
@@ -730,6 +781,7 @@ impl BlockEncoder {
             base_ts: 0,
             prev_ts: 0,
             scratch: [0; MAXH],
+            masks: Masks::default(),
             #[cfg(feature = "stats")]
             stats: [0; 24],
         }
@@ -829,7 +881,8 @@ impl BlockEncoder {
                         self.literal(K_OPEN, dts, wire, data)
                     );
                     let d = self.ctx.alloc();
-                    self.ctx.store(d, true, key, l, data, wire);
+                    let v = Fields::read(&l, data);
+                    self.ctx.store(d, true, key, l, data, wire, &v);
                     self.ctx.slots[d as usize].last_flags = 0;
                     self.ctx.slots[d as usize].host_id = false;
                     self.ctx.host_update(d);
@@ -842,7 +895,7 @@ impl BlockEncoder {
         // Headers and the bytes after them that the reference also has.
         let hl = data.len().min(rs.stored);
         let pr = predict(rs, wire);
-        let old = Fields::read(&l, &rs.hdr);
+        let old = rs.f;
         let v = Fields::read(&l, data);
         let mut flags = 0u32;
         if !continues {
@@ -900,17 +953,23 @@ impl BlockEncoder {
             }
         }
         // The prediction with the coded fields filled in; what still
-        // differs from the packet goes into the byte runs.
-        let p = &mut self.scratch[..hl];
-        p.copy_from_slice(&rs.hdr[..hl]);
-        put_fields(p, &l, &pr, &v);
-        if l.v4() {
-            let at = l.l3 as usize + 10;
-            p[at..at + 2].copy_from_slice(&data[at..at + 2]);
-        }
-        let diff = p[..hl] != data[..hl];
+        // differs from the packet goes into the byte runs. The fields
+        // themselves are coded (or are the packet's own, such as the IPv4
+        // header checksum), so only the bytes outside them and the two
+        // length fields (predicted from the original length) can differ.
+        let mask = self.masks.get(&l);
+        let diff = v.ip_len != pr.ip_len
+            || (l.udp() && v.udp_len != pr.udp_len)
+            || differs(&data[..hl], &rs.hdr, mask);
         if diff {
             flags |= F_DIFF;
+            let p = &mut self.scratch[..hl];
+            p.copy_from_slice(&rs.hdr[..hl]);
+            put_fields(p, &l, &pr, &v);
+            if l.v4() {
+                let at = l.l3 as usize + 10;
+                p[at..at + 2].copy_from_slice(&data[at..at + 2]);
+            }
         }
         let kind = match self.ctx.mru.iter().position(|&m| m == r) {
             Some(i) => i as u32,
@@ -1011,7 +1070,7 @@ impl BlockEncoder {
         }
         self.raw.extend_from_slice(&data[hl..]);
         let d = if continues { r } else { self.ctx.alloc() };
-        self.ctx.store(d, !continues, key, l, data, wire);
+        self.ctx.store(d, !continues, key, l, data, wire, &v);
         let s = &mut self.ctx.slots[d as usize];
         s.last_flags = flags as u16;
         s.host_id = use_host;
@@ -1033,6 +1092,90 @@ impl BlockEncoder {
         let c = if free(c1) || !free(c2) { c1 } else { c2 };
         self.map[c] = ((key >> 44) as u32) << 12 | d as u32;
     }
+}
+
+/// 8-byte words of a header, the bits outside the coded fields set.
+type Mask = [u64; MAXH / 8];
+
+/// The masks of the last few layouts seen (the encoder's; a trace has few
+/// header shapes).
+#[derive(Default)]
+struct Masks {
+    layouts: [Option<Layout>; 4],
+    masks: [Mask; 4],
+    next: usize,
+}
+
+impl Masks {
+    #[inline]
+    fn get(&mut self, l: &Layout) -> &Mask {
+        let i = match self.layouts.iter().position(|k| k.as_ref() == Some(l)) {
+            Some(i) => i,
+            None => {
+                let i = self.next;
+                self.next = (i + 1) % self.layouts.len();
+                self.layouts[i] = Some(*l);
+                self.masks[i] = field_mask(l);
+                i
+            }
+        };
+        &self.masks[i]
+    }
+}
+
+/// Which header bytes of layout `l` are outside the fields [`put_fields`]
+/// writes and the IPv4 header checksum.
+fn field_mask(l: &Layout) -> Mask {
+    let mut b = [0xffu8; MAXH];
+    let mut clear = |at: usize, n: usize| b[at..at + n].fill(0);
+    clear(l.ip_len_at(), 2);
+    if l.v4() {
+        // ID, flags and fragment offset, header checksum.
+        clear(l.l3 as usize + 4, 4);
+        clear(l.l3 as usize + 10, 2);
+    }
+    if l.tcp() || l.udp() {
+        clear(l.l4_csum_at(), 2);
+    }
+    if l.udp() {
+        clear(l.l4 as usize + 4, 2);
+    }
+    if l.tcp() {
+        // Sequence and acknowledgement numbers, window.
+        clear(l.l4 as usize + 4, 8);
+        clear(l.l4 as usize + 14, 2);
+        if l.ts_opt != 0 {
+            clear(l.ts_opt as usize, 8);
+        }
+    }
+    let mut m = [0u64; MAXH / 8];
+    for (w, c) in m.iter_mut().zip(b.chunks_exact(8)) {
+        *w = u64::from_ne_bytes(c.try_into().unwrap_or_default());
+    }
+    m
+}
+
+/// Whether `a` (at most [`MAXH`] bytes) differs from the start of `b`
+/// in a byte that `mask` keeps.
+#[inline]
+fn differs(a: &[u8], b: &[u8; MAXH], mask: &Mask) -> bool {
+    let n = a.len().min(MAXH);
+    let a = &a[..n];
+    let mut x = 0u64;
+    let mut i = 0;
+    while i + 8 <= n {
+        let wa = u64::from_ne_bytes(a[i..i + 8].try_into().unwrap_or_default());
+        let wb = u64::from_ne_bytes(b[i..i + 8].try_into().unwrap_or_default());
+        x |= (wa ^ wb) & mask[i / 8];
+        i += 8;
+    }
+    if i < n {
+        let m = mask[i / 8].to_ne_bytes();
+        for (k, (p, q)) in a[i..].iter().zip(&b[i..n]).enumerate() {
+            x |= ((p ^ q) & m[k & 7]) as u64;
+        }
+    }
+    x != 0
 }
 
 /// Byte runs where `p` (the prediction) and `a` (the packet) differ: their
@@ -1208,7 +1351,8 @@ impl BlockDecoder {
                     return Err(err(ErrorKind::NoLayout));
                 };
                 let s = self.ctx.alloc();
-                self.ctx.store(s, true, 0, l, &self.rec, wire);
+                let v = Fields::read(&l, &self.rec);
+                self.ctx.store(s, true, 0, l, &self.rec, wire, &v);
                 self.ctx.slots[s as usize].last_flags = 0;
                 self.ctx.slots[s as usize].host_id = false;
                 self.ctx.host_update(s);
@@ -1246,7 +1390,7 @@ impl BlockDecoder {
         let continues = flags & F_NEW == 0;
         let dts = varint::unzigzag(uint(d, &mut m.dts[!continues as usize], at)?);
         let ts = self.prev_ts.wrapping_add(dts as u64);
-        let old = Fields::read(&l, &rs.hdr);
+        let old = rs.f;
         let su = |b: u32, v: u64| b.wrapping_add(varint::unzigzag(v) as i32 as u32);
         let su16 = |b: u16, v: u64| b.wrapping_add(varint::unzigzag(v) as i16 as u16);
         let mut v = Fields {
@@ -1370,7 +1514,8 @@ impl BlockDecoder {
         match layout::parse(self.linktype, &self.rec) {
             Some(nl) if nl == l => {
                 let s = if continues { r } else { self.ctx.alloc() };
-                self.ctx.store(s, !continues, 0, nl, &self.rec, wire);
+                let v = Fields::read(&nl, &self.rec);
+                self.ctx.store(s, !continues, 0, nl, &self.rec, wire, &v);
                 let sl = &mut self.ctx.slots[s as usize];
                 sl.last_flags = flags as u16;
                 sl.host_id = use_host;

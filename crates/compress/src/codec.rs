@@ -795,8 +795,9 @@ impl BlockEncoder {
     /// Ends the block: its payload appended to `out`.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
         self.rc.finish();
-        out.extend_from_slice(&(self.rc.out.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.rc.out);
+        let coded = self.rc.bytes();
+        out.extend_from_slice(&(coded.len() as u32).to_le_bytes());
+        out.extend_from_slice(coded);
         out.extend_from_slice(&self.raw);
     }
 
@@ -833,6 +834,7 @@ impl BlockEncoder {
     }
 
     pub fn push(&mut self, ts: u64, wire: u32, data: &[u8]) {
+        self.rc.room();
         if self.count == 0 {
             self.base_ts = ts;
             self.prev_ts = ts;

@@ -41,9 +41,11 @@
 //!
 //! **Coded stream**: a binary range coder (the design of LZMA's, written
 //! from its description): state `low` (33 bits) and `range` (32 bits, from
-//! 2³²−1), one pending byte and a count of 0xff bytes held back for a carry;
-//! the stream starts with a 0 byte, and the encoder ends it by shifting
-//! `low` out 5 times. A *decision* with probability `p` (11 bits, of a 0) splits
+//! 2³²−1); the stream starts with a 0 byte, each byte shifted out of `low`
+//! is appended and a carry out of `low` is added to the bytes before it
+//! (the same bytes as LZMA's way of holding back one byte and a run of
+//! 0xff bytes until the carry is known), and the encoder ends the stream
+//! by shifting `low` out 4 times. A *decision* with probability `p` (11 bits, of a 0) splits
 //! `bound = (range >> 11) * p`: 0 keeps `[low, low+bound)`, 1 the rest; `p`
 //! then moves 1/16 of the way to what was coded (`p += (2048−p) >> 4` or
 //! `p −= p >> 4`); while `range < 2²⁴` a byte is shifted out. Every

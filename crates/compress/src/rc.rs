@@ -1,7 +1,8 @@
 //! The entropy stage of format version 2: an adaptive binary range coder
-//! (the classic carry-less-by-cache design of LZMA's coder, written here
-//! from its published description) and the few ways the codec binarizes
-//! its symbols over it.
+//! (LZMA's coder, written here from its published description; the
+//! encoder propagates carries into the bytes already written instead of
+//! holding them back, which gives the same bytes) and the few ways the
+//! codec binarizes its symbols over it.
 //!
 //! Every decision is coded with an 11-bit probability that adapts by 1/16
 //! of the error after each use, so a field that keeps its value costs a
@@ -25,58 +26,90 @@ const SHIFT: u32 = 4;
 const TOP: u32 = 1 << 24;
 
 /// Range encoder writing into a byte vector.
+///
+/// A carry out of `low` is added to the bytes already written (the stream
+/// starts with a 0 byte that absorbs it, as the value is below 1): the
+/// same bytes as LZMA's encoder, which holds back a byte and a run of 0xff
+/// bytes instead.
 pub(crate) struct Encoder {
+    /// 32 bits and a carry.
     low: u64,
     range: u32,
-    cache: u8,
-    pending: u64,
-    pub out: Vec<u8>,
+    /// The stream is `buf[..pos]`; the rest is room, at least
+    /// [`RECORD_ROOM`] bytes at the start of each record.
+    buf: Vec<u8>,
+    pos: usize,
 }
+
+/// Room for the coded bytes of any one record: at most 13 flags, 12
+/// fields of 64 bits, 160 run bytes of 8 decisions and their gaps and
+/// lengths, each decision costing at most 7.1 bits (probabilities stay
+/// within [15, 2033] of 2048), stays under 4 KiB.
+const RECORD_ROOM: usize = 8 << 10;
 
 impl Encoder {
     pub fn new() -> Self {
-        Encoder {
+        let mut e = Encoder {
             low: 0,
             range: u32::MAX,
-            cache: 0,
-            pending: 1,
-            out: Vec::with_capacity(1 << 20),
-        }
+            buf: vec![0; 1 << 16],
+            pos: 0,
+        };
+        e.reset();
+        e
     }
 
     pub fn reset(&mut self) {
         self.low = 0;
         self.range = u32::MAX;
-        self.cache = 0;
-        self.pending = 1;
-        self.out.clear();
+        self.buf[0] = 0;
+        self.pos = 1;
     }
 
-    /// Bytes the stream will have once flushed (at most 5 more than now).
-    pub fn len(&self) -> usize {
-        self.out.len() + self.pending as usize + 4
-    }
-
-    /// Moves the top byte of `low` out (held back while a carry may still
-    /// reach it) and returns the rest, shifted up.
-    #[inline(never)]
-    fn shift(&mut self, low: u64) -> u64 {
-        if (low as u32) < 0xff00_0000 || (low >> 32) != 0 {
-            let carry = (low >> 32) as u8;
-            let mut b = self.cache;
-            while self.pending != 0 {
-                self.out.push(b.wrapping_add(carry));
-                b = 0xff;
-                self.pending -= 1;
-            }
-            self.cache = (low >> 24) as u8;
+    /// Makes room for one more record's bytes.
+    #[inline]
+    pub fn room(&mut self) {
+        if self.buf.len() - self.pos < RECORD_ROOM {
+            let n = (self.buf.len() * 2).max(self.pos + RECORD_ROOM);
+            self.buf.resize(n, 0);
         }
-        self.pending += 1;
-        (low & 0x00ff_ffff) << 8
     }
 
-    fn shift_low(&mut self) {
-        self.low = self.shift(self.low);
+    /// The coded stream so far (all of it after [`finish`](Self::finish)).
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.pos]
+    }
+
+    /// Bytes the stream will have once flushed (at most 4 more than now).
+    pub fn len(&self) -> usize {
+        self.pos + 4
+    }
+
+    /// Renormalises: if `range` is below 2^24, moves the top byte of
+    /// `low` out (adding its carry to the bytes before) and shifts `low`
+    /// and `range` up by a byte.
+    #[inline(always)]
+    fn norm(&mut self, low: &mut u64, range: &mut u32) {
+        if *range < TOP {
+            if *low >> 32 != 0 {
+                self.carry();
+            }
+            self.buf[self.pos] = (*low >> 24) as u8;
+            self.pos += 1;
+            *low = (*low & 0x00ff_ffff) << 8;
+            *range <<= 8;
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn carry(&mut self) {
+        for b in self.buf[..self.pos].iter_mut().rev() {
+            *b = b.wrapping_add(1);
+            if *b != 0 {
+                break;
+            }
+        }
     }
 
     /// Codes `bit` with probability `p` on the coder state held in
@@ -95,10 +128,7 @@ impl Encoder {
         *p = ((up & !mask) | (down & mask)) as Prob;
         // Probabilities within [15, 2033] leave at least 2^16 of a range of
         // 2^24 or more: one byte out brings it back.
-        if *range < TOP {
-            *range <<= 8;
-            *low = self.shift(*low);
-        }
+        self.norm(low, range);
     }
 
     #[inline(always)]
@@ -121,10 +151,7 @@ impl Encoder {
             let sym = (v >> left) & ((1 << k) - 1);
             range >>= k;
             low += sym as u64 * range as u64;
-            if range < TOP {
-                range <<= 8;
-                low = self.shift(low);
-            }
+            self.norm(&mut low, &mut range);
         }
         self.low = low;
         self.range = range;
@@ -132,9 +159,12 @@ impl Encoder {
 
     /// Ends the stream: the bytes that pin the final interval.
     pub fn finish(&mut self) {
-        for _ in 0..5 {
-            self.shift_low();
+        self.room();
+        let (mut low, mut range) = (self.low, 0);
+        for _ in 0..4 {
+            self.norm(&mut low, &mut range);
         }
+        self.low = low;
     }
 }
 
@@ -417,7 +447,7 @@ mod tests {
             e.direct(v as u32 & 0xffff, 16);
         }
         e.finish();
-        let mut d = Decoder::new(&e.out);
+        let mut d = Decoder::new(e.bytes());
         let (mut u, mut t, mut p) = (UInt::new(), Tree::<256>::new(), HALF);
         for (i, &v) in vals.iter().enumerate() {
             assert_eq!(d.uint(&mut u), Some(v));
@@ -426,6 +456,6 @@ mod tests {
             assert_eq!(d.direct(16), v as u32 & 0xffff);
         }
         assert_eq!(d.over, 0);
-        assert!(e.len() >= e.out.len());
+        assert!(e.len() >= e.bytes().len());
     }
 }

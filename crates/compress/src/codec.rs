@@ -126,8 +126,9 @@ impl Contexts {
     fn new() -> Self {
         Contexts {
             // Grown as contexts open (to SLOTS), so a short block or a
-            // decoder given garbage does not set up the whole table.
-            slots: Vec::new(),
+            // decoder given garbage does not set up the whole table; the
+            // room is reserved (not touched) so it never moves.
+            slots: Vec::with_capacity(SLOTS),
             gen: 1,
             mru: [NONE; 3],
             next: 0,

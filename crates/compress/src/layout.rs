@@ -79,7 +79,49 @@ pub(crate) fn put32(b: &mut [u8], at: usize, v: u32) {
 
 /// The layout of `data` (the captured bytes) for `linktype`, if every header
 /// byte is present and the headers are of a kind the codec predicts.
+#[inline]
 pub(crate) fn parse(linktype: u32, data: &[u8]) -> Option<Layout> {
+    if linktype == LINKTYPE_ETHERNET {
+        if let Some(l) = parse_common(data) {
+            return Some(l);
+        }
+    }
+    parse_any(linktype, data)
+}
+
+/// The most common shapes, Ethernet + IPv4 without options + TCP without
+/// options or with only NOP, NOP, timestamp, or UDP, as [`parse_any`]
+/// finds them; `None` for anything else (then `parse_any` decides).
+#[inline(always)]
+fn parse_common(data: &[u8]) -> Option<Layout> {
+    let b: &[u8; 42] = data.get(..42)?.try_into().ok()?;
+    if b[12] != 0x08 || b[13] != 0 || b[14] != 0x45 || b[20] & 0x1f != 0 || b[21] != 0 {
+        return None;
+    }
+    let l = |kind, hdr_len: u8, ts_opt| Layout {
+        l3: 14,
+        v6: false,
+        l4: 34,
+        kind,
+        hdr_len,
+        ts_opt,
+    };
+    match b[23] {
+        17 => Some(l(L4::Udp, 42, 0)),
+        6 => {
+            let t = data.get(34..54)?;
+            match (t[12] >> 4, data.get(54..66)) {
+                (5, _) => Some(l(L4::Tcp, 54, 0)),
+                (8, Some([1, 1, 8, 10, ..])) => Some(l(L4::Tcp, 66, 58)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The layout of any packet [`parse`] takes.
+fn parse_any(linktype: u32, data: &[u8]) -> Option<Layout> {
     let (l3, version) = match linktype {
         LINKTYPE_ETHERNET => {
             let mut off = 12;

@@ -49,10 +49,12 @@ const RECORD_ROOM: usize = 8 << 10;
 
 impl Encoder {
     pub fn new() -> Self {
+        let mut buf = Vec::with_capacity(1 << 20);
+        buf.resize(2 * RECORD_ROOM, 0);
         let mut e = Encoder {
             low: 0,
             range: u32::MAX,
-            buf: vec![0; 1 << 16],
+            buf,
             pos: 0,
         };
         e.reset();
@@ -66,12 +68,13 @@ impl Encoder {
         self.pos = 1;
     }
 
-    /// Makes room for one more record's bytes.
+    /// Makes room for one more record's bytes (a few pages at a time:
+    /// the capacity grows as a vector's does, but only what is about to
+    /// be written is touched).
     #[inline]
     pub fn room(&mut self) {
         if self.buf.len() - self.pos < RECORD_ROOM {
-            let n = (self.buf.len() * 2).max(self.pos + RECORD_ROOM);
-            self.buf.resize(n, 0);
+            self.buf.resize(self.pos + 4 * RECORD_ROOM, 0);
         }
     }
 

@@ -20,7 +20,8 @@
 //! time to spare for it the session loses whole chunks of its own (counted as
 //! dropped in its ring), never packets of the others.
 
-use ringcap_engine::{copy_with_tag, PacketSink, SinkFactory};
+use ringcap_engine::sink::{write_record, RECORD_HEADER};
+use ringcap_engine::{PacketSink, SinkFactory};
 use ringcap_shm::RingWriter;
 use ringcap_stages::Limits;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,8 +41,6 @@ pub const CHUNK_TARGET: usize = 32 << 10;
 /// The same for compressed sessions: more packets a block, so that fewer of
 /// them start a flow afresh (still far below the largest block).
 pub const COMPRESSED_CHUNK_TARGET: usize = 192 << 10;
-/// Bytes of a pcap record header.
-pub const RECORD_HEADER: usize = 16;
 
 /// What a session's sinks count, shared with the session.
 #[derive(Debug, Default)]
@@ -338,15 +337,38 @@ impl PacketSink for RingSink {
             self.started = Some(Instant::now());
         }
         let at = self.len;
-        let rec = &mut self.buf[at..at + need];
-        rec[0..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
-        rec[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
-        rec[8..12].copy_from_slice(&(caplen as u32).to_le_bytes());
-        rec[12..16].copy_from_slice(&wire_len.to_le_bytes());
-        copy_with_tag(&mut rec[RECORD_HEADER..], data, tag, caplen);
+        write_record(
+            &mut self.buf[at..at + need],
+            ts_ns,
+            wire_len,
+            data,
+            tag,
+            caplen,
+        );
         self.len += need;
         self.packets += 1;
         Some(&mut self.buf[at + RECORD_HEADER..at + need])
+    }
+
+    fn push_records(&mut self, records: &[u8], packets: u32) -> bool {
+        // Rate limits count packet by packet; compressed chunks are cut
+        // bigger (see `push`).
+        if self.closed || self.compress || !self.limits.unlimited() {
+            return false;
+        }
+        if records.len() > self.buf.len() {
+            return false;
+        }
+        if self.len + records.len() > self.buf.len() || self.len >= CHUNK_TARGET {
+            self.ship();
+        }
+        if self.started.is_none() {
+            self.started = Some(Instant::now());
+        }
+        self.buf[self.len..self.len + records.len()].copy_from_slice(records);
+        self.len += records.len();
+        self.packets += packets;
+        true
     }
 
     fn flush(&mut self) {

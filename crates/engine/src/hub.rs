@@ -15,11 +15,11 @@
 
 use crate::error::EngineError;
 use crate::sink::PacketSink;
-use crate::source::live::{LiveSource, GROUP};
-use crate::source::{Flow, Source};
+use crate::source::live::LiveSource;
+use crate::source::Source;
 use crate::stages::Stages;
+use group::{Group, GroupWork, Subscriber};
 use ringcap_source::{CaptureSocket, Interface, RingGeometry, SocketOptions, TimestampSource};
-use ringcap_stages::bpf::interp::Paths;
 use ringcap_stages::filter::Target;
 use ringcap_stages::{CheckedProgram, Program, Sampling, Snap, TransformFactory, UserSampler};
 use ringcap_stats::{CaptureCounts, Counters};
@@ -29,12 +29,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub mod group;
+
 /// Kernel ring of a hub (one per interface, whatever the subscribers).
 pub const HUB_RING_BYTES: u64 = 64 << 20;
 /// Bytes the kernel copies of each packet: all of it (subscribers cut).
 pub const HUB_SNAPLEN: u32 = 262_144;
-// A group fits in one run of a filter.
-const _: () = assert!(GROUP <= ringcap_stages::bpf::interp::LANES);
 const PUBLISH: Duration = Duration::from_millis(100);
 const NAP: Duration = Duration::from_millis(50);
 /// How long a leaving subscriber still gets packets: what the kernel had
@@ -75,36 +75,27 @@ struct Published {
 
 struct Entry {
     id: u64,
-    /// Its filter, run here (not in `stages`) on the frame as the kernel
-    /// delivered it — VLAN tag taken out, as a live tcpdump's filter sees
-    /// it — or, for filters that test `vlan`, with the tag put back.
-    filter: CheckedProgram,
-    /// The paths packets took through `filter` (see
-    /// `CheckedProgram::run_group`).
-    paths: Paths,
-    filter_tagged: bool,
-    stages: Stages,
-    sink: Box<dyn PacketSink>,
-    counts: CaptureCounts,
+    sub: Subscriber,
     published: Arc<Published>,
     flush_interval: Duration,
-    done: bool,
 }
 
 impl Entry {
     fn publish(&self) {
         let p = &self.published;
         p.accepted
-            .store(self.counts.ring_accepted, Ordering::Relaxed);
+            .store(self.sub.counts.ring_accepted, Ordering::Relaxed);
         p.sampled_out
-            .store(self.counts.sampled_out, Ordering::Relaxed);
-        p.delivered.store(self.counts.delivered, Ordering::Relaxed);
+            .store(self.sub.counts.sampled_out, Ordering::Relaxed);
+        p.delivered
+            .store(self.sub.counts.delivered, Ordering::Relaxed);
         p.after_count
-            .store(self.counts.after_count, Ordering::Relaxed);
-        p.dropped_sink.store(self.sink.dropped(), Ordering::Relaxed);
+            .store(self.sub.counts.after_count, Ordering::Relaxed);
+        p.dropped_sink
+            .store(self.sub.sink.dropped(), Ordering::Relaxed);
         p.bytes_on_wire
-            .store(self.counts.bytes_on_wire, Ordering::Relaxed);
-        p.finished.store(self.done, Ordering::Relaxed);
+            .store(self.sub.counts.bytes_on_wire, Ordering::Relaxed);
+        p.finished.store(self.sub.done, Ordering::Relaxed);
     }
 }
 
@@ -172,27 +163,22 @@ fn entry(iface: &Interface, spec: SubscriptionSpec) -> Result<Entry, EngineError
     let filter_tagged = ringcap_stages::filter::mentions_vlan(&spec.filter)
         || ringcap_stages::filter::mentions_vlan(&spec.framework_filter);
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let stages = Stages {
+        filters: None,
+        sampler: UserSampler::offline(spec.sampling, 0x5eed ^ id),
+        snap: spec.snap,
+        max_frame_len: iface.max_frame_len(),
+        transforms: spec.transforms.iter().map(|f| f()).collect(),
+        linktypes: vec![linktype],
+        budget: spec.count.map(|c| Arc::new(AtomicU64::new(c))),
+        interface_base: None,
+        current_interface: 0,
+    };
     Ok(Entry {
         id,
-        filter,
-        paths: Paths::default(),
-        filter_tagged,
-        stages: Stages {
-            filters: None,
-            sampler: UserSampler::offline(spec.sampling, 0x5eed ^ id),
-            snap: spec.snap,
-            max_frame_len: iface.max_frame_len(),
-            transforms: spec.transforms.iter().map(|f| f()).collect(),
-            linktypes: vec![linktype],
-            budget: spec.count.map(|c| Arc::new(AtomicU64::new(c))),
-            interface_base: None,
-            current_interface: 0,
-        },
-        sink: spec.sink,
-        counts: CaptureCounts::default(),
+        sub: Subscriber::new(filter, filter_tagged, stages, spec.sink),
         published: Arc::new(Published::default()),
         flush_interval: spec.flush_interval,
-        done: false,
     })
 }
 
@@ -285,7 +271,7 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
     let mut entries: Vec<Entry> = Vec::new();
     // Subscribers that asked to leave, and when they stop getting packets.
     let mut leaving: Vec<(u64, Instant)> = Vec::new();
-    let mut scratch: Vec<u8> = Vec::with_capacity(HUB_SNAPLEN as usize + 4);
+    let mut work = GroupWork::new();
     let mut ring = CaptureCounts::default();
     let mut last_publish = Instant::now();
     loop {
@@ -298,8 +284,8 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
                 // client's ring stays in order; the new one takes every
                 // packet from here on: none twice, none missed.
                 if let Some(e) = entries.iter_mut().find(|e| e.id == old) {
-                    e.sink.close();
-                    e.done = true;
+                    e.sub.sink.close();
+                    e.sub.done = true;
                     e.publish();
                     *e = new;
                 } else {
@@ -321,8 +307,8 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
                 leaving.retain(|(id, _)| !due.contains(id));
                 entries.retain_mut(|e| {
                     if due.contains(&e.id) {
-                        e.sink.close();
-                        e.done = true;
+                        e.sub.sink.close();
+                        e.sub.done = true;
                         e.publish();
                         false
                     } else {
@@ -333,59 +319,19 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
         }
         if shared.stop.load(Ordering::Relaxed) {
             for e in &mut entries {
-                e.sink.close();
-                e.done = true;
+                e.sub.sink.close();
+                e.sub.done = true;
                 e.publish();
             }
             return;
         }
         // One subscriber at a time over each group of packets (see
-        // `LiveSource::next_groups`): its filter runs on the whole group at
-        // once (`CheckedProgram::run_group`), and its stages and sink stay
-        // hot while the group is in the cache.
-        let got = source.next_groups(|group| {
-            let n = group.len().min(GROUP);
-            let mut data: [&[u8]; GROUP] = [&[]; GROUP];
-            let mut wire_len = [0u32; GROUP];
-            for (i, p) in group.iter().take(n).enumerate() {
-                data[i] = p.data;
-                wire_len[i] = p.wire_len;
-            }
-            let tagged = group.iter().any(|p| p.vlan.is_some());
-            let mut keep = [0u32; GROUP];
+        // `LiveSource::next_groups` and `group`).
+        let got = source.next_groups(|packets| {
+            let group = Group::new(packets);
+            work.next_group();
             for e in entries.iter_mut() {
-                if e.done {
-                    continue;
-                }
-                if e.filter_tagged && tagged {
-                    // The frames with their VLAN tags put back, one by one.
-                    for (i, p) in group.iter().take(n).enumerate() {
-                        keep[i] = match p.vlan {
-                            Some(tag) if p.data.len() >= 12 => {
-                                scratch.clear();
-                                scratch.extend_from_slice(&p.data[..12]);
-                                scratch.extend_from_slice(&tag);
-                                scratch.extend_from_slice(&p.data[12..]);
-                                e.filter.run(&scratch, p.wire_len + 4)
-                            }
-                            _ => e.filter.run(p.data, p.wire_len),
-                        };
-                    }
-                } else {
-                    e.filter
-                        .run_group(&mut e.paths, &data[..n], &wire_len[..n], &mut keep[..n]);
-                }
-                for (p, &k) in group.iter().zip(&keep[..n]) {
-                    if k == 0 {
-                        continue;
-                    }
-                    e.counts.ring_accepted += 1;
-                    if e.stages.handle(*p, &mut e.sink, &mut e.counts) != Flow::Continue {
-                        e.done = true;
-                        e.sink.flush();
-                        break;
-                    }
-                }
+                e.sub.take(&group, &mut work);
             }
         });
         if !got || last_publish.elapsed() >= PUBLISH {
@@ -395,11 +341,12 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
                     .store(ring.dropped_ring, Ordering::Relaxed);
             }
             for e in &mut entries {
-                if e.sink
+                if e.sub
+                    .sink
                     .oldest()
                     .is_some_and(|t| t.elapsed() >= e.flush_interval)
                 {
-                    e.sink.flush();
+                    e.sub.sink.flush();
                 }
                 e.publish();
             }

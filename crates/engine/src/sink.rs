@@ -4,9 +4,35 @@
 //! shared-memory rings) through a [`SinkFactory`]. The capture thread is
 //! generic over the sink, so the file path pays no indirect call.
 
+use ringcap_sink::encode::copy_with_tag;
 use ringcap_sink::Encoder;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Bytes of the header of a record in the layout sinks take in bulk
+/// ([`PacketSink::push_records`]) and the daemon's client rings hold: a pcap
+/// record header with nanoseconds, little endian (seconds, nanoseconds,
+/// captured length, length on the wire), then the captured bytes.
+pub const RECORD_HEADER: usize = 16;
+
+/// Writes one record of that layout at the start of `dst` (at least
+/// [`RECORD_HEADER`] + `caplen` bytes): `caplen` bytes of `data`, with `tag`
+/// put back after the MAC addresses, `wire_len` bytes long on the wire.
+#[inline]
+pub fn write_record(
+    dst: &mut [u8],
+    ts_ns: u64,
+    wire_len: u32,
+    data: &[u8],
+    tag: Option<[u8; 4]>,
+    caplen: usize,
+) {
+    dst[0..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
+    dst[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
+    dst[8..12].copy_from_slice(&(caplen as u32).to_le_bytes());
+    dst[12..16].copy_from_slice(&wire_len.to_le_bytes());
+    copy_with_tag(&mut dst[RECORD_HEADER..], data, tag, caplen);
+}
 
 /// Where one capture thread puts kept packets.
 pub trait PacketSink: Send {
@@ -22,6 +48,15 @@ pub trait PacketSink: Send {
         tag: Option<[u8; 4]>,
         caplen: usize,
     ) -> Option<&mut [u8]>;
+    /// Keeps `packets` packets at once: `records`, whole records as
+    /// [`write_record`] makes them (the daemon's hub makes a group's records
+    /// once for every subscriber that keeps them alike). False when this sink
+    /// only keeps packets one by one (the default, and when rate limits or
+    /// transforms are in the way); then nothing was taken.
+    fn push_records(&mut self, records: &[u8], packets: u32) -> bool {
+        let _ = (records, packets);
+        false
+    }
     /// Hands over what is buffered now.
     fn flush(&mut self);
     /// When the oldest buffered packet came, if any is buffered.
@@ -103,6 +138,10 @@ impl PacketSink for Box<dyn PacketSink> {
         caplen: usize,
     ) -> Option<&mut [u8]> {
         (**self).push(ts_ns, wire_len, data, tag, caplen)
+    }
+    #[inline]
+    fn push_records(&mut self, records: &[u8], packets: u32) -> bool {
+        (**self).push_records(records, packets)
     }
     fn flush(&mut self) {
         (**self).flush()

@@ -44,6 +44,48 @@ impl Stages {
             .is_some_and(|b| b.load(Ordering::Relaxed) == 0)
     }
 
+    /// True when nothing but the snap length acts on single packets (no
+    /// user-space filter, sampling, `-c` count, transforms or interface
+    /// switching): then each packet a filter passes is kept as
+    /// [`record`](Self::record) writes it, and the records of many packets
+    /// can go to a sink at once with [`kept`](Self::kept) counting them.
+    pub fn per_packet_free(&self) -> bool {
+        self.filters.is_none()
+            && self.sampler.keeps_all()
+            && self.budget.is_none()
+            && self.transforms.is_empty()
+            && self.interface_base.is_none()
+    }
+
+    /// Appends `p`'s record (see `crate::sink::write_record`), cut to the
+    /// snap length, to `out`.
+    #[inline]
+    pub fn record(&self, p: &Packet<'_>, out: &mut Vec<u8>) {
+        let tag_len = if p.vlan.is_some() { 4 } else { 0 };
+        let caplen = self.snap.keep_len(p.data, tag_len);
+        let at = out.len();
+        out.resize(at + crate::sink::RECORD_HEADER + caplen, 0);
+        crate::sink::write_record(
+            &mut out[at..],
+            p.ts_ns,
+            p.wire_len + tag_len as u32,
+            p.data,
+            p.vlan,
+            caplen,
+        );
+    }
+
+    /// Counts `p` as kept, as [`handle`](Self::handle) does.
+    #[inline]
+    pub fn kept(&self, p: &Packet<'_>, counts: &mut CaptureCounts) {
+        let tag_len = if p.vlan.is_some() { 4 } else { 0 };
+        if p.wire_len > self.max_frame_len {
+            counts.merged_by_offload += 1;
+        }
+        counts.delivered += 1;
+        counts.bytes_on_wire += u64::from(p.wire_len + tag_len);
+    }
+
     /// Runs the stages on one packet.
     #[inline]
     pub fn handle<K: PacketSink>(

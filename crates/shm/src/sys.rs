@@ -246,23 +246,18 @@ impl Mapping {
         if len == 0 {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
-        let prot = if writable {
-            libc::PROT_READ | libc::PROT_WRITE
+        // Read-only mappings (a client's view of its ring) are populated now:
+        // a page fault per page on the first pass through the ring costs the
+        // client more than mapping them all at once (the daemon has already
+        // allocated them, see `RingWriter::prefault`).
+        let (prot, flags) = if writable {
+            (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED)
         } else {
-            libc::PROT_READ
+            (libc::PROT_READ, libc::MAP_SHARED | libc::MAP_POPULATE)
         };
         // SAFETY: a fresh mapping at an address the kernel picks: it cannot
         // overlap any memory Rust knows about.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
+        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd.as_raw_fd(), 0) };
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }

@@ -1,0 +1,396 @@
+//! What the hub thread does with each group of packets for one subscriber:
+//! its filter on the whole group, then its stages and sink on the packets
+//! the filter passed. Public so that a benchmark can run exactly this
+//! without a network (`crates/daemon/examples/hub_speed.rs`).
+//!
+//! A subscriber whose stages keep every packet the filter passes alike
+//! (`Stages::per_packet_free`: no sampling, count or transforms) hands its
+//! sink whole runs of records at once ([`PacketSink::push_records`]); the
+//! records are made once per group for all subscribers with the same snap
+//! length, so a dozen clients with different filters cost one record each
+//! per packet, not twelve.
+
+use crate::sink::PacketSink;
+use crate::source::live::GROUP;
+use crate::source::{Flow, Packet};
+use crate::stages::Stages;
+use ringcap_stages::bpf::interp::Paths;
+use ringcap_stages::{CheckedProgram, Snap};
+use ringcap_stats::CaptureCounts;
+
+// A group fits in one run of a filter.
+const _: () = assert!(GROUP <= ringcap_stages::bpf::interp::LANES);
+
+/// One subscriber's filter, stages, sink and counts.
+pub struct Subscriber {
+    /// Its filter, run here (not in `stages`) on the frame as the kernel
+    /// delivered it — VLAN tag taken out, as a live tcpdump's filter sees
+    /// it — or, for filters that test `vlan`, with the tag put back.
+    filter: CheckedProgram,
+    /// The paths packets took through `filter` (see
+    /// `CheckedProgram::run_group`).
+    paths: Paths,
+    filter_tagged: bool,
+    pub(crate) stages: Stages,
+    /// Runs of records go to the sink at once (see the module doc), until
+    /// the sink says it takes packets one by one only.
+    bulk: bool,
+    pub(crate) sink: Box<dyn PacketSink>,
+    pub(crate) counts: CaptureCounts,
+    /// It has all it asked for (its count), or it was closed.
+    pub(crate) done: bool,
+}
+
+impl Subscriber {
+    /// A subscriber with `filter` (`filter_tagged`: it tests VLAN tags, so
+    /// it sees frames with their tags put back), `stages` and `sink`.
+    pub fn new(
+        filter: CheckedProgram,
+        filter_tagged: bool,
+        stages: Stages,
+        sink: Box<dyn PacketSink>,
+    ) -> Subscriber {
+        Subscriber {
+            filter,
+            paths: Paths::default(),
+            filter_tagged,
+            bulk: stages.per_packet_free(),
+            stages,
+            sink,
+            counts: CaptureCounts::default(),
+            done: false,
+        }
+    }
+
+    /// Its counts so far.
+    pub fn counts(&self) -> &CaptureCounts {
+        &self.counts
+    }
+
+    /// Its sink.
+    pub fn sink(&mut self) -> &mut dyn PacketSink {
+        &mut *self.sink
+    }
+
+    /// Runs the filter, stages and sink on `group`.
+    pub fn take(&mut self, group: &Group<'_, '_>, work: &mut GroupWork) {
+        if self.done {
+            return;
+        }
+        let n = group.packets.len();
+        let mut keep = [0u32; GROUP];
+        if self.filter_tagged && group.tagged {
+            // The frames with their VLAN tags put back, one by one.
+            for (i, p) in group.packets.iter().enumerate() {
+                keep[i] = match p.vlan {
+                    Some(tag) if p.data.len() >= 12 => {
+                        let s = &mut work.scratch;
+                        s.clear();
+                        s.extend_from_slice(&p.data[..12]);
+                        s.extend_from_slice(&tag);
+                        s.extend_from_slice(&p.data[12..]);
+                        self.filter.run(s, p.wire_len + 4)
+                    }
+                    _ => self.filter.run(p.data, p.wire_len),
+                };
+            }
+        } else {
+            self.filter.run_group(
+                &mut self.paths,
+                &group.data[..n],
+                &group.wire_len[..n],
+                &mut keep[..n],
+            );
+        }
+        let mut from = 0;
+        if self.bulk {
+            let recs = work.records(&self.stages, group);
+            let mut i = 0;
+            while i < n {
+                if keep[i] == 0 {
+                    i += 1;
+                    continue;
+                }
+                let start = i;
+                while i < n && keep[i] != 0 {
+                    i += 1;
+                }
+                let bytes = &recs.bytes[recs.ends[start]..recs.ends[i]];
+                if !self.sink.push_records(bytes, (i - start) as u32) {
+                    // This sink keeps packets one by one: from here on too.
+                    self.bulk = false;
+                    from = start;
+                    break;
+                }
+                self.counts.ring_accepted += (i - start) as u64;
+                for p in &group.packets[start..i] {
+                    self.stages.kept(p, &mut self.counts);
+                }
+            }
+            if self.bulk {
+                return;
+            }
+        }
+        for (p, &k) in group.packets[from..].iter().zip(&keep[from..n]) {
+            if k == 0 {
+                continue;
+            }
+            self.counts.ring_accepted += 1;
+            if self.stages.handle(*p, &mut self.sink, &mut self.counts) != Flow::Continue {
+                self.done = true;
+                self.sink.flush();
+                break;
+            }
+        }
+    }
+}
+
+/// A group of at most [`GROUP`] packets, with what every subscriber's filter
+/// needs of it made once.
+pub struct Group<'g, 'p> {
+    packets: &'g [Packet<'p>],
+    data: [&'p [u8]; GROUP],
+    wire_len: [u32; GROUP],
+    /// Some packet has a VLAN tag the kernel took out.
+    tagged: bool,
+}
+
+impl<'g, 'p> Group<'g, 'p> {
+    /// The first [`GROUP`] of `packets`.
+    pub fn new(packets: &'g [Packet<'p>]) -> Group<'g, 'p> {
+        let packets = &packets[..packets.len().min(GROUP)];
+        let mut data: [&'p [u8]; GROUP] = [&[]; GROUP];
+        let mut wire_len = [0u32; GROUP];
+        for (i, p) in packets.iter().enumerate() {
+            data[i] = p.data;
+            wire_len[i] = p.wire_len;
+        }
+        Group {
+            packets,
+            data,
+            wire_len,
+            tagged: packets.iter().any(|p| p.vlan.is_some()),
+        }
+    }
+}
+
+/// The hub thread's working memory for groups, kept from one to the next.
+#[derive(Default)]
+pub struct GroupWork {
+    scratch: Vec<u8>,
+    /// Records of the current group, one set per snap length; the first
+    /// `built` are valid.
+    records: Vec<GroupRecords>,
+    built: usize,
+}
+
+impl GroupWork {
+    /// Working memory for groups.
+    pub fn new() -> GroupWork {
+        GroupWork {
+            scratch: Vec::new(),
+            records: Vec::new(),
+            built: 0,
+        }
+    }
+
+    /// Forgets the last group's records (call before each group).
+    pub fn next_group(&mut self) {
+        self.built = 0;
+    }
+
+    /// The current group's records as `stages` keep them, made now if no
+    /// subscriber with the same snap length has needed them yet.
+    fn records(&mut self, stages: &Stages, group: &Group<'_, '_>) -> &GroupRecords {
+        let i = match self.records[..self.built]
+            .iter()
+            .position(|r| r.snap == stages.snap)
+        {
+            Some(i) => i,
+            None => {
+                if self.built == self.records.len() {
+                    self.records.push(GroupRecords::default());
+                }
+                self.records[self.built].make(stages, group);
+                self.built += 1;
+                self.built - 1
+            }
+        };
+        &self.records[i]
+    }
+}
+
+/// One group's records as subscribers with one snap length keep them
+/// (`Stages::record`), back to back: packet `i`'s is
+/// `bytes[ends[i]..ends[i + 1]]`.
+struct GroupRecords {
+    snap: Snap,
+    bytes: Vec<u8>,
+    ends: [usize; GROUP + 1],
+}
+
+impl Default for GroupRecords {
+    fn default() -> GroupRecords {
+        GroupRecords {
+            snap: Snap::Bytes(0),
+            bytes: Vec::new(),
+            ends: [0; GROUP + 1],
+        }
+    }
+}
+
+impl GroupRecords {
+    fn make(&mut self, stages: &Stages, group: &Group<'_, '_>) {
+        self.snap = stages.snap;
+        self.bytes.clear();
+        for (i, p) in group.packets.iter().enumerate() {
+            stages.record(p, &mut self.bytes);
+            self.ends[i + 1] = self.bytes.len();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::RECORD_HEADER;
+    use ringcap_stages::filter::Target;
+    use ringcap_stages::{Sampling, UserSampler};
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    type Kept = Arc<Mutex<Vec<Vec<u8>>>>;
+
+    /// Keeps every record it is given, whole; takes runs of records for the
+    /// first `bulk_calls` calls, then refuses them.
+    struct Keeper {
+        records: Kept,
+        bulk_calls: usize,
+    }
+
+    impl PacketSink for Keeper {
+        fn push(
+            &mut self,
+            ts_ns: u64,
+            wire_len: u32,
+            data: &[u8],
+            tag: Option<[u8; 4]>,
+            caplen: usize,
+        ) -> Option<&mut [u8]> {
+            let mut r = vec![0; RECORD_HEADER + caplen];
+            crate::sink::write_record(&mut r, ts_ns, wire_len, data, tag, caplen);
+            self.records.lock().unwrap().push(r);
+            None
+        }
+        fn push_records(&mut self, mut records: &[u8], packets: u32) -> bool {
+            if self.bulk_calls == 0 {
+                return false;
+            }
+            self.bulk_calls -= 1;
+            for _ in 0..packets {
+                let caplen = u32::from_le_bytes(records[8..12].try_into().unwrap()) as usize;
+                let (r, rest) = records.split_at(RECORD_HEADER + caplen);
+                self.records.lock().unwrap().push(r.to_vec());
+                records = rest;
+            }
+            assert!(records.is_empty(), "whole records only");
+            true
+        }
+        fn flush(&mut self) {}
+        fn oldest(&self) -> Option<Instant> {
+            None
+        }
+        fn close(&mut self) {}
+        fn dropped(&self) -> u64 {
+            0
+        }
+        fn set_interface_id(&mut self, _id: u32) {}
+    }
+
+    fn subscriber(snap: Snap, bulk_calls: usize) -> (Subscriber, Kept) {
+        let program = ringcap_stages::compile("udp port 53", 1, 262_144, Target::Offline)
+            .expect("filter compiles");
+        let stages = Stages {
+            filters: None,
+            sampler: UserSampler::offline(Sampling::All, 1),
+            snap,
+            max_frame_len: 1514,
+            transforms: Vec::new(),
+            linktypes: vec![1],
+            budget: None,
+            interface_base: None,
+            current_interface: 0,
+        };
+        let kept = Kept::default();
+        let sink = Box::new(Keeper {
+            records: kept.clone(),
+            bulk_calls,
+        });
+        let filter = CheckedProgram::new(program).expect("valid");
+        (Subscriber::new(filter, false, stages, sink), kept)
+    }
+
+    /// A UDP frame to port `port`, `len` bytes long, numbered `i`.
+    fn frame(i: u8, port: u16, len: usize) -> Vec<u8> {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
+        f.extend_from_slice(&[0x45, 0, 0, 46, 0, i, 0, 0, 64, 17, 0, 0]);
+        f.extend_from_slice(&[198, 18, 0, 1, 198, 18, 0, 2, 0x9c, 0x40]);
+        f.extend_from_slice(&port.to_be_bytes());
+        f.extend_from_slice(&[0, 26, 0, 0]);
+        f.resize(len, i);
+        f
+    }
+
+    #[test]
+    fn runs_of_records_are_what_packets_one_by_one_give() {
+        // Runs of kept packets of several lengths between rejected ones,
+        // one with a VLAN tag the kernel took out.
+        let frames: Vec<Vec<u8>> = (0..GROUP as u8)
+            .map(|i| {
+                let port = if i % 7 == 3 || i % 11 == 0 { 80 } else { 53 };
+                frame(i, port, 60 + usize::from(i) * 3)
+            })
+            .collect();
+        let packets: Vec<Packet<'_>> = frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| Packet {
+                ts_ns: 1_700_000_000_123_456_789 + i as u64 * 1_000_001,
+                wire_len: f.len() as u32 + 100,
+                data: f,
+                vlan: (i == 5).then_some([0x81, 0x00, 0x00, 0x07]),
+                interface: 0,
+            })
+            .collect();
+        let group = Group::new(&packets);
+        for snap in [
+            Snap::Bytes(96),
+            Snap::Bytes(65_535),
+            Snap::Headers { max: 128 },
+        ] {
+            let mut work = GroupWork::new();
+            work.next_group();
+            let (mut alone, one_by_one) = subscriber(snap, 0);
+            let (mut bulk, in_runs) = subscriber(snap, usize::MAX);
+            // Takes runs twice, then refuses: the rest of the group goes
+            // packet by packet.
+            let (mut mixed, mixed_kept) = subscriber(snap, 2);
+            alone.take(&group, &mut work);
+            bulk.take(&group, &mut work);
+            mixed.take(&group, &mut work);
+            let expected = one_by_one.lock().unwrap().clone();
+            assert_eq!(expected.len(), 49, "{snap:?}: the filter keeps 49 of 64");
+            assert_eq!(*in_runs.lock().unwrap(), expected, "{snap:?}: runs");
+            assert_eq!(
+                *mixed_kept.lock().unwrap(),
+                expected,
+                "{snap:?}: runs, then one by one"
+            );
+            for s in [&alone, &bulk, &mixed] {
+                let c = s.counts();
+                assert_eq!((c.ring_accepted, c.delivered), (49, 49), "{snap:?}");
+                assert_eq!(c.bytes_on_wire, alone.counts().bytes_on_wire, "{snap:?}");
+            }
+        }
+    }
+}

@@ -404,11 +404,19 @@ impl Path {
         // Loops over the lanes still on the path.
         macro_rules! lanes {
             (|$i:ident| $body:expr) => {{
-                let mut m = alive;
-                while m != 0 {
-                    let $i = m.trailing_zeros() as usize % LANES;
-                    m &= m - 1;
-                    $body
+                if alive == in_range {
+                    // Every lane still on the path (the usual case): a
+                    // plain loop, no bit scanning.
+                    for $i in 0..n {
+                        $body
+                    }
+                } else {
+                    let mut m = alive;
+                    while m != 0 {
+                        let $i = m.trailing_zeros() as usize % LANES;
+                        m &= m - 1;
+                        $body
+                    }
                 }
             }};
         }

@@ -6,7 +6,10 @@
 //! the client has not read is dropped whole and counted in the ring's
 //! header: a slow client loses only its own packets and nobody waits for it.
 //! The session's rate limits (token buckets on the packets' timestamps) are
-//! applied here, before the copy.
+//! applied here, before the copy. Without rate limits or compression the
+//! sink also takes runs of ready-made records (`push_records`: the hub makes
+//! a group's records once for every session with the same snap length) and
+//! copies each run in one piece.
 //!
 //! A session that asked for compression gets each chunk as one
 //! self-contained ringcap-compress block instead (made from the chunk's

@@ -1,11 +1,14 @@
 //! One live capture of an interface shared by many subscribers, each with
 //! its own filter, snap length, sampling, transforms and sink (pktd's
 //! "filter manager"). The kernel copies each packet once, into one ring;
-//! the hub thread runs every subscriber's stages on it in user space
-//! (libpcap's interpreter for the filter, ~10 ns a packet), so N clients
-//! cost the kernel — and the sender's CPU, where veth's receive work runs —
-//! one socket, not N. Subscribers come and go while it runs; the hub stops
-//! when the last one leaves.
+//! the hub thread runs every subscriber's stages on it in user space, so N
+//! clients cost the kernel — and the sender's CPU, where veth's receive
+//! work runs — one socket, not N. It takes the ring's packets in groups of
+//! 64 and runs one subscriber at a time over a group ([`group`]): its
+//! filter on the whole group along paths earlier packets took, and, where
+//! nothing else acts on single packets, runs of records made once per group
+//! for all subscribers with the same snap length. Subscribers come and go
+//! while it runs; the hub stops when the last one leaves.
 //!
 //! Accounting per subscriber: `packets_filter_accepted` is what its own
 //! filter accepted; `packets_dropped_ring` is what the shared kernel ring

@@ -125,8 +125,7 @@ pub struct SinkSpec {
 /// each turned into pcapng in place (`ringcap_source::inplace`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ZeroCopy {
-    /// Where it can be done and the capture keeps whole packets (a snap
-    /// length of at least the interface's largest frame).
+    /// Where it can be done (whole packets or a numeric snap length).
     Auto,
     /// Always; a capture where it cannot be done is refused, saying why.
     On,

@@ -279,9 +279,12 @@ impl InPlaceWorker {
                 }
                 // poll() reports a ring readable while an earlier block is
                 // still held (being written), though the next one is not
-                // ready: nap instead of spinning.
+                // ready: nap instead of spinning. A block takes tens of
+                // milliseconds to fill at the top rate and the ring holds
+                // dozens, so a 5 ms nap (one or two per block, where 1 ms
+                // took three or four) delays nothing that matters.
                 if t.elapsed() < Duration::from_micros(200) && held > 0 {
-                    std::thread::sleep(Duration::from_millis(1));
+                    std::thread::sleep(HOLD_NAP);
                 }
             }
         }

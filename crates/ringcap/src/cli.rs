@@ -363,9 +363,9 @@ pub struct CaptureArgs {
     pub write_mode: String,
 
     /// Write the kernel's ring blocks to the file as they are, each turned
-    /// into pcapng where it lies (no copy per packet): auto (whole-packet
-    /// live pcapng captures to files), on (refused where it cannot be
-    /// done, saying why) or off.
+    /// into pcapng where it lies (no copy per packet): auto (live pcapng
+    /// captures to files with nothing to do per packet in user space), on
+    /// (refused where it cannot be done, saying why) or off.
     #[arg(
         long,
         value_name = "WHEN",

@@ -342,8 +342,8 @@ fn refused_where_it_cannot_apply() {
             "{args:?}: {stderr}"
         );
     }
-    // Not on by itself for a cut capture: the copy path writes 64-byte
-    // snaps (the auto rule is whole packets only), which still works.
+    // On by itself for a cut capture too (the auto rule): the kernel cuts
+    // the packets, each written in place at 64 bytes.
     let run = start_with(
         &tb,
         &["-i", &tb.capture_if, "-B", "8M"],
@@ -356,4 +356,12 @@ fn refused_where_it_cannot_apply() {
     let got = capture::read_capture(&out).expect("read").packets;
     assert_eq!(got.len(), sent.len());
     assert!(got.iter().all(|p| p.data.len() <= 64));
+    let bytes = std::fs::read(&out).expect("read the file");
+    assert!(
+        bytes.windows(4).any(|w| w == 0x8052_4350u32.to_ne_bytes()),
+        "snap 64 with --zero-copy auto: no padding block, so not written in place"
+    );
+    for (prog, n) in readers_count(&out) {
+        assert_eq!(n, sent.len() as u64, "snap 64 in place: {prog} counts");
+    }
 }

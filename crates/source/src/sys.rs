@@ -516,6 +516,25 @@ pub fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
+/// Asks the CPU to start loading the cache line at the start of `bytes`
+/// for writing (PREFETCHW where the CPU has it, a read prefetch otherwise),
+/// for the in-place converter, which reads and rewrites every line of a
+/// ring block the kernel filled from another CPU. A hint: it never faults
+/// and changes nothing.
+#[inline(always)]
+pub fn prefetch_for_write(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
+        // SAFETY: prefetch instructions never fault, whatever the address;
+        // the pointer comes from a live slice anyway. A CPU without
+        // PREFETCHW runs the encoding as a NOP (or a plain prefetch).
+        unsafe { _mm_prefetch::<_MM_HINT_ET0>(bytes.as_ptr() as *const i8) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

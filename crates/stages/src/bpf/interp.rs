@@ -382,7 +382,9 @@ impl Path {
     /// rest go through [`exec`] lane by lane.
     fn run(&self, lanes: u64, data: &[&[u8]], wire_len: &[u32], out: &mut [u32]) -> u64 {
         let n = data.len().min(wire_len.len()).min(out.len()).min(LANES);
-        // Fixed-size copies: lane indexes below LANES need no bounds checks.
+        // Fixed-size local copies: lane indexes below LANES need no bounds
+        // checks. Made once per path run, not once per group: passing one
+        // shared copy by reference was ~20% slower in hub_speed.
         let mut d: [&[u8]; LANES] = [&[]; LANES];
         let mut len = [0u32; LANES];
         for i in 0..n {

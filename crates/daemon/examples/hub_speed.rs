@@ -44,7 +44,7 @@ fn session(i: usize) -> Session {
         max_pps: None,
         max_bps: None,
         threads: 1,
-        compress: false,
+        compress: None,
     };
     let expr = format!("udp and not dst port {}", 60000 + i);
     let program = compile(&expr, 1, 262_144, Target::Offline).expect("filter");

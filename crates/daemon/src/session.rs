@@ -387,7 +387,7 @@ impl Session {
             max_pps: admitted.max_pps,
             max_bps: admitted.max_bps,
             threads: request.interfaces.len() as u64,
-            compress: request.compress,
+            compress: request.compress.then(crate::ring_sink::shared_blocks),
         }
     }
 

@@ -478,6 +478,45 @@ impl Session {
         Ok(n)
     }
 
+    /// For a compressed stream (`effective.compress`): hands every block in
+    /// the ring now to `f` as the daemon coded it — one whole
+    /// ringcap-compress block (nanosecond timestamps, link type Ethernet)
+    /// and what its header says, its checksum checked — then gives the
+    /// space back; returns how many packets there were. For a consumer that
+    /// keeps the blocks as they are (a compressed file) instead of decoding
+    /// them; an error for a stream that is not compressed.
+    pub fn blocks(
+        &mut self,
+        mut f: impl FnMut(&[u8], ringcap_compress::BlockInfo),
+    ) -> Result<u64, ClientError> {
+        if self.unpack.is_none() {
+            return Err(ClientError::Protocol(
+                "blocks of a stream that is not compressed".into(),
+            ));
+        }
+        let mut n = 0u64;
+        loop {
+            let chunk = self
+                .ring
+                .next_chunk()
+                .map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let Some(chunk) = chunk else { break };
+            let info = ringcap_compress::check_block(chunk.payload, 0).map_err(|e| {
+                ClientError::Protocol(format!("a compressed chunk is not a whole block: {e}"))
+            })?;
+            if info.records != chunk.packets {
+                return Err(ClientError::Protocol(format!(
+                    "a compressed chunk of {} packets holds a block of {} records",
+                    chunk.packets, info.records
+                )));
+            }
+            n += u64::from(info.records);
+            f(chunk.payload, info);
+        }
+        self.ring.release();
+        Ok(n)
+    }
+
     /// Packets the daemon dropped because this ring was full, and the ring's
     /// other counters.
     pub fn ring_counters(&self) -> ringcap_shm::RingCounters {

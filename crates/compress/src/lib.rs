@@ -496,6 +496,53 @@ fn crc_ok(h: &[u8], payload: &[u8], want: u32) -> bool {
     crc.finalize() == want
 }
 
+/// What a block's header says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Bytes of the whole block, header included.
+    pub len: usize,
+    /// Records in it.
+    pub records: u32,
+    /// Timestamp of its first record, in the file's unit.
+    pub first_ts: u64,
+}
+
+/// The header of the block at the start of `head` (found at file offset
+/// `offset`), without checking its payload; see [`check_block`].
+pub fn peek_block(head: &[u8], offset: u64) -> Result<BlockInfo, DecodeError> {
+    let h = block_header(head, offset)?;
+    Ok(BlockInfo {
+        len: BLOCK_HEADER_LEN + h.len,
+        records: h.count,
+        first_ts: h.base_ts,
+    })
+}
+
+/// Checks that `block` is exactly one whole block (found at file offset
+/// `offset`) whose checksum is right, without decoding it: for a writer
+/// that stores blocks coded elsewhere as they are.
+pub fn check_block(block: &[u8], offset: u64) -> Result<BlockInfo, DecodeError> {
+    let info = peek_block(block, offset)?;
+    if block.len() != info.len {
+        return Err(DecodeError {
+            offset: offset + block.len().min(info.len) as u64,
+            kind: if block.len() < info.len {
+                ErrorKind::Truncated
+            } else {
+                ErrorKind::TrailingBytes
+            },
+        });
+    }
+    let h = block_header(block, offset)?;
+    if !crc_ok(block, &block[BLOCK_HEADER_LEN..], h.crc) {
+        return Err(DecodeError {
+            offset,
+            kind: ErrorKind::BadChecksum,
+        });
+    }
+    Ok(info)
+}
+
 /// Decodes blocks one at a time, for readers that do their own buffering
 /// (ringcap-format's reader): [`block_len`](Self::block_len) says how many
 /// bytes the block at hand needs, [`load`](Self::load) takes them,

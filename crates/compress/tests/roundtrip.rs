@@ -269,3 +269,45 @@ fn other_versions_are_refused_with_a_clear_message() {
         );
     }
 }
+
+#[test]
+fn check_block_takes_exactly_one_whole_block_with_its_checksum() {
+    let mut enc = ringcap_compress::Encoder::new(1);
+    for i in 0..50u64 {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
+        f.extend_from_slice(&[0x45, 0, 0, 46, 0, i as u8, 0, 0, 64, 17, 0, 0]);
+        f.extend_from_slice(&[
+            198, 18, 0, 1, 198, 18, 0, 2, 0x9c, 0x40, 0x9c, 0x41, 0, 26, 0, 0,
+        ]);
+        f.resize(60, i as u8);
+        enc.push(1_000_000 + i * 10, 60, &f);
+    }
+    let mut block = Vec::new();
+    enc.finish_block(&mut block);
+    let info = ringcap_compress::check_block(&block, 0).expect("a whole block");
+    assert_eq!(
+        (info.len, info.records, info.first_ts),
+        (block.len(), 50, 1_000_000)
+    );
+    assert_eq!(
+        ringcap_compress::peek_block(&block, 0).expect("header"),
+        info
+    );
+    let kind = |b: &[u8]| {
+        ringcap_compress::check_block(b, 0)
+            .expect_err("refused")
+            .kind
+    };
+    assert_eq!(kind(&block[..block.len() - 1]), ErrorKind::Truncated);
+    let mut longer = block.clone();
+    longer.push(0);
+    assert_eq!(kind(&longer), ErrorKind::TrailingBytes);
+    for at in [30, block.len() - 1] {
+        let mut bad = block.clone();
+        bad[at] ^= 0x10;
+        assert_eq!(kind(&bad), ErrorKind::BadChecksum, "byte {at} changed");
+    }
+    let mut bad = block.clone();
+    bad[0] = b'X';
+    assert_eq!(kind(&bad), ErrorKind::BadBlockMagic);
+}

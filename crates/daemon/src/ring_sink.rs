@@ -46,8 +46,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Chunks a compressed session may have handed over and not yet seen in
-/// its ring: its encoder's queue plus blocks it waits for.
-const COMPRESS_QUEUE: usize = 4;
+/// its ring: its encoder's queue plus blocks it waits for. The capture
+/// thread works through a whole kernel ring block (4 MiB, some 30 000 short
+/// packets, a dozen chunks a session) before the encoders, at the lowest
+/// priority, get the CPU: the queue holds a few such bursts (at most some
+/// 6 MiB of records a session).
+const COMPRESS_QUEUE: usize = 32;
 /// Chunks handed to encoders that [`SharedBlocks`] remembers.
 const RECENT: usize = 16;
 /// Compressed chunks end when the packets' timestamps (nanoseconds) cross a
@@ -362,6 +366,7 @@ impl RingSink {
     }
 
     fn ship(&mut self) {
+        self.deliver_ready();
         if self.packets > 0 {
             match self.compressed.take() {
                 Some(mut c) => {
@@ -486,19 +491,38 @@ impl PacketSink for RingSink {
     }
 
     fn push_records(&mut self, records: &[u8], packets: u32) -> bool {
-        // Rate limits count packet by packet; compressed chunks are cut by
-        // the packets' timestamps (see `push`).
-        if self.closed || self.compressed.is_some() || !self.limits.unlimited() {
+        // Rate limits count packet by packet.
+        if self.closed || !self.limits.unlimited() || records.len() < RECORD_HEADER {
             return false;
         }
         if records.len() > self.buf.len() {
             return false;
         }
-        if self.len + records.len() > self.buf.len() || self.len >= CHUNK_TARGET {
+        // A compressed chunk is cut by the time of a run's first packet (see
+        // `push`): runs are the same for sessions that keep the same packets.
+        let slot = || {
+            let word = |i: usize| {
+                u64::from(u32::from_le_bytes([
+                    records[i],
+                    records[i + 1],
+                    records[i + 2],
+                    records[i + 3],
+                ]))
+            };
+            (word(0) * 1_000_000_000 + word(4)) / SLOT_NS
+        };
+        let cut = match &self.compressed {
+            Some(c) => self.len >= COMPRESSED_CHUNK_TARGET || slot() != c.slot,
+            None => self.len >= CHUNK_TARGET,
+        };
+        if cut || self.len + records.len() > self.buf.len() {
             self.ship();
         }
-        if self.started.is_none() {
+        if self.packets == 0 {
             self.started = Some(Instant::now());
+            if let Some(c) = &mut self.compressed {
+                c.slot = slot();
+            }
         }
         self.buf[self.len..self.len + records.len()].copy_from_slice(records);
         self.len += records.len();
@@ -629,6 +653,9 @@ mod tests {
         let (mut a, mut ra) = sink(&blocks);
         let (mut b, mut rb) = sink(&blocks);
         let (mut c, mut rc) = sink(&blocks);
+        // d takes a's packets as runs of ready-made records, as the hub
+        // hands them (here runs of one).
+        let (mut d, mut rd) = sink(&blocks);
         const N: u64 = 400;
         const B_FROM: u64 = 30;
         const ODD: u64 = 250;
@@ -640,7 +667,7 @@ mod tests {
                 // Chunks are cut now: give the encoders the time they would
                 // have had between real packets (not what is tested here).
                 let t0 = Instant::now();
-                while [&a, &b, &c].iter().any(|s| {
+                while [&a, &b, &c, &d].iter().any(|s| {
                     s.compressed
                         .as_ref()
                         .is_some_and(|c| c.pending.iter().any(|(j, _)| j.block.get().is_none()))
@@ -650,6 +677,9 @@ mod tests {
                 }
             }
             a.push(ts, 100, &f, None, f.len());
+            let mut record = vec![0; RECORD_HEADER + f.len()];
+            write_record(&mut record, ts, 100, &f, None, f.len());
+            assert!(d.push_records(&record, 1), "d takes runs");
             want_a.push((ts, 100, f.clone()));
             if i >= B_FROM {
                 b.push(ts, 100, &f, None, f.len());
@@ -663,11 +693,12 @@ mod tests {
             c.push(ts, 100, &g, None, g.len());
             want_c.push((ts, 100, g));
         }
-        for s in [&mut a, &mut b, &mut c] {
+        for s in [&mut a, &mut b, &mut c, &mut d] {
             s.close();
             assert_eq!(s.dropped(), 0);
         }
         for (reader, want, who) in [
+            (&mut rd, want_a.clone(), "d"),
             (&mut ra, want_a, "a"),
             (&mut rb, want_b, "b"),
             (&mut rc, want_c, "c"),
@@ -681,7 +712,8 @@ mod tests {
             );
         }
         // a's chunks are its slots; b's first (it began mid-slot) and c's
-        // with the odd packet are their own, every other chunk is shared.
+        // with the odd packet are their own, every other chunk is shared
+        // (all of d's).
         let slot = |i: u64| packet(i).0 / SLOT_NS;
         let slots = slot(N - 1) - slot(0) + 1;
         let b_slots = slot(N - 1) - slot(B_FROM) + 1;
@@ -692,7 +724,7 @@ mod tests {
         assert_eq!(blocks.encoded.load(Ordering::Relaxed), slots + 2);
         assert_eq!(
             blocks.shared.load(Ordering::Relaxed),
-            (b_slots - 1) + (slots - 1)
+            (b_slots - 1) + (slots - 1) + slots
         );
     }
 }

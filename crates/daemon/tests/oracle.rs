@@ -41,6 +41,25 @@ fn output_is_what_tcpdump_captures_with_the_combined_filter_and_capped_snaplen()
         "c",
         &["-s", "1000", "--compress", filter_a],
     );
+    // D: the compressed stream kept as it is, in a compressed file with
+    // nanosecond timestamps (no decoding in the client).
+    let d_client = start_client(
+        &tb,
+        &d,
+        NOBODY,
+        &out,
+        "d",
+        &[
+            "-s",
+            "1000",
+            "--compress",
+            "--format",
+            "compressed",
+            "--tstamp-precision",
+            "nano",
+            filter_a,
+        ],
+    );
     assert!(
         a.ready.contains(&format!("snaplen Bytes({CAP})")) && a.ready.contains("grant 1,"),
         "client A's effective settings: {}",
@@ -77,12 +96,14 @@ fn output_is_what_tcpdump_captures_with_the_combined_filter_and_capped_snaplen()
     let fa = a.interrupt();
     let fb = b.stop();
     let fc = c.interrupt();
+    let fd = d_client.interrupt();
     std::thread::sleep(SETTLE);
     let want_a = td_a.stop();
     let want_b = td_b.stop();
     fa.assert_ok("client A");
     fb.assert_ok("client B");
     fc.assert_ok("client C");
+    fd.assert_ok("client D");
 
     // The oracle saw what the framework allows: a sanity check of the test.
     let oracle = Oracle::new(FRAMEWORK, filter_a);
@@ -131,6 +152,52 @@ fn output_is_what_tcpdump_captures_with_the_combined_filter_and_capped_snaplen()
     }
     let cc = fc.final_counters("client C");
     assert_eq!(num(&cc, "packets_written"), want_a.len() as u64, "{cc}");
+    // D: the daemon's blocks as they came, a compressed file that ringcap
+    // turns into tcpdump's file.
+    let got_d = std::fs::read(&fd.out).expect("D's file");
+    assert!(
+        got_d.starts_with(b"\x89RCZ"),
+        "client D's file is not compressed"
+    );
+    assert!(
+        got_d.len() * 2 < td_a_bytes.len(),
+        "client D's file: {} bytes, tcpdump's {}",
+        got_d.len(),
+        td_a_bytes.len()
+    );
+    let d_pcap = out.join("d-back.pcap");
+    let (st, log) = run_limited(
+        std::process::Command::new(ringcap_bin())
+            .arg("capture")
+            .arg("-r")
+            .arg(&fd.out)
+            .arg("-w")
+            .arg(&d_pcap)
+            .args(["--tstamp-precision", "nano", "-s", &CAP.to_string()]),
+        std::time::Duration::from_secs(60),
+    );
+    assert!(st.success(), "ringcap -r D's file: {log}");
+    if std::fs::read(&d_pcap).expect("D's file as pcap") != td_a_bytes {
+        assert_packets(
+            &read(&d_pcap),
+            &want_a
+                .iter()
+                .map(|p| (p.wire_len, p.data.clone()))
+                .collect::<Vec<_>>(),
+            "client D (compressed file) against tcpdump",
+        );
+        for (i, (g, w)) in read(&d_pcap).iter().zip(&want_a).enumerate() {
+            assert_eq!(g.ts_ns, w.ts_ns, "client D: packet {i}'s timestamp");
+        }
+        let back = std::fs::read(&d_pcap).expect("D's file as pcap");
+        panic!(
+            "client D's file, as pcap, differs from tcpdump's in its header: {:02x?} vs {:02x?}",
+            &back[..24.min(back.len())],
+            &td_a_bytes[..24.min(td_a_bytes.len())]
+        );
+    }
+    let cd = fd.final_counters("client D");
+    assert_eq!(num(&cd, "packets_written"), want_a.len() as u64, "{cd}");
 
     let ca = fa.final_counters("client A");
     assert_eq!(num(&ca, "packets_delivered"), want_a.len() as u64, "{ca}");

@@ -108,6 +108,10 @@ struct Intake {
     /// --anonymize/--mask, applied here to what the daemon delivered (its
     /// policy's own masks were applied before).
     transforms: Vec<Box<dyn ringcap_engine::Transform>>,
+    /// The daemon's compressed blocks go into the (compressed,
+    /// nanosecond) file as they are, neither decoded nor coded again here;
+    /// the packets' bytes on the wire are then not counted.
+    coded: bool,
 }
 
 impl Intake {
@@ -117,6 +121,13 @@ impl Intake {
         session: &mut ringcap_client::Session,
         encoder: &mut ringcap_engine::Encoder,
     ) -> Result<u64, Failure> {
+        if self.coded {
+            return session
+                .blocks(|block, info| {
+                    encoder.push_coded_block(block, info.records, info.first_ts);
+                })
+                .map_err(refusal);
+        }
         if self.transforms.is_empty() && self.left == u64::MAX {
             // Nothing to do per packet here: records go to the file in runs.
             return session
@@ -247,6 +258,14 @@ pub fn capture(
         after_count: 0,
         wire_bytes: 0,
         transforms: spec.transforms.iter().map(|f| f()).collect(),
+        // The stream's blocks are what a compressed file with nanosecond
+        // timestamps holds, when nothing is done here per packet.
+        coded: e.compress
+            && spec.sink.compress
+            && spec.sink.format
+                == ringcap_engine::RecordFormat::Pcap(ringcap_format::TsResolution::Nano)
+            && spec.transforms.is_empty()
+            && spec.count.is_none(),
     };
     let flush = spec.sink.flush_interval;
     let mut last_stats = ringcap_client::SessionCounters::default();

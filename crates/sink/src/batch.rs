@@ -32,6 +32,9 @@ pub struct Batch {
     pub started: Option<Instant>,
     /// Timestamp of the last record, ns (for time rotation).
     pub last_ts: u64,
+    /// It holds whole ringcap-compress blocks coded elsewhere (ringcapd's
+    /// compressed stream), to be written as they are, not records.
+    pub coded: bool,
 }
 
 impl Batch {
@@ -60,6 +63,7 @@ impl Batch {
             pool,
             started: None,
             last_ts: 0,
+            coded: false,
         }
     }
 
@@ -144,6 +148,7 @@ impl Batch {
         self.len = 0;
         self.packets = 0;
         self.started = None;
+        self.coded = false;
     }
 
     /// Empties the batch for reuse.

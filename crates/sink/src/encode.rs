@@ -124,7 +124,7 @@ impl Encoder {
         caplen: usize,
     ) -> Option<&mut [u8]> {
         let need = self.record_len(caplen);
-        let fits = matches!(&self.current, Some(b) if b.remaining() >= need);
+        let fits = matches!(&self.current, Some(b) if b.remaining() >= need && !b.coded);
         if !fits && !self.next_batch(need) {
             self.dropped += 1;
             return None;
@@ -191,7 +191,7 @@ impl Encoder {
         let mut kept = 0u64;
         let mut rest = records;
         while let Some(first) = record(rest) {
-            let fits = matches!(&self.current, Some(b) if b.remaining() >= first);
+            let fits = matches!(&self.current, Some(b) if b.remaining() >= first && !b.coded);
             if !fits && !self.next_batch(first) {
                 // No room: the rest is dropped.
                 let mut r = rest;
@@ -240,6 +240,34 @@ impl Encoder {
             rest = &rest[take..];
         }
         kept
+    }
+
+    /// Appends `block`: one whole ringcap-compress block of `packets`
+    /// records whose first timestamp is `first_ts_ns`, coded elsewhere for
+    /// an output like this one (ringcapd's compressed stream into a
+    /// compressed file with nanosecond timestamps), to be written as it is:
+    /// no decoding and coding again. Blocks and records never share a
+    /// batch. False if it was dropped (no free batch; counted in
+    /// [`dropped`](Self::dropped)).
+    pub fn push_coded_block(&mut self, block: &[u8], packets: u32, first_ts_ns: u64) -> bool {
+        let fits = matches!(&self.current,
+            Some(b) if b.remaining() >= block.len() && (b.coded || b.is_empty()));
+        if !fits && !self.next_batch(block.len()) {
+            self.dropped += u64::from(packets);
+            return false;
+        }
+        let Some(batch) = self.current.as_mut() else {
+            self.dropped += u64::from(packets);
+            return false;
+        };
+        batch.coded = true;
+        if batch.started.is_none() {
+            batch.started = Some(Instant::now());
+        }
+        batch.reserve(block.len()).copy_from_slice(block);
+        batch.commit_records(block.len(), u64::from(packets));
+        batch.last_ts = first_ts_ns;
+        true
     }
 
     /// Sets the pcapng interface id of the records that follow (a source

@@ -463,6 +463,12 @@ impl Writer {
             }
             return self.give_back(batch);
         }
+        if batch.coded && self.zenc.is_none() {
+            // A caller bug: coded blocks are for compressed outputs only.
+            self.fail("compressed blocks were handed to an output that is not compressed".into());
+            self.board.add_write_failed(batch.interface, batch.packets);
+            return self.give_back(batch);
+        }
         let len = batch.len();
         let mut off = 0;
         let mut left = batch.packets;
@@ -472,8 +478,9 @@ impl Writer {
                 break;
             }
             if self.current.is_none() {
-                let ts = record_at(self.cfg.format, batch.bytes(), off)
-                    .and_then(|(_, ts)| ts)
+                let ts = self
+                    .unit_at(batch.coded, batch.bytes(), off)
+                    .and_then(|(_, ts, _)| ts)
                     .unwrap_or_else(now_ns);
                 if let Err(e) = self.open(ts) {
                     self.fail(format!("opening the next output file: {e}"));
@@ -481,7 +488,7 @@ impl Writer {
                     break;
                 }
             }
-            let (end, n) = self.segment(batch.bytes(), off, left, batch.last_ts);
+            let (end, n) = self.segment(batch.bytes(), off, left, batch.last_ts, batch.coded);
             if n == 0 {
                 if let Err(e) = self.close() {
                     self.fail(format!("rotating: {e}"));
@@ -548,7 +555,7 @@ impl Writer {
                     break;
                 }
             }
-            let (end, n) = self.segment(bytes, off, left, ring.last_ts);
+            let (end, n) = self.segment(bytes, off, left, ring.last_ts, false);
             if end == off {
                 if let Err(e) = self.close() {
                     self.fail(format!("rotating: {e}"));
@@ -603,10 +610,34 @@ impl Writer {
         drop(ring);
     }
 
-    /// How much of `bytes[off..]` goes into the current file: (end offset,
-    /// packets). Only records with a timestamp are packets (a converted ring
-    /// block's padding blocks are not).
-    fn segment(&self, bytes: &[u8], off: usize, left: u64, last_ts: u64) -> (usize, u64) {
+    /// The unit of output at `bytes[p..]`, if whole: (length, timestamp in
+    /// ns, packets). A unit is a record (a packet if it has a timestamp: a
+    /// converted ring block's padding blocks are not), or with `coded` a
+    /// compressed block coded elsewhere (see [`Batch::coded`]).
+    fn unit_at(&self, coded: bool, bytes: &[u8], p: usize) -> Option<(usize, Option<u64>, u64)> {
+        if !coded {
+            let (len, ts) = record_at(self.cfg.format, bytes, p)?;
+            return Some((len, ts, u64::from(ts.is_some())));
+        }
+        let rest = bytes.get(p..)?;
+        let b = ringcap_compress::peek_block(rest, 0).ok()?;
+        let ns = match self.cfg.format {
+            RecordFormat::Pcap(ringcap_format::TsResolution::Micro) => b.first_ts * 1_000,
+            _ => b.first_ts,
+        };
+        (b.len <= rest.len()).then_some((b.len, Some(ns), u64::from(b.records)))
+    }
+
+    /// How much of `bytes[off..]` (`coded`: compressed blocks, see
+    /// [`Batch::coded`]) goes into the current file: (end offset, packets).
+    fn segment(
+        &self,
+        bytes: &[u8],
+        off: usize,
+        left: u64,
+        last_ts: u64,
+        coded: bool,
+    ) -> (usize, u64) {
         let Some(f) = self.current.as_ref() else {
             return (off, 0);
         };
@@ -622,7 +653,7 @@ impl Writer {
         let mut p = off;
         let mut n = 0u64;
         while p < bytes.len() {
-            let Some((rl, ts)) = record_at(self.cfg.format, bytes, p) else {
+            let Some((rl, ts, k)) = self.unit_at(coded, bytes, p) else {
                 // Never for what the encoder or the converter made; should
                 // it happen, what cannot be walked goes out whole rather
                 // than opening file after file.
@@ -640,7 +671,7 @@ impl Writer {
                 {
                     break;
                 }
-                n += 1;
+                n += k;
             }
             p += rl;
         }
@@ -673,7 +704,7 @@ impl Writer {
         to: usize,
     ) -> Result<u64, (String, u64, u64)> {
         let mut wrote = (to - from) as u64;
-        let r = if let Some(enc) = self.zenc.as_mut() {
+        let r = if let (Some(enc), false) = (self.zenc.as_mut(), batch.coded) {
             let mut z = std::mem::take(&mut self.zbuf);
             z.clear();
             compress_records(
@@ -716,7 +747,7 @@ impl Writer {
                 0,
             ));
         }
-        let (kept, kept_bytes) = self.salvage(batch.bytes(), from, to);
+        let (kept, kept_bytes) = self.salvage(batch.bytes(), from, to, batch.coded);
         Err((
             format!("writing {name}: the disk is full ({e}); the file was closed valid. Free space, or set --max-total/--min-free so ringcap deletes old files"),
             kept,
@@ -726,8 +757,20 @@ impl Writer {
 
     /// After a full disk: writes the segment's records in small groups, each
     /// forced to the file, until one does not fit; keeps those that did.
-    fn salvage(&mut self, bytes: &[u8], from: usize, to: usize) -> (u64, u64) {
+    fn salvage(&mut self, bytes: &[u8], from: usize, to: usize, coded: bool) -> (u64, u64) {
         let format = self.cfg.format;
+        let units: Vec<(usize, u64)> = {
+            let mut units = Vec::new();
+            let mut p = from;
+            while p < to {
+                let Some((len, _, k)) = self.unit_at(coded, bytes, p) else {
+                    break;
+                };
+                units.push((len, k));
+                p += len;
+            }
+            units
+        };
         let Some(f) = self.current.as_mut() else {
             return (0, 0);
         };
@@ -736,11 +779,8 @@ impl Writer {
         let mut n = 0u64;
         let mut p = from;
         let mut z = Vec::new();
-        while p < to {
-            let Some((len, _)) = record_at(format, bytes, p) else {
-                break;
-            };
-            let written = if let Some(enc) = self.zenc.as_mut() {
+        for (len, k) in units {
+            let written = if let (Some(enc), false) = (self.zenc.as_mut(), coded) {
                 // A block per record: each write leaves a whole file.
                 z.clear();
                 compress_records(enc, format, bytes, p, p + len, 1, &mut z);
@@ -751,7 +791,7 @@ impl Writer {
             if written.is_err() {
                 break;
             }
-            n += 1;
+            n += k;
             p += len;
             if f.out.len() - good.0 >= 16 << 10 || p >= to {
                 if f.out.tick().is_err() {

@@ -3,7 +3,10 @@
  * packets to a pcap file (nanosecond timestamps), like `tcpdump -w`.
  *
  *   cc -o ringcap_example ringcap_example.c $(pkg-config --cflags --libs ringcap)
- *   ringcap_example -i eth0 [-s SNAPLEN] [-c COUNT] [-S SOCKET] -w out.pcap [FILTER]
+ *   ringcap_example -i eth0 [-s SNAPLEN] [-c COUNT] [-S SOCKET] [-z] -w out.pcap [FILTER]
+ *
+ * -z asks the daemon to compress the stream it hands over (the library
+ * decodes it: the file is the same).
  *
  * Runs until COUNT packets, the end of the session, or SIGINT/SIGTERM; on a
  * signal it stops the session and still writes every packet the daemon
@@ -70,15 +73,16 @@ int main(int argc, char **argv) {
     ringcap_options_init(&opts);
     const char *out_path = NULL;
     int count = 0, c;
-    while ((c = getopt(argc, argv, "i:s:c:S:w:")) != -1) {
+    while ((c = getopt(argc, argv, "i:s:c:S:zw:")) != -1) {
         switch (c) {
         case 'i': opts.interfaces = optarg; break;
         case 's': opts.snaplen = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'c': count = atoi(optarg); break;
         case 'S': opts.socket_path = optarg; break;
+        case 'z': opts.compress = 1; break;
         case 'w': out_path = optarg; break;
         default:
-            fprintf(stderr, "usage: %s -i IF [-s SNAP] [-c N] [-S SOCKET] -w FILE [FILTER]\n",
+            fprintf(stderr, "usage: %s -i IF [-s SNAP] [-c N] [-S SOCKET] [-z] -w FILE [FILTER]\n",
                     argv[0]);
             return 2;
         }

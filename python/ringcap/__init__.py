@@ -84,6 +84,7 @@ class _Options(ctypes.Structure):
         ("rotate_seconds", ctypes.c_uint64),
         ("rotate_packets", ctypes.c_uint64),
         ("rotate_bytes", ctypes.c_uint64),
+        ("compress", ctypes.c_uint32),
     ]
 
 
@@ -173,7 +174,7 @@ def library():
         ) from None
     p, i, sz, cp = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p
     sig = {
-        "ringcap_options_init": (None, [ctypes.POINTER(_Options)]),
+        "ringcap_options_init_sized": (None, [ctypes.POINTER(_Options), sz]),
         "ringcap_open": (i, [ctypes.POINTER(_Options), ctypes.POINTER(p), cp, sz]),
         "ringcap_close": (i, [p, ctypes.POINTER(_Stats), cp, sz]),
         "ringcap_stop": (i, [p, ctypes.POINTER(_Stats), cp, sz]),
@@ -242,7 +243,11 @@ class Session:
     ``count``/``duration``: end the session after that many packets/seconds.
     ``dump=True``: the daemon writes dump files (``rotate_*``) instead of
     delivering packets. ``inject_only=True``: a session that only sends
-    (``inject``), capturing nothing. ``socket``: the daemon's socket
+    (``inject``), capturing nothing. ``compress=True``: the daemon hands
+    the stream over compressed (per-flow header compression, a few bytes a
+    packet in the shared ring instead of whole records); the library decodes
+    it, so the packets are the same (``describe()`` then says "compressed
+    stream"; ignored in dump mode). ``socket``: the daemon's socket
     (default ``$RINGCAP_DAEMON``, else /run/ringcapd/ringcapd.sock).
     """
 
@@ -263,12 +268,13 @@ class Session:
         rotate_packets=0,
         rotate_bytes=0,
         inject_only=False,
+        compress=False,
     ):
         lib = library()
         if not isinstance(interface, (str, bytes)):
             interface = ",".join(interface)
         o = _Options()
-        lib.ringcap_options_init(ctypes.byref(o))
+        lib.ringcap_options_init_sized(ctypes.byref(o), ctypes.sizeof(o))
         self._keep = [_text(interface, "interface"), _text(filter, "filter"), _text(socket, "socket")]
         o.interfaces, o.filter, o.socket_path = self._keep
         o.snaplen = snaplen or 0
@@ -279,6 +285,7 @@ class Session:
         o.duration_s = float(duration)
         o.dump = 1 if dump else 0
         o.inject_only = 1 if inject_only else 0
+        o.compress = 1 if compress else 0
         o.format = {"pcap": FORMAT_PCAP, "pcapng": FORMAT_PCAPNG}[format]
         o.rotate_seconds, o.rotate_packets, o.rotate_bytes = rotate_seconds, rotate_packets, rotate_bytes
         self._lib = lib

@@ -23,8 +23,10 @@ DIR = Path(os.environ.get("RINGCAP_TEST_DIR", "/nonexistent"))
 LIMIT = 60.0
 
 
-def wait_for_sent(s, got=None):
-    """Reads packets (into `got`, if given) until the harness says the traffic is over."""
+def wait_for_sent(s, got=None, also=()):
+    """Reads packets (into `got`, if given; and from each session of `also`,
+    a list of (session, list) pairs, into its list) until the harness says
+    the traffic is over."""
     deadline = time.monotonic() + LIMIT
     while not (DIR / "sent").exists():
         assert time.monotonic() < deadline, "the harness never said the traffic was over"
@@ -33,39 +35,57 @@ def wait_for_sent(s, got=None):
         else:
             s.wait(0.05)
             got.extend(s.read())
+        for other, into in also:
+            into.extend(other.read())
+
+
+def check_against_tcpdump(got, final, want, what):
+    """`got` (packets) and `final` (counters from stop()) are exactly tcpdump's packets."""
+    got_t = [(p.timestamp_ns, p.wire_len, p.data) for p in got]
+    for i, (g, w) in enumerate(zip(got_t, want)):
+        assert g == w, f"{what}: packet {i}: got {g[:2]} {g[2][:48].hex()} want {w[:2]} {w[2][:48].hex()}"
+    assert len(got_t) == len(want), f"{what}: {len(got_t)} packets, tcpdump {len(want)}"
+    assert final["delivered"] == len(got), (what, final)
+    assert final["dropped_client"] == 0 and final["dropped_ring"] == 0, (what, final)
+    assert final["filter_accepted"] == final["delivered"], (what, final)
 
 
 def test_capture_matches_tcpdump():
     """Exactly tcpdump's packets (the combined filter, the capped snap
     length): bytes, wire lengths, timestamps; counters to match. The session
     opens with a narrower filter and widens it with setfilter, so the
-    comparison also shows the new filter is in force."""
-    with ringcap.Session(IF, filter="arp", snaplen=1000) as s:
-        s.setfilter(os.environ["RINGCAP_TEST_FILTER"])
+    comparison also shows the new filter is in force. A second session,
+    opened with compress=True, reads the same traffic over a compressed
+    stream: the same packets, byte for byte ("ready" holds both sessions'
+    settings, one a line)."""
+    flt = os.environ["RINGCAP_TEST_FILTER"]
+    with ringcap.Session(IF, filter="arp", snaplen=1000) as s, ringcap.Session(
+        IF, filter=flt, snaplen=1000, compress=True
+    ) as z:
+        s.setfilter(flt)
         try:
             s.setfilter("this is not a filter")
             raise AssertionError("a bad filter was accepted")
         except ringcap.RingcapError as e:
             assert e.code in (ringcap.ERR_DAEMON, ringcap.ERR_REFUSED), e
         s.flush()
-        desc = s.describe()
-        (DIR / "ready").write_text(desc)
-        got = []
-        wait_for_sent(s, got)
+        desc, zdesc = s.describe(), z.describe()
+        assert "compressed stream" not in desc, desc
+        assert "compressed stream" in zdesc, zdesc
+        (DIR / "ready").write_text(desc + "\n" + zdesc)
+        got, zgot = [], []
+        wait_for_sent(s, got, also=[(z, zgot)])
         live = s.stats()
         final = s.stop()
+        zfinal = z.stop()
         got.extend(s.packets())
-        assert s.ended() is not None
+        zgot.extend(z.packets())
+        assert s.ended() is not None and z.ended() is not None
     want = read_pcap(DIR / "tcpdump.pcap")
     assert len(want) > 1000
-    got_t = [(p.timestamp_ns, p.wire_len, p.data) for p in got]
-    for i, (g, w) in enumerate(zip(got_t, want)):
-        assert g == w, f"packet {i}: got {g[:2]} {g[2][:48].hex()} want {w[:2]} {w[2][:48].hex()}"
-    assert len(got_t) == len(want), f"{len(got_t)} packets, tcpdump {len(want)}"
-    assert final["delivered"] == len(got), final
-    assert final["dropped_client"] == 0 and final["dropped_ring"] == 0, final
+    check_against_tcpdump(got, final, want, "the session")
+    check_against_tcpdump(zgot, zfinal, want, "the compressed session")
     assert live["filter_accepted"] <= final["filter_accepted"], (live, final)
-    assert final["filter_accepted"] == final["delivered"], final
 
 
 def test_iterator_rate_out_of_a_full_session_buffer():

@@ -22,6 +22,11 @@ def test_an_unreachable_daemon_is_an_io_error_with_a_message():
         ringcap.Session("eth0", socket=os.path.join(d, "none.sock"))
     assert e.value.code == ringcap.ERR_IO
     assert "cannot reach ringcapd" in str(e.value)
+    # With compress: the options struct (its size) is still one the library
+    # knows, so it is the socket that fails.
+    with pytest.raises(ringcap.RingcapError) as e:
+        ringcap.Session("eth0", compress=True, socket=os.path.join(d, "none.sock"))
+    assert e.value.code == ringcap.ERR_IO, e.value
     os.rmdir(d)
 
 

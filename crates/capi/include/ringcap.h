@@ -60,7 +60,10 @@ extern "C" {
 #define RINGCAP_FORMAT_PCAP 0
 #define RINGCAP_FORMAT_PCAPNG 1
 
-/* What to capture. Fill with ringcap_options_init(), then set fields. */
+/* What to capture. Fill with ringcap_options_init(), then set fields.
+ * Versioned by `size`: new fields are only ever added at the end, and the
+ * library reads a field only when the caller's `size` covers it (a program
+ * built against an older ringcap.h gets the defaults of later fields). */
 typedef struct ringcap_options {
     uint32_t size;            /* sizeof(ringcap_options): set by ringcap_options_init */
     uint32_t snaplen;         /* bytes to keep of each packet; 0: whole packets */
@@ -78,6 +81,10 @@ typedef struct ringcap_options {
     uint64_t rotate_seconds;  /* dump mode: new file after this many seconds; 0: never */
     uint64_t rotate_packets;  /* dump mode: ... this many packets; 0: never */
     uint64_t rotate_bytes;    /* dump mode: ... this many bytes; 0: never */
+    uint32_t compress;        /* nonzero: the daemon hands the stream over compressed (per-flow
+                               * header compression in the ring); the library decodes it, so
+                               * packets come out the same. Ignored in dump mode. (Added after
+                               * the first version of this struct: see `size`.) */
 } ringcap_options;
 
 /* A session's counters. They add up: filter_accepted = sampled_out +
@@ -126,8 +133,17 @@ typedef struct ringcap_inject_report {
 
 typedef struct ringcap_session ringcap_session;
 
-/* Defaults: whole packets, no filter, no sampling, the default socket. */
-void ringcap_options_init(ringcap_options *opts);
+/* Defaults: whole packets, no filter, no sampling, the default socket, an
+ * uncompressed stream. Writes at most `size` bytes (your
+ * sizeof(ringcap_options)) and sets opts->size to it. Call it as
+ * ringcap_options_init(&opts) (the macro below). */
+void ringcap_options_init_sized(ringcap_options *opts, size_t size);
+
+/* ringcap_options_init(opts): ringcap_options_init_sized with this header's
+ * sizeof(ringcap_options). (The library also exports a function of this
+ * name, for programs built against the first ringcap.h, without `compress`:
+ * it fills only that version of the struct.) */
+#define ringcap_options_init(opts) ringcap_options_init_sized((opts), sizeof(ringcap_options))
 
 /* Opens a session (libwire: wire_init). On RINGCAP_OK, *out is the session. */
 int ringcap_open(const ringcap_options *opts, ringcap_session **out, char *errbuf, size_t errlen);
@@ -190,7 +206,8 @@ int ringcap_read_batch(ringcap_session *s, ringcap_pkthdr *hdrs, size_t max_pack
                        uint8_t *buf, size_t buf_len, char *errbuf, size_t errlen);
 
 /* The settings the daemon applied (session, interfaces, grant, snap length,
- * filters, sampling) as text into buf (may be NULL); returns its length. */
+ * filters, sampling; ", compressed stream" if the daemon compresses it) as
+ * text into buf (may be NULL); returns its length. */
 int ringcap_describe(ringcap_session *s, char *buf, size_t len);
 
 /* Dump mode: the name of the next dump file the daemon completed, into

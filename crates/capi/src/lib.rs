@@ -109,7 +109,21 @@ pub struct ringcap_options {
     pub rotate_packets: u64,
     /// Dump mode: rotate after this many bytes (0: never).
     pub rotate_bytes: u64,
+    /// Nonzero: have the daemon compress the stream it hands this session
+    /// (per-flow header compression in the shared ring); the library
+    /// decodes it, so packets come out the same. Added after the first
+    /// version of the struct: read only when `size` covers it.
+    pub compress: u32,
 }
+
+/// `sizeof(ringcap_options)` of the first version of the struct (before
+/// `compress`), as programs built against that `ringcap.h` pass it.
+pub(crate) const OPTIONS_V1_SIZE: usize = std::mem::offset_of!(ringcap_options, compress);
+
+/// The struct sizes this library accepts, oldest first: every version's
+/// `sizeof(ringcap_options)`. A caller's `size` must be one of them.
+pub(crate) const OPTIONS_SIZES: [usize; 2] =
+    [OPTIONS_V1_SIZE, std::mem::size_of::<ringcap_options>()];
 
 /// A session's counters (see `ringcap.h`).
 #[repr(C)]
@@ -387,16 +401,11 @@ fn duration_ms(timeout_ms: c_int) -> Duration {
     Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0))
 }
 
-/// Fills `opts` with the defaults (whole packets, no filter, default socket).
-///
-/// # Safety
-/// `opts` is NULL or points to a writable `ringcap_options`.
-#[no_mangle]
-pub unsafe extern "C" fn ringcap_options_init(opts: *mut ringcap_options) {
-    if opts.is_null() {
-        return;
-    }
-    let d = ringcap_options {
+/// The defaults (whole packets, no filter, default socket, uncompressed),
+/// `size` set to this library's `sizeof(ringcap_options)`. Every field but
+/// `size` is all-zero bits, which `ringcap_options_init_sized` relies on.
+fn default_options() -> ringcap_options {
+    ringcap_options {
         size: std::mem::size_of::<ringcap_options>() as u32,
         snaplen: 0,
         headers_only: 0,
@@ -413,10 +422,85 @@ pub unsafe extern "C" fn ringcap_options_init(opts: *mut ringcap_options) {
         rotate_seconds: 0,
         rotate_packets: 0,
         rotate_bytes: 0,
+        compress: 0,
+    }
+}
+
+/// Fills the first `size` bytes of `opts` (the caller's
+/// `sizeof(ringcap_options)`) with the defaults and sets `size` to it:
+/// never more than the caller's struct holds, whichever `ringcap.h` it was
+/// built against. `ringcap.h`'s `ringcap_options_init()` macro calls this.
+/// A size this library does not know is stored as it is, and
+/// `ringcap_open` refuses it.
+///
+/// # Safety
+/// `opts` is NULL or points to `size` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ringcap_options_init_sized(opts: *mut ringcap_options, size: usize) {
+    if opts.is_null() {
+        return;
+    }
+    // Every default is all-zero bits (0, 0.0, NULL, RINGCAP_FORMAT_PCAP),
+    // padding included: see `default_options` and the tests.
+    let n = size.min(std::mem::size_of::<ringcap_options>());
+    // SAFETY: `opts` is non-NULL with `size` writable bytes (contract) and
+    // n <= size. Bytes only: the caller's struct may be smaller than ours.
+    unsafe { std::ptr::write_bytes(opts.cast::<u8>(), 0, n) };
+    if size >= std::mem::size_of::<u32>() {
+        // SAFETY: `size` starts the struct and the caller has at least its
+        // 4 bytes; `opts` is suitably aligned for a ringcap_options (contract).
+        unsafe { std::ptr::addr_of_mut!((*opts).size).write(u32::try_from(size).unwrap_or(0)) };
+    }
+}
+
+/// The function programs built against the first `ringcap.h` (before
+/// `compress`) call: fills the first version of the struct (its
+/// `OPTIONS_V1_SIZE` bytes) and nothing after it, since their struct ends
+/// there. Programs built against this `ringcap.h` reach
+/// `ringcap_options_init_sized` through the header's macro of this name.
+///
+/// # Safety
+/// `opts` is NULL or points to a writable first-version `ringcap_options`.
+#[no_mangle]
+pub unsafe extern "C" fn ringcap_options_init(opts: *mut ringcap_options) {
+    // SAFETY: the contract above is `ringcap_options_init_sized`'s with
+    // size = OPTIONS_V1_SIZE.
+    unsafe { ringcap_options_init_sized(opts, OPTIONS_V1_SIZE) }
+}
+
+/// The caller's options as this library's struct: the first `size` bytes
+/// copied from the caller, every later field (one the caller's version of
+/// `ringcap.h` does not have) left at its default.
+///
+/// # Safety
+/// `opts` is non-NULL and points to a struct whose first field is `size`,
+/// with `size` readable bytes.
+unsafe fn read_options(opts: *const ringcap_options) -> Result<ringcap_options, Fail> {
+    // SAFETY: non-NULL; every version of the struct starts with its `size`
+    // field, which is all we read before checking it.
+    let size = unsafe { std::ptr::addr_of!((*opts).size).read() } as usize;
+    if !OPTIONS_SIZES.contains(&size) {
+        return Err(Fail::new(
+            RINGCAP_ERR_ARG,
+            format!(
+                "options.size is {size}, this libringcap knows {OPTIONS_SIZES:?} (call ringcap_options_init)"
+            ),
+        ));
+    }
+    let mut o = default_options();
+    // SAFETY: the caller's struct has `size` readable bytes (its version's
+    // sizeof, one of OPTIONS_SIZES), size <= sizeof(ringcap_options), and
+    // every field is plain data whose bytes came from a struct of the same
+    // layout up to `size` (the versions only add fields at the end); `o` is
+    // a local, so no overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            opts.cast::<u8>(),
+            (&mut o as *mut ringcap_options).cast::<u8>(),
+            size,
+        )
     };
-    // SAFETY: non-NULL and writable by this function's contract; a plain
-    // write of a Copy struct (no drop of the old contents).
-    unsafe { opts.write(d) };
+    Ok(o)
 }
 
 fn request(o: &ringcap_options) -> Result<(PathBuf, OpenRequest), Fail> {
@@ -467,6 +551,7 @@ fn request(o: &ringcap_options) -> Result<(PathBuf, OpenRequest), Fail> {
         rotate_bytes: nz(o.rotate_bytes),
     });
     req.inject_only = o.inject_only != 0;
+    req.compress = o.compress != 0;
     let socket = text(o.socket_path, "socket_path")?
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)
@@ -479,7 +564,8 @@ fn request(o: &ringcap_options) -> Result<(PathBuf, OpenRequest), Fail> {
 ///
 /// # Safety
 /// `opts` points to a `ringcap_options` filled by `ringcap_options_init`
-/// (its strings NUL-terminated), `out` to a writable pointer, `errbuf` to
+/// (any version of the struct: `size` readable bytes; its strings
+/// NUL-terminated), `out` to a writable pointer, `errbuf` to
 /// `errlen` writable bytes (or NULL).
 #[no_mangle]
 pub unsafe extern "C" fn ringcap_open(
@@ -492,20 +578,9 @@ pub unsafe extern "C" fn ringcap_open(
         if opts.is_null() || out.is_null() {
             return Err(Fail::new(RINGCAP_ERR_ARG, "opts or out is NULL"));
         }
-        // SAFETY: non-NULL; the caller's struct starts with its `size`
-        // field, which is all we read before checking it.
-        let size = unsafe { (*opts).size } as usize;
-        if size != std::mem::size_of::<ringcap_options>() {
-            return Err(Fail::new(
-                RINGCAP_ERR_ARG,
-                format!(
-                    "options.size is {size}, this libringcap knows {} (call ringcap_options_init)",
-                    std::mem::size_of::<ringcap_options>()
-                ),
-            ));
-        }
-        // SAFETY: the size matches, so the whole struct is there; Copy.
-        let o = unsafe { *opts };
+        // SAFETY: non-NULL; the caller's struct has the `size` it says
+        // (ringcap_options_init sets it to the caller's sizeof).
+        let o = unsafe { read_options(opts) }?;
         let (socket, req) = request(&o)?;
         let session = Client::connect(&socket)?.open(req)?;
         let s = Box::new(ringcap_session {
@@ -923,7 +998,8 @@ pub unsafe extern "C" fn ringcap_read_batch(
 }
 
 /// The settings the daemon applied, as text (grant, snap length, filters,
-/// sampling), NUL-terminated into `buf`; returns the full length.
+/// sampling; ", compressed stream" if the daemon compresses it),
+/// NUL-terminated into `buf`; returns the full length.
 ///
 /// # Safety
 /// `s` from `ringcap_open`; `buf` NULL or `len` writable bytes.
@@ -942,7 +1018,7 @@ pub unsafe extern "C" fn ringcap_describe(
             Snap::Headers { max } => format!("headers (at most {max} bytes)"),
         };
         let text = format!(
-            "session {} on {}, grant {}, {snap}, filter ({}) and ({}){}",
+            "session {} on {}, grant {}, {snap}, filter ({}) and ({}){}{}",
             inner.session.id,
             e.interfaces.join(","),
             u64::from(e.grant) + 1,
@@ -952,6 +1028,11 @@ pub unsafe extern "C" fn ringcap_describe(
                 Some(Sample::Packets(n)) => format!(", 1 packet in {n}"),
                 Some(Sample::Flows(n)) => format!(", 1 flow in {n}"),
                 None => String::new(),
+            },
+            if e.compress {
+                ", compressed stream"
+            } else {
+                ""
             }
         );
         write_text(buf, len, &text);

@@ -26,6 +26,19 @@ fn header_functions(h: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for line in h.lines() {
         let l = line.trim_start();
+        // A function-like macro of the library's (ringcap_options_init)
+        // declares the exported function of its name for this check.
+        if let Some(m) = l.strip_prefix("#define ringcap_") {
+            if let Some(j) = m.find('(') {
+                if m[..j]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    out.insert(format!("ringcap_{}", &m[..j]));
+                }
+            }
+            continue;
+        }
         if l.starts_with('#')
             || l.starts_with('/')
             || l.starts_with('*')
@@ -96,7 +109,9 @@ fn the_header_constants_have_the_library_values() {
         let (Some(name), Some(value)) = (w.next(), w.next()) else {
             continue;
         };
-        if name == "RINGCAP_H" || name == "RINGCAP_ERRBUF_SIZE" {
+        // Function-like macros (ringcap_options_init) are checked with the
+        // functions.
+        if name == "RINGCAP_H" || name == "RINGCAP_ERRBUF_SIZE" || name.contains('(') {
             continue;
         }
         let v: i64 = value
@@ -146,6 +161,7 @@ fn the_structs_have_the_same_layout_in_c_and_rust() {
         "rotate_seconds",
         "rotate_packets",
         "rotate_bytes",
+        "compress",
     ];
     let mut c = String::from(
         "#include <ringcap.h>\n#include <stdio.h>\n#include <stddef.h>\nint main(void) {\n",
@@ -193,6 +209,7 @@ fn the_structs_have_the_same_layout_in_c_and_rust() {
             "rotate_seconds" => offset_of!(ringcap_options, rotate_seconds),
             "rotate_packets" => offset_of!(ringcap_options, rotate_packets),
             "rotate_bytes" => offset_of!(ringcap_options, rotate_bytes),
+            "compress" => offset_of!(ringcap_options, compress),
             _ => unreachable!(),
         }
     };
@@ -227,9 +244,9 @@ fn errors_are_codes_and_messages() {
     let mut err = [0 as std::ffi::c_char; 256];
     let mut s: *mut ringcap_session = std::ptr::null_mut();
     let mut o = std::mem::MaybeUninit::<ringcap_options>::uninit();
-    // SAFETY: a writable options struct; init fills every field.
+    // SAFETY: a writable options struct of that size; init fills every field.
     let mut o = unsafe {
-        ringcap_options_init(o.as_mut_ptr());
+        ringcap_options_init_sized(o.as_mut_ptr(), std::mem::size_of::<ringcap_options>());
         o.assume_init()
     };
     // No interface: an argument error.
@@ -260,16 +277,153 @@ fn errors_are_codes_and_messages() {
     let rc = unsafe { ringcap_open(&o, &mut s, small.as_mut_ptr(), small.len()) };
     assert_eq!(rc, RINGCAP_ERR_IO);
     assert_eq!(small[7], 0);
-    // A wrong struct size is refused, not read past.
-    o.size -= 8;
+    // The first version's size is still accepted (the socket is what fails).
+    o.size = OPTIONS_V1_SIZE as u32;
+    // SAFETY: as above (the struct is larger than the size says).
+    let rc = unsafe { ringcap_open(&o, &mut s, err.as_mut_ptr(), err.len()) };
+    assert_eq!(rc, RINGCAP_ERR_IO);
+    // A size no version had is refused, not read past.
+    for bad in [0, 4, OPTIONS_V1_SIZE as u32 - 8, o.size + 4, o.size + 16] {
+        o.size = bad;
+        // SAFETY: as above.
+        let rc = unsafe { ringcap_open(&o, &mut s, err.as_mut_ptr(), err.len()) };
+        assert_eq!(rc, RINGCAP_ERR_ARG, "size {bad}");
+    }
+    o.size = std::mem::size_of::<ringcap_options>() as u32 + 8;
     // SAFETY: as above.
     let rc = unsafe { ringcap_open(&o, &mut s, err.as_mut_ptr(), err.len()) };
     assert_eq!(rc, RINGCAP_ERR_ARG);
+    // SAFETY: NUL-terminated message.
+    let msg = unsafe { CStr::from_ptr(err.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    assert!(msg.contains("options.size"), "{msg}");
     // NULL session: an error, not a crash.
     // SAFETY: NULL is handled.
     let rc = unsafe { ringcap_flush(std::ptr::null_mut(), err.as_mut_ptr(), err.len()) };
     assert_eq!(rc, RINGCAP_ERR_ARG);
     assert!(s.is_null());
+}
+
+/// The options struct's versions: init writes no more than the caller's
+/// struct holds, and a field after the caller's `size` is never read.
+#[test]
+fn options_of_the_first_version_still_work_and_compress_is_read_only_when_covered() {
+    use crate::*;
+    use std::mem::size_of;
+    const FULL: usize = size_of::<ringcap_options>();
+    // The first version ended with rotate_bytes: its sizeof is where
+    // compress starts (96 bytes on 64-bit targets).
+    assert_eq!(
+        OPTIONS_V1_SIZE,
+        std::mem::offset_of!(ringcap_options, rotate_bytes) + 8
+    );
+    #[cfg(target_pointer_width = "64")]
+    assert_eq!(OPTIONS_V1_SIZE, 96);
+    const { assert!(FULL > OPTIONS_V1_SIZE) };
+
+    /// An 8-aligned buffer larger than the struct, filled with 0xAA.
+    #[repr(C, align(8))]
+    struct Buf([u8; 256]);
+    let fresh = || Buf([0xAA; 256]);
+
+    // The legacy entry point fills exactly the first version.
+    let mut b = fresh();
+    // SAFETY: 256 writable, aligned bytes >= the first version's size.
+    unsafe { ringcap_options_init(b.0.as_mut_ptr().cast()) };
+    assert_eq!(
+        u32::from_ne_bytes(b.0[..4].try_into().unwrap()) as usize,
+        OPTIONS_V1_SIZE
+    );
+    assert!(
+        b.0[OPTIONS_V1_SIZE..].iter().all(|&x| x == 0xAA),
+        "wrote past the first version"
+    );
+    // The sized one: exactly `size` bytes, `size` set to it.
+    for size in [OPTIONS_V1_SIZE, FULL] {
+        let mut b = fresh();
+        // SAFETY: as above; size <= 256.
+        unsafe { ringcap_options_init_sized(b.0.as_mut_ptr().cast(), size) };
+        assert_eq!(
+            u32::from_ne_bytes(b.0[..4].try_into().unwrap()) as usize,
+            size
+        );
+        assert!(b.0[size..].iter().all(|&x| x == 0xAA), "size {size}");
+        assert!(b.0[4..size].iter().all(|&x| x == 0), "size {size}");
+    }
+
+    // A first-version caller: whatever follows its struct is not read.
+    let mut b = fresh();
+    // SAFETY: as above.
+    unsafe { ringcap_options_init_sized(b.0.as_mut_ptr().cast(), OPTIONS_V1_SIZE) };
+    // SAFETY: the buffer is aligned for and larger than a ringcap_options.
+    let o = unsafe { read_options(b.0.as_ptr().cast()) }.unwrap_or_else(|e| panic!("{}", e.msg));
+    assert_eq!(o.compress, 0, "read past the caller's size");
+    assert_eq!(o.size as usize, OPTIONS_V1_SIZE);
+    let mut o = o;
+    o.interfaces = c"eth0".as_ptr();
+    assert!(
+        !request(&o)
+            .unwrap_or_else(|e| panic!("{}", e.msg))
+            .1
+            .compress
+    );
+
+    // A current caller asking for compression gets it in the request.
+    let mut b = fresh();
+    // SAFETY: as above.
+    unsafe { ringcap_options_init_sized(b.0.as_mut_ptr().cast(), FULL) };
+    // SAFETY: as above: aligned, initialized by init, FULL bytes.
+    let mut o = unsafe { std::ptr::read(b.0.as_ptr().cast::<ringcap_options>()) };
+    let d = default_options();
+    assert_eq!(
+        (
+            o.size,
+            o.snaplen,
+            o.headers_only,
+            o.sample_packets,
+            o.sample_flows
+        ),
+        (
+            d.size,
+            d.snaplen,
+            d.headers_only,
+            d.sample_packets,
+            d.sample_flows
+        )
+    );
+    assert_eq!(
+        (o.format, o.count, o.duration_s),
+        (d.format, d.count, d.duration_s)
+    );
+    assert!(o.socket_path.is_null() && o.interfaces.is_null() && o.filter.is_null());
+    assert_eq!(
+        (
+            o.dump,
+            o.inject_only,
+            o.rotate_seconds,
+            o.rotate_packets,
+            o.rotate_bytes
+        ),
+        (
+            d.dump,
+            d.inject_only,
+            d.rotate_seconds,
+            d.rotate_packets,
+            d.rotate_bytes
+        )
+    );
+    assert_eq!(o.compress, 0, "the default");
+    o.compress = 1;
+    o.interfaces = c"eth0".as_ptr();
+    // SAFETY: a whole current struct.
+    let o = unsafe { read_options(&o) }.unwrap_or_else(|e| panic!("{}", e.msg));
+    assert!(
+        request(&o)
+            .unwrap_or_else(|e| panic!("{}", e.msg))
+            .1
+            .compress
+    );
 }
 
 #[test]

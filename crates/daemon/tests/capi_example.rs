@@ -3,7 +3,8 @@
 //! against the built libringcap.so, run as the unprivileged user `nobody`
 //! against a real ringcapd over veth, receives exactly the packets tcpdump
 //! (root, the combined filter, the capped snap length) captures: same
-//! bytes, wire lengths and timestamps, and counters that say so.
+//! bytes, wire lengths and timestamps, and counters that say so; so does a
+//! second copy that asks for a compressed stream (`options.compress`).
 
 mod common;
 
@@ -85,6 +86,47 @@ fn compile_example(dir: &TempDir, name: &str) -> PathBuf {
     exe
 }
 
+/// Starts the C example as nobody (`-s 1000 -w DIR/NAME.pcap`, then
+/// `extra`, then the filter) and waits until it captures.
+fn start_example(
+    tb: &Testbed,
+    d: &Daemon,
+    exe: &Path,
+    out: &TempDir,
+    name: &str,
+    extra: &[&str],
+    filter: &str,
+) -> Client {
+    let pcap = out.join(format!("{name}.pcap"));
+    let mut cmd = as_user(tb, NOBODY, exe);
+    cmd.arg("-S")
+        .arg(&d.socket)
+        .args(["-i", &tb.capture_if, "-s", "1000", "-w"])
+        .arg(&pcap)
+        .args(extra)
+        .arg(filter)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn the C example");
+    let (ready, log) = wait_for_stderr_line(
+        &mut child,
+        "ringcap_example: capturing: ",
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|e| panic!("the C example ({name}) did not start: {e}"));
+    Client {
+        child,
+        log,
+        ready,
+        out: pcap,
+        json: out.join("unused.json"),
+    }
+}
+
+/// Two copies of the example, one asking for a compressed stream
+/// (`options.compress`, `-z`), capture the same traffic: both files hold
+/// exactly tcpdump's packets.
 #[test]
 fn the_c_example_as_nobody_receives_exactly_what_tcpdump_captures() {
     if !can_run() {
@@ -103,27 +145,17 @@ fn the_c_example_as_nobody_receives_exactly_what_tcpdump_captures() {
     let exe = compile_example(&out, "ringcap_example");
     let td = TempDir::new("capi-tcpdump");
     let filter = "udp or icmp or arp";
-    let pcap = out.join("c.pcap");
-    let mut cmd = as_user(&tb, NOBODY, &exe);
-    cmd.arg("-S")
-        .arg(&d.socket)
-        .args(["-i", &tb.capture_if, "-s", "1000", "-w"])
-        .arg(&pcap)
-        .arg(filter)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn the C example");
-    let (ready, log) = wait_for_stderr_line(
-        &mut child,
-        "ringcap_example: capturing: ",
-        Duration::from_secs(20),
-    )
-    .unwrap_or_else(|e| panic!("the C example did not start: {e}"));
-    assert!(
-        ready.contains(&format!("snaplen {CAP}")) && ready.contains("grant 1,"),
-        "effective settings: {ready}"
-    );
+    let plain = start_example(&tb, &d, &exe, &out, "c", &[], filter);
+    let packed = start_example(&tb, &d, &exe, &out, "c-compressed", &["-z"], filter);
+    for (c, compressed) in [(&plain, false), (&packed, true)] {
+        assert!(
+            c.ready.contains(&format!("snaplen {CAP}"))
+                && c.ready.contains("grant 1,")
+                && c.ready.contains("compressed stream") == compressed,
+            "effective settings (compressed: {compressed}): {}",
+            c.ready
+        );
+    }
     let tcpdump = start_tcpdump(
         &tb,
         &td.join("want.pcap"),
@@ -133,16 +165,11 @@ fn the_c_example_as_nobody_receives_exactly_what_tcpdump_captures() {
     let sent = frames::mixed_sequence(&tb.endpoints(), 23 * 4 * 50);
     tb.send_from_peer(&sent, 20_000).expect("send");
     std::thread::sleep(SETTLE);
-    let c = Client {
-        child,
-        log,
-        ready,
-        out: pcap.clone(),
-        json: out.join("unused.json"),
-    };
-    let f = c.interrupt();
+    let finished = [
+        ("the C example", plain.interrupt()),
+        ("the C example (compressed)", packed.interrupt()),
+    ];
     let want = tcpdump.stop();
-    f.assert_ok("the C example");
 
     // The oracle saw what the grant allows (a check of the test itself).
     assert_packets(
@@ -152,26 +179,35 @@ fn the_c_example_as_nobody_receives_exactly_what_tcpdump_captures() {
     );
     assert!(want.len() > 1000, "{} packets", want.len());
 
-    let got = read(&pcap);
-    assert_packets(
-        &got,
-        &want
-            .iter()
-            .map(|p| (p.wire_len, p.data.clone()))
-            .collect::<Vec<_>>(),
-        "the C example against tcpdump",
-    );
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert_eq!(g.ts_ns, w.ts_ns, "packet {i}'s timestamp");
+    for (what, f) in &finished {
+        f.assert_ok(what);
+        let got = read(&f.out);
+        assert_packets(
+            &got,
+            &want
+                .iter()
+                .map(|p| (p.wire_len, p.data.clone()))
+                .collect::<Vec<_>>(),
+            &format!("{what} against tcpdump"),
+        );
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.ts_ns, w.ts_ns, "{what}: packet {i}'s timestamp");
+        }
+        // Its counters (from ringcap_stop) say the same.
+        let n = want.len();
+        assert!(
+            f.stderr
+                .contains(&format!(" dropped_client 0 delivered {n} "))
+                && f.stderr.contains(&format!("wrote {n} packets")),
+            "{what}'s report for {n} packets:\n{}",
+            f.stderr
+        );
     }
-    // Its counters (from ringcap_stop) say the same.
-    let n = want.len();
-    assert!(
-        f.stderr
-            .contains(&format!(" dropped_client 0 delivered {n} "))
-            && f.stderr.contains(&format!("wrote {n} packets")),
-        "the C example's report for {n} packets:\n{}",
-        f.stderr
+    // Both files are byte for byte the same (same header, same records).
+    assert_eq!(
+        std::fs::read(&finished[0].1.out).expect("the plain file"),
+        std::fs::read(&finished[1].1.out).expect("the compressed session's file"),
+        "the compressed session's file differs from the plain one"
     );
     d.stop();
 }

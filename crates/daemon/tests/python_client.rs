@@ -3,7 +3,8 @@
 //! the system /usr/bin/python3 against a real ringcapd over veth. This
 //! harness makes the testbed, starts the daemon and tcpdump (root), sends
 //! the traffic and hands tcpdump's file (or the offline oracle's count) to
-//! the Python side, which compares (see live_session.py's docstring).
+//! the Python side, which compares (see live_session.py's docstring); the
+//! tcpdump comparison covers a session with `compress=True` too.
 
 mod common;
 
@@ -156,11 +157,19 @@ fn python_as_nobody_receives_exactly_what_tcpdump_captures() {
     );
     let filter = "udp or icmp or arp";
     let py = start_pytest(&tb, &d, "test_capture_matches_tcpdump", filter);
+    // One line a session: the plain one, then the one opened with
+    // compress=True, which reads the same traffic over a compressed stream.
     let ready = std::fs::read_to_string(py.dir.join("ready")).expect("ready");
-    assert!(
-        ready.contains(&format!("snaplen {CAP}")) && ready.contains(&format!("and ({filter})")),
-        "effective settings: {ready}"
-    );
+    let lines: Vec<&str> = ready.lines().collect();
+    assert_eq!(lines.len(), 2, "effective settings: {ready}");
+    for (line, compressed) in lines.iter().zip([false, true]) {
+        assert!(
+            line.contains(&format!("snaplen {CAP}"))
+                && line.contains(&format!("and ({filter})"))
+                && line.contains("compressed stream") == compressed,
+            "effective settings (compressed: {compressed}): {line}"
+        );
+    }
     let td = TempDir::new("py-tcpdump");
     let tcpdump = start_tcpdump(
         &tb,

@@ -113,7 +113,8 @@ pub struct CaptureArgs {
     /// Through ringcapd: have the daemon compress the stream it hands this
     /// client (per-flow header compression, a few bytes a packet in the
     /// shared ring instead of the whole record); the packets written are
-    /// the same.
+    /// the same. With --format compressed --tstamp-precision nano the
+    /// daemon's blocks go into the file as they are, not decoded here.
     #[arg(long, conflicts_with = "dump", help_heading = "Input")]
     pub compress: bool,
 

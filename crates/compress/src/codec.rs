@@ -1181,38 +1181,73 @@ fn differs(a: &[u8], b: &[u8; MAXH], mask: &Mask) -> bool {
     x != 0
 }
 
+/// Bit `i` set where byte `i` of `p` and `a` (at most [`MAXH`] bytes, as
+/// long as each other) differ: eight bytes compared at a time.
+fn diff_bits(p: &[u8], a: &[u8]) -> [u64; MAXH.div_ceil(64)] {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let mut bits = [0u64; MAXH.div_ceil(64)];
+    let n = a.len().min(p.len()).min(MAXH);
+    let mut i = 0;
+    while i + 8 <= n {
+        let word = |s: &[u8]| u64::from_le_bytes(s[i..i + 8].try_into().unwrap_or_default());
+        let x = word(a) ^ word(p);
+        // The top bit of each byte of `x` that is not zero, then those
+        // eight bits gathered into the low byte.
+        let top = (((x & LOW7) + LOW7) | x) & !LOW7;
+        let mask = (top >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56;
+        bits[i / 64] |= mask << (i % 64);
+        i += 8;
+    }
+    while i < n {
+        bits[i / 64] |= u64::from(a[i] != p[i]) << (i % 64);
+        i += 1;
+    }
+    bits
+}
+
+/// The first position at or after `i` (below `n`) whose bit in `bits` is
+/// `set`, or `n`.
+fn next_bit(bits: &[u64], mut i: usize, n: usize, set: bool) -> usize {
+    while i < n {
+        let Some(&word) = bits.get(i / 64) else {
+            return n;
+        };
+        let w = if set { word } else { !word } >> (i % 64);
+        if w != 0 {
+            return (i + w.trailing_zeros() as usize).min(n);
+        }
+        i = (i / 64 + 1) * 64;
+    }
+    n
+}
+
 /// Byte runs where `p` (the prediction) and `a` (the packet) differ: their
 /// number, then for each the gap since the previous run's end, its length
 /// less one, and its bytes.
 fn write_runs(e: &mut rc::Encoder, m: &mut Models, p: &[u8], a: &[u8]) {
-    let mut n = 0u64;
-    let mut i = 0;
-    while i < a.len() {
-        if p[i] != a[i] {
-            n += 1;
-            while i < a.len() && p[i] != a[i] {
-                i += 1;
-            }
-        }
-        i += 1;
+    // The headers and what follows them, at most MAXH (see `push`).
+    debug_assert!(a.len() <= MAXH && p.len() == a.len());
+    let n = a.len();
+    let bits = diff_bits(p, a);
+    // Runs start where a set bit follows a clear one.
+    let mut runs = 0u64;
+    let mut carry = 0u64;
+    for &w in &bits {
+        runs += u64::from((w & !(w << 1 | carry)).count_ones());
+        carry = w >> 63;
     }
-    e.uint(&mut m.field[M_RUNS], n);
-    let (mut i, mut last) = (0, 0);
-    while i < a.len() {
-        if p[i] == a[i] {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < a.len() && p[i] != a[i] {
-            i += 1;
-        }
+    e.uint(&mut m.field[M_RUNS], runs);
+    let mut last = 0;
+    let mut start = next_bit(&bits, 0, n, true);
+    while start < n {
+        let end = next_bit(&bits, start, n, false);
         e.uint(&mut m.field[M_GAP], (start - last) as u64);
-        e.uint(&mut m.field[M_RUNLEN], (i - start - 1) as u64);
-        for &b in &a[start..i] {
+        e.uint(&mut m.field[M_RUNLEN], (end - start - 1) as u64);
+        for &b in &a[start..end] {
             e.tree(&mut m.byte, b as u32);
         }
-        last = i;
+        last = end;
+        start = next_bit(&bits, end, n, true);
     }
 }
 
@@ -1537,4 +1572,87 @@ fn uint(d: &mut rc::Decoder<'_>, u: &mut UInt, at: u64) -> Result<u64, DecodeErr
         offset: at,
         kind: ErrorKind::BadVarint,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// (start, end) of each run of differing bytes, byte by byte.
+    fn runs_bytewise(p: &[u8], a: &[u8]) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < a.len() {
+            if p[i] == a[i] {
+                i += 1;
+                continue;
+            }
+            let s = i;
+            while i < a.len() && p[i] != a[i] {
+                i += 1;
+            }
+            out.push((s, i));
+        }
+        out
+    }
+
+    fn runs_by_bits(p: &[u8], a: &[u8]) -> (Vec<(usize, usize)>, u64) {
+        let bits = diff_bits(p, a);
+        let mut counted = 0u64;
+        let mut carry = 0u64;
+        for &w in &bits {
+            counted += u64::from((w & !(w << 1 | carry)).count_ones());
+            carry = w >> 63;
+        }
+        let mut out = Vec::new();
+        let mut s = next_bit(&bits, 0, a.len(), true);
+        while s < a.len() {
+            let e = next_bit(&bits, s, a.len(), false);
+            out.push((s, e));
+            s = next_bit(&bits, e, a.len(), true);
+        }
+        (out, counted)
+    }
+
+    proptest! {
+        #[test]
+        fn runs_found_word_by_word_are_the_bytewise_ones(
+            len in 0usize..=MAXH,
+            seed in any::<u64>(),
+            flips in proptest::collection::vec((0usize..MAXH, 1u8..=255), 0..40),
+        ) {
+            let p: Vec<u8> = (0..len).map(|i| (seed >> (i % 57)) as u8 ^ i as u8).collect();
+            let mut a = p.clone();
+            for (at, x) in flips {
+                if at < len {
+                    a[at] ^= x;
+                }
+            }
+            let want = runs_bytewise(&p, &a);
+            let (got, counted) = runs_by_bits(&p, &a);
+            prop_assert_eq!(&got, &want);
+            prop_assert_eq!(counted, want.len() as u64);
+        }
+    }
+
+    #[test]
+    fn runs_across_word_and_bit_word_boundaries() {
+        for (len, diffs) in [
+            (160, vec![63, 64, 127, 128, 159]),
+            (160, (60..70).collect::<Vec<_>>()),
+            (130, (0..130).collect()),
+            (7, vec![6]),
+            (64, vec![7, 8]),
+        ] {
+            let p = vec![0u8; len];
+            let mut a = p.clone();
+            for d in diffs {
+                a[d] = 1;
+            }
+            let (got, counted) = runs_by_bits(&p, &a);
+            assert_eq!(got, runs_bytewise(&p, &a), "len {len}");
+            assert_eq!(counted, got.len() as u64, "len {len}");
+        }
+    }
 }

@@ -49,8 +49,8 @@ use std::time::{Duration, Instant};
 /// its ring: its encoder's queue plus blocks it waits for. The capture
 /// thread works through a whole kernel ring block (4 MiB, some 30 000 short
 /// packets, a dozen chunks a session) before the encoders, at the lowest
-/// priority, get the CPU: the queue holds a few such bursts (at most some
-/// 6 MiB of records a session).
+/// priority, get the CPU: the queue holds a few such bursts (at most 8 MiB
+/// of chunk buffers a session; its ring is 64 MiB by default).
 const COMPRESS_QUEUE: usize = 32;
 /// Chunks handed to encoders that [`SharedBlocks`] remembers.
 const RECENT: usize = 16;

@@ -312,7 +312,11 @@ fn encode(encoder: &mut ringcap_compress::Encoder, records: &[u8]) -> Vec<u8> {
         let word = |i: usize| u32::from_le_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
         let ts = u64::from(word(0)) * 1_000_000_000 + u64::from(word(4));
         let end = RECORD_HEADER + word(8) as usize;
-        encoder.push(ts, word(12), &p[RECORD_HEADER..end]);
+        // Whole records only (as `write_record` makes them).
+        let Some(data) = p.get(RECORD_HEADER..end) else {
+            break;
+        };
+        encoder.push(ts, word(12), data);
         p = &p[end..];
     }
     let mut block = Vec::new();

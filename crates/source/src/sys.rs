@@ -516,23 +516,55 @@ pub fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
-/// Asks the CPU to start loading the cache line at the start of `bytes`
-/// for writing (PREFETCHW where the CPU has it, a read prefetch otherwise),
-/// for the in-place converter, which reads and rewrites every line of a
-/// ring block the kernel filled from another CPU. A hint: it never faults
-/// and changes nothing.
-#[inline(always)]
-pub fn prefetch_for_write(bytes: &[u8]) {
+/// Whether this CPU has PREFETCHW (CPUID 8000_0001h ECX bit 8, "prfchw"
+/// or "3dnowprefetch"), asked once; see [`prefetch_for_write`].
+pub fn has_prefetchw() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-        // SAFETY: prefetch instructions never fault, whatever the address;
-        // the pointer comes from a live slice anyway. A CPU without
-        // PREFETCHW runs the encoding as a NOP (or a plain prefetch).
-        unsafe { _mm_prefetch::<_MM_HINT_ET0>(bytes.as_ptr() as *const i8) }
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| {
+            let top = std::arch::x86_64::__cpuid(0x8000_0000).eax;
+            top >= 0x8000_0001 && std::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
+    false
+}
+
+/// Asks the CPU to start loading the cache line at the start of `bytes`
+/// for writing, for the in-place converter, which reads and rewrites lines
+/// of a ring block the kernel filled from another CPU (every line when
+/// packets are short, the few around each header when they are long).
+/// `owned` ([`has_prefetchw`]): PREFETCHW, which asks for the line owned;
+/// otherwise a plain read prefetch (`_mm_prefetch::<_MM_HINT_ET0>` is
+/// one unless the build enables `prfchw`; a line read that way comes
+/// shared, and the stores that follow wait for the other CPU to give it
+/// up). A hint: it never faults and changes nothing.
+#[inline(always)]
+pub fn prefetch_for_write(bytes: &[u8], owned: bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if owned {
+            // SAFETY: the caller checked that the CPU has PREFETCHW
+            // (has_prefetchw). A prefetch never faults and writes nothing,
+            // whatever the address (the pointer comes from a live slice
+            // anyway); it uses no register but its operand, and no flags.
+            unsafe {
+                std::arch::asm!(
+                    "prefetchw [{0}]",
+                    in(reg) bytes.as_ptr(),
+                    options(nostack, preserves_flags, readonly)
+                )
+            }
+        } else {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            // SAFETY: prefetch instructions never fault, whatever the
+            // address; the pointer comes from a live slice anyway.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr() as *const i8) }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, owned);
 }
 
 #[cfg(test)]

@@ -438,6 +438,23 @@ impl Unpack {
     }
 }
 
+/// Hands every chunk in `ring` now to `f`, which says how many packets it
+/// held, then gives the space back to the daemon; returns the packets.
+fn drain(
+    ring: &mut RingReader,
+    mut f: impl FnMut(ringcap_shm::Chunk<'_>) -> Result<u64, ClientError>,
+) -> Result<u64, ClientError> {
+    let mut n = 0u64;
+    while let Some(chunk) = ring
+        .next_chunk()
+        .map_err(|e| ClientError::Protocol(e.to_string()))?
+    {
+        n += f(chunk)?;
+    }
+    ring.release();
+    Ok(n)
+}
+
 impl Session {
     /// Waits up to `timeout` for packets (or the end); true if woken.
     pub fn wait(&mut self, timeout: Duration) -> Result<bool, ClientError> {
@@ -459,23 +476,17 @@ impl Session {
     /// the daemon; returns how many packets there were. Every record of a
     /// chunk is checked to lie inside it before `f` sees it.
     pub fn chunks(&mut self, mut f: impl FnMut(Records<'_>)) -> Result<u64, ClientError> {
-        let mut n = 0u64;
-        loop {
-            let chunk = self
-                .ring
-                .next_chunk()
-                .map_err(|e| ClientError::Protocol(e.to_string()))?;
-            let Some(chunk) = chunk else { break };
-            let bytes = match &mut self.unpack {
+        let unpack = &mut self.unpack;
+        drain(&mut self.ring, |chunk| {
+            let bytes = match unpack {
                 Some(u) => u.records(chunk.payload)?,
                 None => chunk.payload,
             };
             let records = Records::check(bytes)?;
-            n += records.count;
+            let n = records.count;
             f(records);
-        }
-        self.ring.release();
-        Ok(n)
+            Ok(n)
+        })
     }
 
     /// For a compressed stream (`effective.compress`): hands every block in
@@ -494,13 +505,7 @@ impl Session {
                 "blocks of a stream that is not compressed".into(),
             ));
         }
-        let mut n = 0u64;
-        loop {
-            let chunk = self
-                .ring
-                .next_chunk()
-                .map_err(|e| ClientError::Protocol(e.to_string()))?;
-            let Some(chunk) = chunk else { break };
+        drain(&mut self.ring, |chunk| {
             let info = ringcap_compress::check_block(chunk.payload, 0).map_err(|e| {
                 ClientError::Protocol(format!("a compressed chunk is not a whole block: {e}"))
             })?;
@@ -510,11 +515,9 @@ impl Session {
                     chunk.packets, info.records
                 )));
             }
-            n += u64::from(info.records);
             f(chunk.payload, info);
-        }
-        self.ring.release();
-        Ok(n)
+            Ok(u64::from(info.records))
+        })
     }
 
     /// Packets the daemon dropped because this ring was full, and the ring's

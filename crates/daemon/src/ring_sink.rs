@@ -34,7 +34,7 @@
 //! Blocks reach each ring in the order of its chunks: the capture thread
 //! appends a session's blocks once they are ready, oldest first.
 
-use ringcap_engine::sink::{write_record, RECORD_HEADER};
+use ringcap_engine::sink::{read_record, write_record, RECORD_HEADER};
 use ringcap_engine::{PacketSink, SinkFactory};
 use ringcap_shm::RingWriter;
 use ringcap_stages::Limits;
@@ -162,7 +162,7 @@ pub struct RingSink {
 }
 
 /// A chunk of records handed to an encoder, and its block once made.
-pub struct Job {
+struct Job {
     records: Box<[u8]>,
     len: usize,
     packets: u32,
@@ -181,8 +181,9 @@ impl Job {
 #[derive(Default)]
 pub struct SharedBlocks {
     inner: Mutex<Recent>,
-    /// Chunks encoded, and chunks that took another's block instead.
+    /// Chunks handed to an encoder.
     pub encoded: AtomicU64,
+    /// Chunks that took a block already on its way instead.
     pub shared: AtomicU64,
 }
 
@@ -308,16 +309,10 @@ impl Drop for Encoder {
 /// `records` (pcap records as [`RingSink`] writes them) as one block.
 fn encode(encoder: &mut ringcap_compress::Encoder, records: &[u8]) -> Vec<u8> {
     let mut p = records;
-    while p.len() >= RECORD_HEADER {
-        let word = |i: usize| u32::from_le_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
-        let ts = u64::from(word(0)) * 1_000_000_000 + u64::from(word(4));
-        let end = RECORD_HEADER + word(8) as usize;
-        // Whole records only (as `write_record` makes them).
-        let Some(data) = p.get(RECORD_HEADER..end) else {
-            break;
-        };
-        encoder.push(ts, word(12), data);
-        p = &p[end..];
+    // Whole records only (as `write_record` makes them).
+    while let Some((ts, wire_len, data, len)) = read_record(p) {
+        encoder.push(ts, wire_len, data);
+        p = &p[len..];
     }
     let mut block = Vec::new();
     encoder.finish_block(&mut block);
@@ -496,27 +491,17 @@ impl PacketSink for RingSink {
 
     fn push_records(&mut self, records: &[u8], packets: u32) -> bool {
         // Rate limits count packet by packet.
-        if self.closed || !self.limits.unlimited() || records.len() < RECORD_HEADER {
+        if self.closed || !self.limits.unlimited() || records.len() > self.buf.len() {
             return false;
         }
-        if records.len() > self.buf.len() {
+        let Some((first_ts, ..)) = read_record(records) else {
             return false;
-        }
+        };
         // A compressed chunk is cut by the time of a run's first packet (see
         // `push`): runs are the same for sessions that keep the same packets.
-        let slot = || {
-            let word = |i: usize| {
-                u64::from(u32::from_le_bytes([
-                    records[i],
-                    records[i + 1],
-                    records[i + 2],
-                    records[i + 3],
-                ]))
-            };
-            (word(0) * 1_000_000_000 + word(4)) / SLOT_NS
-        };
+        let slot = first_ts / SLOT_NS;
         let cut = match &self.compressed {
-            Some(c) => self.len >= COMPRESSED_CHUNK_TARGET || slot() != c.slot,
+            Some(c) => self.len >= COMPRESSED_CHUNK_TARGET || slot != c.slot,
             None => self.len >= CHUNK_TARGET,
         };
         if cut || self.len + records.len() > self.buf.len() {
@@ -525,7 +510,7 @@ impl PacketSink for RingSink {
         if self.packets == 0 {
             self.started = Some(Instant::now());
             if let Some(c) = &mut self.compressed {
-                c.slot = slot();
+                c.slot = slot;
             }
         }
         self.buf[self.len..self.len + records.len()].copy_from_slice(records);

@@ -34,6 +34,19 @@ pub fn write_record(
     copy_with_tag(&mut dst[RECORD_HEADER..], data, tag, caplen);
 }
 
+/// The record of that layout at the start of `bytes`, if it is whole:
+/// (timestamp in ns, length on the wire, captured bytes, the record's
+/// length).
+#[inline]
+pub fn read_record(bytes: &[u8]) -> Option<(u64, u32, &[u8], usize)> {
+    let h = bytes.get(..RECORD_HEADER)?;
+    let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+    let end = RECORD_HEADER.checked_add(word(8) as usize)?;
+    let data = bytes.get(RECORD_HEADER..end)?;
+    let ts_ns = u64::from(word(0)) * 1_000_000_000 + u64::from(word(4));
+    Some((ts_ns, word(12), data, end))
+}
+
 /// Where one capture thread puts kept packets.
 pub trait PacketSink: Send {
     /// Keeps one packet: `caplen` bytes of `data` (with `tag`, a VLAN tag the

@@ -478,8 +478,7 @@ impl Writer {
                 break;
             }
             if self.current.is_none() {
-                let ts = self
-                    .unit_at(batch.coded, batch.bytes(), off)
+                let ts = unit_at(self.cfg.format, batch.coded, batch.bytes(), off)
                     .and_then(|(_, ts, _)| ts)
                     .unwrap_or_else(now_ns);
                 if let Err(e) = self.open(ts) {
@@ -610,24 +609,6 @@ impl Writer {
         drop(ring);
     }
 
-    /// The unit of output at `bytes[p..]`, if whole: (length, timestamp in
-    /// ns, packets). A unit is a record (a packet if it has a timestamp: a
-    /// converted ring block's padding blocks are not), or with `coded` a
-    /// compressed block coded elsewhere (see [`Batch::coded`]).
-    fn unit_at(&self, coded: bool, bytes: &[u8], p: usize) -> Option<(usize, Option<u64>, u64)> {
-        if !coded {
-            let (len, ts) = record_at(self.cfg.format, bytes, p)?;
-            return Some((len, ts, u64::from(ts.is_some())));
-        }
-        let rest = bytes.get(p..)?;
-        let b = ringcap_compress::peek_block(rest, 0).ok()?;
-        let ns = match self.cfg.format {
-            RecordFormat::Pcap(ringcap_format::TsResolution::Micro) => b.first_ts * 1_000,
-            _ => b.first_ts,
-        };
-        (b.len <= rest.len()).then_some((b.len, Some(ns), u64::from(b.records)))
-    }
-
     /// How much of `bytes[off..]` (`coded`: compressed blocks, see
     /// [`Batch::coded`]) goes into the current file: (end offset, packets).
     fn segment(
@@ -653,7 +634,7 @@ impl Writer {
         let mut p = off;
         let mut n = 0u64;
         while p < bytes.len() {
-            let Some((rl, ts, k)) = self.unit_at(coded, bytes, p) else {
+            let Some((rl, ts, k)) = unit_at(self.cfg.format, coded, bytes, p) else {
                 // Never for what the encoder or the converter made; should
                 // it happen, what cannot be walked goes out whole rather
                 // than opening file after file.
@@ -759,18 +740,6 @@ impl Writer {
     /// forced to the file, until one does not fit; keeps those that did.
     fn salvage(&mut self, bytes: &[u8], from: usize, to: usize, coded: bool) -> (u64, u64) {
         let format = self.cfg.format;
-        let units: Vec<(usize, u64)> = {
-            let mut units = Vec::new();
-            let mut p = from;
-            while p < to {
-                let Some((len, _, k)) = self.unit_at(coded, bytes, p) else {
-                    break;
-                };
-                units.push((len, k));
-                p += len;
-            }
-            units
-        };
         let Some(f) = self.current.as_mut() else {
             return (0, 0);
         };
@@ -779,7 +748,10 @@ impl Writer {
         let mut n = 0u64;
         let mut p = from;
         let mut z = Vec::new();
-        for (len, k) in units {
+        while p < to {
+            let Some((len, _, k)) = unit_at(format, coded, bytes, p) else {
+                break;
+            };
             let written = if let (Some(enc), false) = (self.zenc.as_mut(), coded) {
                 // A block per record: each write leaves a whole file.
                 z.clear();
@@ -1078,6 +1050,29 @@ impl Writer {
         }
         result
     }
+}
+
+/// The unit of output at `bytes[p..]` in `format`, if whole: (length,
+/// timestamp in ns, packets). A unit is a record (a packet if it has a
+/// timestamp: a converted ring block's padding blocks are not), or with
+/// `coded` a compressed block coded elsewhere (see [`Batch::coded`]).
+fn unit_at(
+    format: RecordFormat,
+    coded: bool,
+    bytes: &[u8],
+    p: usize,
+) -> Option<(usize, Option<u64>, u64)> {
+    if !coded {
+        let (len, ts) = record_at(format, bytes, p)?;
+        return Some((len, ts, u64::from(ts.is_some())));
+    }
+    let rest = bytes.get(p..)?;
+    let b = ringcap_compress::peek_block(rest, 0).ok()?;
+    let ns = match format {
+        RecordFormat::Pcap(ringcap_format::TsResolution::Micro) => b.first_ts * 1_000,
+        _ => b.first_ts,
+    };
+    (b.len <= rest.len()).then_some((b.len, Some(ns), u64::from(b.records)))
 }
 
 /// Codes the pcap records `bytes[from..to]` (in `format`, which is pcap)

@@ -251,7 +251,11 @@ impl Client {
         };
         let [data, consumer, event] = transport::expect_fds::<3>(fds)?;
         let ring = RingReader::map(data, consumer, event)?;
-        let unpack = effective.compress.then(Unpack::new);
+        let unpack = match (effective.compress, effective.compress_format) {
+            (false, _) => None,
+            // Daemons from before version 3 did not say: theirs was 2.
+            (true, v) => Some(Unpack::new(v.unwrap_or(2))?),
+        };
         Ok(Session {
             client: self,
             ring,
@@ -401,20 +405,32 @@ pub struct Session {
 
 /// Turns the compressed blocks of a compressed stream back into records.
 struct Unpack {
+    /// Format version of the blocks.
+    version: u16,
     reader: ringcap_compress::BlockReader,
     records: Vec<u8>,
 }
 
 impl Unpack {
-    fn new() -> Unpack {
-        Unpack {
+    fn new(version: u16) -> Result<Unpack, ClientError> {
+        if !(ringcap_compress::OLDEST_VERSION..=ringcap_compress::VERSION).contains(&version) {
+            return Err(ClientError::Protocol(format!(
+                "the daemon sends compressed format version {version}; this client reads \
+                 versions {} to {}",
+                ringcap_compress::OLDEST_VERSION,
+                ringcap_compress::VERSION
+            )));
+        }
+        Ok(Unpack {
+            version,
             reader: ringcap_compress::BlockReader::new(&ringcap_compress::FileHeader {
+                version,
                 resolution: ringcap_compress::Resolution::Nano,
                 linktype: 1,
                 snaplen: 262_144,
             }),
             records: Vec::new(),
-        }
+        })
     }
 
     /// The records of `block` (one chunk's payload), as the daemon would
@@ -489,9 +505,16 @@ impl Session {
         })
     }
 
+    /// The ringcap-compress format version of a compressed stream's blocks
+    /// (`None`: the stream is not compressed).
+    pub fn compress_format(&self) -> Option<u16> {
+        self.unpack.as_ref().map(|u| u.version)
+    }
+
     /// For a compressed stream (`effective.compress`): hands every block in
     /// the ring now to `f` as the daemon coded it — one whole
-    /// ringcap-compress block (nanosecond timestamps, link type Ethernet)
+    /// ringcap-compress block of format [`compress_format`](Self::compress_format)
+    /// (nanosecond timestamps, link type Ethernet)
     /// and what its header says, its checksum checked — then gives the
     /// space back; returns how many packets there were. For a consumer that
     /// keeps the blocks as they are (a compressed file) instead of decoding

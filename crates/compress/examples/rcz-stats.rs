@@ -70,6 +70,7 @@ fn main() {
         at += 16 + cap;
     }
     let header = FileHeader {
+        version: ringcap_compress::VERSION,
         resolution: if nano {
             Resolution::Nano
         } else {

@@ -623,6 +623,7 @@ struct Models {
     dts: [UInt; 3],
     field: [UInt; FIELDS],
     host: [Prob; 2],
+    /// Bytes of byte runs (format version 2; version 3 sends them direct).
     byte: Tree<256>,
 }
 
@@ -997,7 +998,12 @@ impl BlockEncoder {
             );
             self.prev_same = same;
             if !same {
-                for k in 0..13 {
+                // Only the flags the headers can have: a UDP record has
+                // no sequence number to change.
+                let mut a = allowed(&l);
+                while a != 0 {
+                    let k = a.trailing_zeros() as usize;
+                    a &= a - 1;
                     e.bit(
                         &mut m.flag[k][(last_flags >> k) as usize & 1],
                         (flags >> k) & 1 != 0,
@@ -1244,7 +1250,7 @@ fn write_runs(e: &mut rc::Encoder, m: &mut Models, p: &[u8], a: &[u8]) {
         e.uint(&mut m.field[M_GAP], (start - last) as u64);
         e.uint(&mut m.field[M_RUNLEN], (end - start - 1) as u64);
         for &b in &a[start..end] {
-            e.tree(&mut m.byte, b as u32);
+            e.direct(b as u32, 8);
         }
         last = end;
         start = next_bit(&bits, end, n, true);
@@ -1263,6 +1269,8 @@ struct Pos {
 /// Decodes one block's records, one at a time.
 pub(crate) struct BlockDecoder {
     linktype: u32,
+    /// Blocks of format version 2 (see the crate documentation).
+    v2: bool,
     ctx: Contexts,
     m: Box<Models>,
     pos: Pos,
@@ -1275,9 +1283,11 @@ pub(crate) struct BlockDecoder {
 const RC_AT: usize = 4;
 
 impl BlockDecoder {
-    pub fn new(linktype: u32) -> Self {
+    /// A decoder of blocks of format `version` (one the crate reads).
+    pub fn new(linktype: u32, version: u16) -> Self {
         BlockDecoder {
             linktype,
+            v2: version == 2,
             ctx: Contexts::new(),
             m: Models::new(),
             pos: Pos::default(),
@@ -1304,7 +1314,7 @@ impl BlockDecoder {
             return Err(err(base, ErrorKind::BadLength));
         }
         let rc_end = RC_AT + n;
-        let d = rc::Decoder::new(&p[RC_AT..rc_end]);
+        let d = rc::Decoder::new(&p[RC_AT..rc_end], self.v2);
         self.pos = Pos {
             rc: d.state(),
             rc_end,
@@ -1416,7 +1426,10 @@ impl BlockDecoder {
         self.prev_same = !differ;
         if differ {
             flags = 0;
-            for k in 0..13 {
+            let mut a = if self.v2 { F_KNOWN } else { allowed(&l) };
+            while a != 0 {
+                let k = a.trailing_zeros() as usize;
+                a &= a - 1;
                 if d.bit(&mut m.flag[k][(last_flags >> k) as usize & 1]) {
                     flags |= 1 << k;
                 }
@@ -1527,7 +1540,11 @@ impl BlockDecoder {
                     return Err(err(ErrorKind::BadRun));
                 }
                 for b in &mut p[start as usize..end as usize] {
-                    *b = d.tree(&mut m.byte) as u8;
+                    *b = if self.v2 {
+                        d.tree(&mut m.byte)
+                    } else {
+                        d.direct(8)
+                    } as u8;
                 }
                 last = end;
             }

@@ -611,6 +611,7 @@ mod tests {
     fn records(reader: &mut RingReader) -> Vec<(u64, u32, Vec<u8>)> {
         let mut out = Vec::new();
         let mut blocks = ringcap_compress::BlockReader::new(&ringcap_compress::FileHeader {
+            version: ringcap_compress::VERSION,
             resolution: ringcap_compress::Resolution::Nano,
             linktype: 1,
             snaplen: 262_144,

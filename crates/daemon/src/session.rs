@@ -226,6 +226,7 @@ pub fn admit(policy: &Policy, peer: &Peer, req: &OpenRequest) -> Result<Admitted
         max_duration_s: duration.map(|d| d.as_secs_f64()),
         grant: e.grant as u32,
         compress: req.compress && req.dump.is_none(),
+        compress_format: (req.compress && req.dump.is_none()).then_some(ringcap_compress::VERSION),
     };
     Ok(Admitted {
         grant: e.grant,

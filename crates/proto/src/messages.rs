@@ -374,6 +374,12 @@ pub struct Effective {
     /// self-contained block per chunk) instead of raw records.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub compress: bool,
+    /// The ringcap-compress format version of those blocks; absent from
+    /// daemons that sent only version 2 (so clients too old for a newer
+    /// version refuse the reply as an unknown field instead of misreading
+    /// the blocks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compress_format: Option<u16>,
 }
 
 /// The shared-memory ring's geometry.

@@ -392,8 +392,15 @@ fn check_effective(field: &str, effective: &Effective) -> Result<(), ProtoError>
         max_bits_per_second,
         max_duration_s,
         grant: _,
-        compress: _,
+        compress,
+        compress_format,
     } = effective;
+    if compress_format.is_some() && !compress {
+        return Err(ProtoError::invalid(
+            format!("{field}.compress_format"),
+            "given for a stream that is not compressed",
+        ));
+    }
     check_interfaces(&format!("{field}.interfaces"), interfaces)?;
     check_filter(&format!("{field}.filter"), filter)?;
     check_filter(&format!("{field}.framework_filter"), framework_filter)?;

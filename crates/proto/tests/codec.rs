@@ -652,6 +652,16 @@ fn responses_are_bounded_too() {
     .unwrap_err()
     .to_string()
     .starts_with("effective.max_duration_s: "));
+    let mut eff = effective();
+    eff.compress_format = Some(3);
+    assert_eq!(
+        response_error(&encode_response(&Response::Accepted {
+            session: 1,
+            effective: eff,
+            ring: RingInfo { capacity: 1 },
+        })),
+        "effective.compress_format: given for a stream that is not compressed"
+    );
     let session = Response::Sessions {
         sessions: vec![SessionInfo {
             session: 1,

@@ -259,8 +259,9 @@ pub fn capture(
         wire_bytes: 0,
         transforms: spec.transforms.iter().map(|f| f()).collect(),
         // The stream's blocks are what a compressed file with nanosecond
-        // timestamps holds, when nothing is done here per packet.
-        coded: e.compress
+        // timestamps holds, when nothing is done here per packet and the
+        // daemon codes the format version this ringcap writes.
+        coded: session.compress_format() == Some(ringcap_compress::VERSION)
             && spec.sink.compress
             && spec.sink.format
                 == ringcap_engine::RecordFormat::Pcap(ringcap_format::TsResolution::Nano)

@@ -829,6 +829,7 @@ impl Writer {
         if let (true, RecordFormat::Pcap(res)) = (self.cfg.compress, self.cfg.format) {
             let i = &self.cfg.interfaces[0];
             return ringcap_compress::FileHeader {
+                version: ringcap_compress::VERSION,
                 resolution: match res {
                     ringcap_format::TsResolution::Micro => ringcap_compress::Resolution::Micro,
                     ringcap_format::TsResolution::Nano => ringcap_compress::Resolution::Nano,

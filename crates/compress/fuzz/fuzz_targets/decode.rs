@@ -1,12 +1,15 @@
 //! The compressed-file decoder on arbitrary input. The input is used twice:
 //! as a whole file, and as one block's payload behind a valid file header
 //! and block header (checksum made right), so the fuzzer reaches the record
-//! decoder without having to forge CRCs. Decoding must return (records or
+//! decoder without having to forge CRCs; the count's low bits pick the link
+//! type and the format version (2 or 3). Decoding must return (records or
 //! an error), never panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ringcap_compress::{decode, find_block, valid_prefix, FileHeader, Resolution};
+use ringcap_compress::{
+    decode, find_block, valid_prefix, FileHeader, Resolution, OLDEST_VERSION, VERSION,
+};
 
 fuzz_target!(|data: &[u8]| {
     let _ = decode(data, |_| {});
@@ -17,6 +20,7 @@ fuzz_target!(|data: &[u8]| {
         None => return,
     };
     let mut f = FileHeader {
+        version: if count & 2 == 0 { VERSION } else { OLDEST_VERSION },
         resolution: Resolution::Nano,
         linktype: if count & 1 == 0 { 1 } else { 101 },
         snaplen: 65535,
@@ -25,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
     .to_vec();
     let mut h = Vec::new();
     h.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    h.extend_from_slice(&(count / 2).to_le_bytes());
+    h.extend_from_slice(&(count / 4).to_le_bytes());
     h.extend_from_slice(&[0; 8]);
     let mut crc = crc32fast::Hasher::new();
     crc.update(&h);

@@ -286,6 +286,7 @@ pub fn many_flows(rng: &mut Rng, n: usize, unit_ns: u64) -> Vec<Rec> {
 /// which `cut(i)` is true (and at the end).
 pub fn encode(recs: &[Rec], res: Resolution, mut cut: impl FnMut(usize) -> bool) -> Vec<u8> {
     let mut out = FileHeader {
+        version: ringcap_compress::VERSION,
         resolution: res,
         linktype: 1,
         snaplen: 262144,

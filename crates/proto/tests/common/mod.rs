@@ -66,6 +66,7 @@ pub fn effective() -> Effective {
         max_duration_s: Some(3600.0),
         grant: 0,
         compress: false,
+        compress_format: None,
     }
 }
 
@@ -128,6 +129,7 @@ pub fn responses() -> Vec<Response> {
                 max_duration_s: None,
                 grant: u32::MAX,
                 compress: true,
+                compress_format: Some(3),
             },
             ring: RingInfo { capacity: 1 },
         },

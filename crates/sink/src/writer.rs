@@ -584,13 +584,17 @@ impl Writer {
                     .as_ref()
                     .map(|f| display(&f.final_path))
                     .unwrap_or_default();
-                let why = if is_disk_full(&e) {
-                    format!("writing {name}: the disk is full ({e}); the file was closed valid. Free space, or set --max-total/--min-free so ringcap deletes old files")
+                let (why, kept) = if is_disk_full(&e) {
+                    // As the copy path: what fits of the block is kept,
+                    // packet by packet.
+                    let (kept, kept_bytes) = self.salvage(bytes, off, end, false);
+                    self.board.add_written(interface, kept, kept_bytes);
+                    (format!("writing {name}: the disk is full ({e}); the file was closed valid. Free space, or set --max-total/--min-free so ringcap deletes old files"), kept)
                 } else {
-                    format!("writing {name}: {e}; the file was closed valid")
+                    (format!("writing {name}: {e}; the file was closed valid"), 0)
                 };
                 self.fail(why);
-                self.board.add_write_failed(interface, left);
+                self.board.add_write_failed(interface, left - kept);
                 self.close_after_failure(interface);
                 break;
             }

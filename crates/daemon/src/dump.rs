@@ -122,9 +122,7 @@ impl Dump {
     /// Starts a new file now.
     pub fn checkpoint(&self) {
         if let Some(w) = &self.writer {
-            w.shared
-                .rotate_now
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+            w.shared.request_rotation();
         }
     }
 

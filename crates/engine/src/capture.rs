@@ -8,6 +8,13 @@
 //! all the files of an offline capture; the sink's writer thread; and a
 //! supervisor that enforces the duration, watches the writer, turns the
 //! writer's log into events and, at the end, joins everything.
+//!
+//! Nothing wakes on a timer while a capture is idle: capture threads wait
+//! for their ring and the capture's [`Stop`] bell, the writer for batches
+//! (and for a flush only when it wrote something), the supervisor for the
+//! stop bell, the writer's bell (log, failure, completed file), the
+//! rotation bell and the end of `duration`. A capture thread that ends, for
+//! whatever reason, rings the stop bell on its way out.
 
 use crate::error::EngineError;
 use crate::event::Event;
@@ -18,18 +25,25 @@ use crate::source::live::LiveSource;
 use crate::source::SourceError;
 use crate::spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec, ZeroCopy};
 use crate::stages::Stages;
+use crate::stop::Stop;
 use crate::worker::{InPlaceWorker, Worker};
 use crossbeam_channel::{Receiver, Sender};
 use ringcap_hook::{Hook, HookCapture, HookError};
+use ringcap_sink::bell::wait_readable;
 use ringcap_sink::writer::Shared;
-use ringcap_sink::{Batch, Encoder, RecordFormat, RingWrite, SinkInterface, Writer, WriterConfig};
+use ringcap_sink::{
+    Batch, Bell, Encoder, RecordFormat, RingWrite, SinkInterface, Writer, WriterConfig,
+};
 use ringcap_source::socket::CountingSocket;
-use ringcap_source::{CaptureSocket, Interface, RingGeometry, SocketOptions, TimestampSource};
+use ringcap_source::{
+    CaptureSocket, CounterFiles, Interface, RingGeometry, SocketOptions, TimestampSource,
+};
 use ringcap_stages::filter::Target;
 use ringcap_stages::{CheckedProgram, Program, Snap, UserSampler};
 use ringcap_stats::{Board, Counters};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -60,8 +74,9 @@ pub const BATCH_SIZE: usize = 4 << 20;
 /// instead of dropping, so a few batches are enough, and a big pool only
 /// costs time to set up.
 const FILE_BUFFER_BYTES: u64 = 32 << 20;
-/// How often the supervisor looks at the writer, the clock and the threads.
-const SUPERVISE_INTERVAL: Duration = Duration::from_millis(250);
+/// How long the supervisor waits before it looks again when it cannot
+/// wait for its bells (poll failed: never seen).
+const SUPERVISE_FALLBACK: Duration = Duration::from_millis(250);
 
 /// What a started capture is doing, for a front end to show.
 #[derive(Debug, Clone)]
@@ -96,14 +111,15 @@ pub struct Outcome {
 }
 
 struct LiveState {
-    interfaces: Vec<Interface>,
+    /// Each interface's statistics files (read at every status line).
+    counter_files: Vec<CounterFiles>,
     counting: Mutex<Vec<Option<CountingSocket>>>,
 }
 
 impl LiveState {
     fn refresh(&self, board: &Board) {
-        for (i, iface) in self.interfaces.iter().enumerate() {
-            let c = iface.counters();
+        for (i, files) in self.counter_files.iter().enumerate() {
+            let c = files.read();
             board.set_interface_now(i, c.packets, c.dropped);
         }
         if let Ok(counting) = self.counting.lock() {
@@ -118,9 +134,19 @@ impl LiveState {
 
 struct Inner {
     board: Arc<Board>,
-    stop: Arc<AtomicBool>,
+    stop: Stop,
+    /// Rung by the writer (log, failure, completed file).
+    attention: Arc<Bell>,
+    /// Rung to start a new file (SIGHUP).
+    rotate: Bell,
     writer: Arc<Shared>,
     live: Option<LiveState>,
+}
+
+/// The bells a capture's parts share, made before anything starts.
+struct Bells {
+    stop: Stop,
+    attention: Arc<Bell>,
 }
 
 /// A running capture.
@@ -144,6 +170,14 @@ fn sock_filter(p: &Program) -> Vec<libc::sock_filter> {
         .collect()
 }
 
+/// What the writer takes besides batches: ring blocks written in place, and
+/// the bell it rings for the supervisor.
+#[derive(Default)]
+struct WriterLinks {
+    rings: Option<Receiver<RingWrite>>,
+    notify: Option<Arc<Bell>>,
+}
+
 /// The writer and what the producers need to reach it.
 struct SinkSetup {
     writer: ringcap_sink::WriterHandle,
@@ -158,8 +192,9 @@ fn start_sink(
     buffer_bytes: u64,
     board: Arc<Board>,
     live: bool,
-    rings: Option<Receiver<RingWrite>>,
+    links: WriterLinks,
 ) -> Result<SinkSetup, EngineError> {
+    let WriterLinks { rings, notify } = links;
     let per_pool = ((buffer_bytes / BATCH_SIZE as u64) as usize).max(2);
     let mut senders = Vec::new();
     let mut pools = Vec::new();
@@ -193,6 +228,7 @@ fn start_sink(
         owner: sink.owner,
         wall_clock: live,
         compress: sink.compress,
+        notify,
     };
     let writer = Writer::spawn_with_rings(cfg, board, full_rx, senders, rings).map_err(|e| {
         let msg = format!("cannot write the output: {e}");
@@ -329,13 +365,28 @@ fn filter_text(spec: &CaptureSpec) -> Option<String> {
     (!t.is_empty()).then_some(t)
 }
 
+/// Requests the capture's stop when dropped: a capture thread that ends
+/// (done, failed or panicking) stops the others and wakes the supervisor.
+struct StopOnExit(Stop);
+
+impl Drop for StopOnExit {
+    fn drop(&mut self) {
+        self.0.request();
+    }
+}
+
 fn spawn<F: FnOnce() -> Result<(), SourceError> + Send + 'static>(
     name: String,
+    stop: &Stop,
     f: F,
 ) -> Result<JoinHandle<Result<(), SourceError>>, EngineError> {
+    let on_exit = StopOnExit(stop.clone());
     std::thread::Builder::new()
         .name(name)
-        .spawn(f)
+        .spawn(move || {
+            let _on_exit = on_exit;
+            f()
+        })
         .map_err(|e| EngineError::runtime(format!("starting a capture thread: {e}")))
 }
 
@@ -353,7 +404,12 @@ impl Capture {
     /// Checks `spec`, opens its inputs and outputs, and starts capturing.
     pub fn start(spec: CaptureSpec) -> Result<Capture, EngineError> {
         let (tx, events) = crossbeam_channel::unbounded();
-        let stop = Arc::new(AtomicBool::new(false));
+        let bell = |e: std::io::Error| EngineError::runtime(format!("making a pipe: {e}"));
+        let bells = Bells {
+            stop: Stop::new().map_err(bell)?,
+            attention: Arc::new(Bell::new().map_err(bell)?),
+        };
+        let rotate = Bell::new().map_err(bell)?;
         let budget = spec.count.map(|c| Arc::new(AtomicU64::new(c)));
         if spec.sink.zero_copy == ZeroCopy::On {
             if let Some(why) = in_place_blocker(&spec) {
@@ -362,11 +418,18 @@ impl Capture {
                 )));
             }
         }
-        let (inner, started, running) = match &spec.source {
-            SourceSpec::Live(live) => start_live(&spec, live, &tx, &stop, &budget)?,
-            SourceSpec::Files(paths) => start_files(&spec, paths, &stop, &budget)?,
+        let (parts, started, running) = match &spec.source {
+            SourceSpec::Live(live) => start_live(&spec, live, &tx, &bells, &budget)?,
+            SourceSpec::Files(paths) => start_files(&spec, paths, &bells, &budget)?,
         };
-        let inner = Arc::new(inner);
+        let inner = Arc::new(Inner {
+            board: parts.board,
+            stop: bells.stop,
+            attention: bells.attention,
+            rotate,
+            writer: parts.writer,
+            live: parts.live,
+        });
         let began = Instant::now();
         let sup = {
             let inner = inner.clone();
@@ -393,16 +456,29 @@ impl Capture {
     /// Stops this capture (others in the process go on): threads drain what
     /// is already on its way, the sink writes it, then the capture ends.
     pub fn stop(&self) {
-        self.inner.stop.store(true, Ordering::Relaxed);
-        if let Some(s) = &self.supervisor {
-            s.thread().unpark();
-        }
+        self.inner.stop.request();
     }
 
     /// The flag [`stop`](Self::stop) sets, for a signal handler to set
-    /// directly (capture threads look at it between ring blocks).
-    pub fn stop_flag(&self) -> Arc<AtomicBool> {
-        self.inner.stop.clone()
+    /// directly (capture threads look at it between ring blocks). A thread
+    /// waiting for packets sees it only when woken: register
+    /// [`stop_fd`](Self::stop_fd) for the signal too.
+    pub fn stop_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.inner.stop.flag()
+    }
+
+    /// A descriptor that stops the capture, as [`stop`](Self::stop) does,
+    /// when a byte is written to it: async-signal-safe, for a signal handler
+    /// (`signal_hook::low_level::pipe::register`), which then owns it.
+    pub fn stop_fd(&self) -> std::io::Result<OwnedFd> {
+        self.inner.stop.ringer()
+    }
+
+    /// A descriptor that starts a new file, as [`rotate_now`](Self::rotate_now)
+    /// does, when a byte is written to it (for a SIGHUP handler; see
+    /// [`stop_fd`](Self::stop_fd)).
+    pub fn rotate_fd(&self) -> std::io::Result<OwnedFd> {
+        self.inner.rotate.ringer()
     }
 
     /// True once the capture has ended (by itself, a stop or a failure).
@@ -412,7 +488,7 @@ impl Capture {
 
     /// Starts a new output file now (a rotating series).
     pub fn rotate_now(&self) {
-        self.inner.writer.rotate_now.store(true, Ordering::Relaxed);
+        self.inner.writer.request_rotation();
     }
 
     /// The file being written, if any.
@@ -458,21 +534,29 @@ impl Drop for Capture {
     fn drop(&mut self) {
         // A capture dropped without join still ends cleanly.
         if let Some(s) = self.supervisor.take() {
-            self.inner.stop.store(true, Ordering::Relaxed);
+            self.inner.stop.request();
             let _ = s.join();
         }
     }
 }
 
-type Parts = (Inner, Started, Running);
+/// What a started capture's [`Inner`] is made of, besides the bells.
+struct Made {
+    board: Arc<Board>,
+    writer: Arc<Shared>,
+    live: Option<LiveState>,
+}
+
+type Parts = (Made, Started, Running);
 
 fn start_live(
     spec: &CaptureSpec,
     live: &LiveSpec,
     events: &Sender<Event>,
-    stop: &Arc<AtomicBool>,
+    bells: &Bells,
     budget: &Option<Arc<AtomicU64>>,
 ) -> Result<Parts, EngineError> {
+    let stop = &bells.stop;
     if live.interfaces.is_empty() {
         return Err(EngineError::usage(
             "give an interface to capture on (or capture files to read)",
@@ -485,7 +569,7 @@ fn start_live(
         )));
     }
     if live.hook != Hook::Packet {
-        return start_hook(spec, live, events, stop, budget);
+        return start_hook(spec, live, events, bells, budget);
     }
     let interfaces = open_interfaces(&live.interfaces)?;
     let linktypes: Vec<u32> = interfaces
@@ -548,7 +632,18 @@ fn start_live(
     } = if stream.is_some() {
         let mut quiet = spec.clone();
         quiet.sink.output = ringcap_sink::OutputPlan::Discard;
-        start_sink(&quiet.sink, sink_ifaces, &[], 0, board.clone(), true, None)?
+        start_sink(
+            &quiet.sink,
+            sink_ifaces,
+            &[],
+            0,
+            board.clone(),
+            true,
+            WriterLinks {
+                rings: None,
+                notify: Some(bells.attention.clone()),
+            },
+        )?
     } else {
         start_sink(
             &spec.sink,
@@ -557,7 +652,10 @@ fn start_live(
             spec.sink.writer_buffer_bytes,
             board.clone(),
             true,
-            ring_rx,
+            WriterLinks {
+                rings: ring_rx,
+                notify: Some(bells.attention.clone()),
+            },
         )?
     };
     let mut pools = pools.into_iter();
@@ -660,7 +758,7 @@ fn start_live(
                     stop,
                 };
                 drop(stages);
-                spawn(name, move || worker.run())?
+                spawn(name, &bells.stop, move || worker.run())?
             }
             (Some(factory), _) => {
                 let worker = Worker {
@@ -672,7 +770,7 @@ fn start_live(
                     stop,
                     flush_interval,
                 };
-                spawn(name, move || worker.run())?
+                spawn(name, &bells.stop, move || worker.run())?
             }
             (None, None) => {
                 let free = pools.next().ok_or_else(|| {
@@ -689,7 +787,7 @@ fn start_live(
                     stop,
                     flush_interval,
                 };
-                spawn(name, move || worker.run())?
+                spawn(name, &bells.stop, move || worker.run())?
             }
         };
         handles.push(handle);
@@ -702,12 +800,11 @@ fn start_live(
         ring_bytes: (geometry.total_bytes() * threads) as u64,
         live: true,
     };
-    let inner = Inner {
+    let inner = Made {
         board,
-        stop: stop.clone(),
         writer: writer.shared.clone(),
         live: Some(LiveState {
-            interfaces,
+            counter_files: interfaces.iter().map(Interface::counter_files).collect(),
             counting: Mutex::new(counting),
         }),
     };
@@ -739,9 +836,10 @@ fn start_hook(
     spec: &CaptureSpec,
     live: &LiveSpec,
     events: &Sender<Event>,
-    stop: &Arc<AtomicBool>,
+    bells: &Bells,
     budget: &Option<Arc<AtomicU64>>,
 ) -> Result<Parts, EngineError> {
+    let stop = &bells.stop;
     let hook = live.hook;
     if live.threads != 1 {
         return Err(EngineError::usage(format!(
@@ -790,7 +888,10 @@ fn start_hook(
         spec.sink.writer_buffer_bytes,
         board.clone(),
         true,
-        None,
+        WriterLinks {
+            rings: None,
+            notify: Some(bells.attention.clone()),
+        },
     )?;
     let mut leases = Vec::new();
     for iface in &interfaces {
@@ -840,7 +941,7 @@ fn start_hook(
             flush_interval: spec.sink.flush_interval,
         };
         let name = format!("ringcap-{hook}-{}", interfaces[i].name);
-        handles.push(spawn(name, move || worker.run())?);
+        handles.push(spawn(name, stop, move || worker.run())?);
     }
     let started = Started {
         inputs: interfaces.iter().map(|i| i.name.clone()).collect(),
@@ -850,9 +951,8 @@ fn start_hook(
         ring_bytes: u64::from(ringcap_hook::ring_size(live.ring_bytes)),
         live: true,
     };
-    let inner = Inner {
+    let inner = Made {
         board,
-        stop: stop.clone(),
         writer: writer.shared.clone(),
         live: None,
     };
@@ -871,9 +971,10 @@ fn start_hook(
 fn start_files(
     spec: &CaptureSpec,
     paths: &[PathBuf],
-    stop: &Arc<AtomicBool>,
+    bells: &Bells,
     budget: &Option<Arc<AtomicU64>>,
 ) -> Result<Parts, EngineError> {
+    let stop = &bells.stop;
     if paths.is_empty() {
         return Err(EngineError::usage("give capture files to read"));
     }
@@ -962,7 +1063,10 @@ fn start_files(
         spec.sink.writer_buffer_bytes.min(FILE_BUFFER_BYTES),
         board.clone(),
         false,
-        None,
+        WriterLinks {
+            rings: None,
+            notify: Some(bells.attention.clone()),
+        },
     )?;
     let mut workers = Vec::new();
     for (i, (path, free)) in paths.iter().zip(pools).enumerate() {
@@ -1005,10 +1109,9 @@ fn start_files(
     let flush_interval = spec.sink.flush_interval;
     // The files one after another on one thread, so the output holds them
     // in order.
-    let handle = spawn("ringcap-read".into(), move || {
+    let handle = spawn("ringcap-read".into(), stop, move || {
         for (i, (path, stages, encoder)) in workers.into_iter().enumerate() {
-            let quit = stop2.load(Ordering::Relaxed)
-                || writer_shared.failure.lock().is_ok_and(|f| f.is_some());
+            let quit = stop2.requested() || writer_shared.failure.lock().is_ok_and(|f| f.is_some());
             if quit || stages.count_reached() {
                 break;
             }
@@ -1034,9 +1137,8 @@ fn start_files(
         ring_bytes: 0,
         live: false,
     };
-    let inner = Inner {
+    let inner = Made {
         board,
-        stop: stop.clone(),
         writer: writer.shared.clone(),
         live: None,
     };
@@ -1076,28 +1178,41 @@ fn supervise(
     let mut error: Option<EngineError> = None;
     let mut completed_seen = 0;
     loop {
-        let mut nap = SUPERVISE_INTERVAL;
-        if let Some(d) = duration {
-            nap = nap.min(d.saturating_sub(began.elapsed()));
+        // Woken by a bell (a stop, the writer, a rotation) or by the end of
+        // the duration: no timer while the capture runs.
+        let timeout = duration.map(|d| d.saturating_sub(began.elapsed()));
+        let bells = [inner.stop.fd(), inner.attention.fd(), inner.rotate.fd()];
+        match wait_readable(&bells, timeout) {
+            Ok(rung) => {
+                if rung & 1 != 0 {
+                    inner.stop.noticed();
+                }
+                // Cleared before looking at what it stands for: what comes
+                // after this rings again.
+                if rung & 2 != 0 {
+                    inner.attention.clear();
+                }
+                if rung & 4 != 0 && inner.rotate.clear() {
+                    inner.writer.request_rotation();
+                }
+            }
+            Err(_) => std::thread::sleep(SUPERVISE_FALLBACK),
         }
-        // Park rather than sleep so that nothing else is needed to wake it:
-        // a stop is noticed within one interval.
-        std::thread::park_timeout(nap.max(Duration::from_millis(1)));
         if duration.is_some_and(|d| began.elapsed() >= d) {
-            inner.stop.store(true, Ordering::Relaxed);
+            inner.stop.request();
         }
         if error.is_none() {
             if let Some(f) = inner.writer.failure.lock().ok().and_then(|f| f.clone()) {
                 let _ = tx.send(Event::Error(f.clone()));
                 error = Some(EngineError::runtime(f));
-                inner.stop.store(true, Ordering::Relaxed);
+                inner.stop.request();
             }
         }
         drain_log(&inner.writer, &mut completed_seen, &tx);
         if running.threads.iter().any(|h| h.is_finished()) {
-            inner.stop.store(true, Ordering::Relaxed);
+            inner.stop.request();
         }
-        if inner.stop.load(Ordering::Relaxed) {
+        if inner.stop.requested() {
             break;
         }
     }
@@ -1174,7 +1289,7 @@ impl FileSink {
             sink.writer_buffer_bytes,
             board,
             true,
-            None,
+            WriterLinks::default(),
         )?;
         let free = pools
             .into_iter()

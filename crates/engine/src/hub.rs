@@ -355,7 +355,7 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
             }
             last_publish = Instant::now();
         }
-        if !got && source.wait(NAP).is_err() {
+        if !got && source.wait(Some(NAP), None).is_err() {
             // A failing poll shows in the next next_batch.
             std::thread::sleep(NAP);
         }

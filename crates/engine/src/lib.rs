@@ -31,6 +31,7 @@ pub mod sink;
 pub mod source;
 pub mod spec;
 pub mod stages;
+pub mod stop;
 pub mod worker;
 
 pub use capture::{Capture, FileSink, Outcome, Started, BATCH_SIZE, BLOCK_SIZE, RETIRE_TIMEOUT_MS};

@@ -2,9 +2,15 @@
 //!
 //! Generic over the [`Source`], so a ring block's packets go through the
 //! stages with no indirect call. Counts are kept locally and published to the
-//! board once per batch at most every 250 ms (no atomic per packet). A stop
-//! (this capture's own flag) lets the source drain what is already on its
-//! way, then the encoder ships what it holds.
+//! board once per batch at most every 250 ms (no atomic per packet), and
+//! whenever the thread runs out of packets. A stop (this capture's own
+//! [`Stop`]) lets the source drain what is already on its way, then the
+//! encoder ships what it holds.
+//!
+//! Idle, a thread sleeps until packets come or the capture stops (the
+//! stop's bell is in the same poll set), with a timeout only while it holds
+//! a partial batch, which must reach the writer within the flush interval:
+//! no timer wakes an idle capture.
 //!
 //! Backpressure: before taking a ring block, the thread asks the sink for
 //! room for a whole block. While there is none (the writer's buffers are all
@@ -19,15 +25,19 @@
 use crate::sink::PacketSink;
 use crate::source::{Flow, Next, Source, SourceError};
 use crate::stages::Stages;
+use crate::stop::Stop;
 use ringcap_stats::{Board, CaptureCounts};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest a stopping thread keeps draining a busy source.
 const DRAIN_LIMIT: Duration = Duration::from_secs(3);
-/// How often kernel statistics are read and counts published while busy.
+/// How often kernel statistics are read and counts published while busy
+/// (and once each time the thread runs out of packets).
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(250);
+/// Shortest wait for a partial batch's flush time (a sink that keeps its
+/// packets past it must not make the thread spin).
+const MIN_FLUSH_WAIT: Duration = Duration::from_millis(10);
 /// Longest a stopping thread leaves ring blocks with the kernel because the
 /// writer has no room (within [`DRAIN_LIMIT`]).
 const HOLD_LIMIT: Duration = Duration::from_secs(2);
@@ -46,10 +56,45 @@ pub struct Worker<S: Source, K: PacketSink> {
     pub board: Arc<Board>,
     /// Board entry (interface) and thread slot.
     pub slot: (usize, usize),
-    /// The capture's stop flag.
-    pub stop: Arc<AtomicBool>,
+    /// The capture's stop.
+    pub stop: Stop,
     /// Ship a partial batch after this long.
     pub flush_interval: Duration,
+}
+
+/// How long an idle capture thread waits for packets: while stopping, until
+/// the source's drain grace is over (so that its end is seen); else until
+/// `flush_by`, if something is held for the writer, or for as long as it
+/// takes. The stop's bell is polled too unless stopping (where it stays
+/// rung).
+fn idle_wait<S: Source>(
+    source: &mut S,
+    stop: &Stop,
+    draining_since: Option<Instant>,
+    flush_by: Option<Instant>,
+) -> Result<(), SourceError> {
+    let (timeout, wake) = match draining_since {
+        Some(since) => (
+            Some(
+                source
+                    .drain_grace()
+                    .saturating_sub(since.elapsed())
+                    .max(Duration::from_millis(1)),
+            ),
+            None,
+        ),
+        None => (
+            flush_by.map(|t| {
+                t.saturating_duration_since(Instant::now())
+                    .max(MIN_FLUSH_WAIT)
+            }),
+            Some(stop.fd()),
+        ),
+    };
+    if source.wait(timeout, wake)? {
+        stop.noticed();
+    }
+    Ok(())
 }
 
 impl<S: Source, K: PacketSink> Worker<S, K> {
@@ -57,18 +102,14 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
     pub fn run(mut self) -> Result<(), SourceError> {
         let mut counts = CaptureCounts::default();
         let mut last_publish = Instant::now();
+        // Packets came since the source's own counters were last read.
+        let mut unread = false;
         let mut draining_since: Option<Instant> = None;
-        // The wait only bounds how late a stop or a partial-batch flush is
-        // noticed (a retired block wakes it at once); each wake-up costs tens
-        // of microseconds in a VM.
-        let nap = self
-            .flush_interval
-            .clamp(Duration::from_millis(10), PUBLISH_INTERVAL);
         let mut exhausted = false;
         let mut result = Ok(());
         let hold = self.source.hold_bytes();
         loop {
-            if draining_since.is_none() && (self.stop.load(Ordering::Relaxed) || exhausted) {
+            if draining_since.is_none() && (self.stop.requested() || exhausted) {
                 draining_since = Some(Instant::now());
             }
             if let Some((ready, blocks)) = self.source.backlog() {
@@ -98,6 +139,7 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
                 }
             };
             let got = matches!(next, Next::Packets { .. });
+            unread |= got;
             if let Next::Packets { skipped } = next {
                 counts.after_count += skipped;
             }
@@ -107,7 +149,7 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
             if !exhausted && self.stages.count_reached() {
                 exhausted = true;
                 // This capture only: its other threads drain and stop too.
-                self.stop.store(true, Ordering::Relaxed);
+                self.stop.request();
             }
             if let Some(since) = draining_since {
                 let grace = self.source.drain_grace();
@@ -119,12 +161,16 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
                 }
             }
             if !got || last_publish.elapsed() >= PUBLISH_INTERVAL {
-                if last_publish.elapsed() >= PUBLISH_INTERVAL {
+                // The kernel's counters move only with packets: read them
+                // while busy, and once more when the packets stop, so that
+                // an idle thread has nothing to look at.
+                if last_publish.elapsed() >= PUBLISH_INTERVAL || (!got && unread) {
                     if let Err(e) = self.source.refresh(&mut counts) {
                         result = Err(e);
                         break;
                     }
                     last_publish = Instant::now();
+                    unread = false;
                 }
                 if self
                     .encoder
@@ -138,7 +184,8 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
             if held {
                 self.encoder.wait_room(HOLD_NAP);
             } else if !got {
-                if let Err(e) = self.source.wait(nap) {
+                let flush_by = self.encoder.oldest().map(|t| t + self.flush_interval);
+                if let Err(e) = idle_wait(&mut self.source, &self.stop, draining_since, flush_by) {
                     result = Err(e);
                     break;
                 }
@@ -196,8 +243,8 @@ pub struct InPlaceWorker {
     pub board: Arc<Board>,
     /// Board entry (interface) and thread slot.
     pub slot: (usize, usize),
-    /// The capture's stop flag.
-    pub stop: Arc<AtomicBool>,
+    /// The capture's stop.
+    pub stop: Stop,
 }
 
 impl InPlaceWorker {
@@ -205,13 +252,11 @@ impl InPlaceWorker {
     pub fn run(mut self) -> Result<(), SourceError> {
         let mut counts = CaptureCounts::default();
         let mut last_publish = Instant::now();
+        let mut unread = false;
         let mut draining_since: Option<Instant> = None;
-        // A retired block wakes the wait at once; the nap only bounds how
-        // late a stop is noticed (nothing waits to be flushed here).
-        let nap = PUBLISH_INTERVAL;
         let mut result = Ok(());
         loop {
-            if draining_since.is_none() && self.stop.load(Ordering::Relaxed) {
+            if draining_since.is_none() && self.stop.requested() {
                 draining_since = Some(Instant::now());
             }
             let held = self.source.held_blocks();
@@ -250,6 +295,7 @@ impl InPlaceWorker {
                 }
                 None => false,
             };
+            unread |= got;
             if let Some(since) = draining_since {
                 let grace = self.source.drain_grace();
                 if (!got && since.elapsed() > grace) || since.elapsed() > DRAIN_LIMIT {
@@ -257,12 +303,14 @@ impl InPlaceWorker {
                 }
             }
             if !got || last_publish.elapsed() >= PUBLISH_INTERVAL {
-                if last_publish.elapsed() >= PUBLISH_INTERVAL {
+                // As in `Worker::run`: while busy, and once when idle.
+                if last_publish.elapsed() >= PUBLISH_INTERVAL || (!got && unread) {
                     if let Err(e) = self.source.refresh(&mut counts) {
                         result = Err(e);
                         break;
                     }
                     last_publish = Instant::now();
+                    unread = false;
                 }
                 self.publish(&counts);
             }
@@ -272,8 +320,10 @@ impl InPlaceWorker {
                     std::thread::sleep(HOLD_NAP);
                     continue;
                 }
+                // Nothing is ever flushed from here: idle, the wait lasts
+                // until a block retires or the capture stops.
                 let t = Instant::now();
-                if let Err(e) = self.source.wait(nap) {
+                if let Err(e) = idle_wait(&mut self.source, &self.stop, draining_since, None) {
                     result = Err(e);
                     break;
                 }

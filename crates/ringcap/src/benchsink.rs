@@ -64,6 +64,7 @@ pub fn run(args: &BenchSinkArgs) -> Result<i32, Failure> {
         owner: None,
         wall_clock: false,
         compress: false,
+        notify: None,
     };
     let writer = Writer::spawn(cfg, board.clone(), full_rx, vec![pool_tx])
         .map_err(|e| Failure::runtime(format!("cannot write the output: {e}")))?;

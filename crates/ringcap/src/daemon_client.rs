@@ -299,7 +299,7 @@ pub fn capture(
             break end;
         }
         if signals.hup.swap(false, Ordering::Relaxed) {
-            writer.shared.rotate_now.store(true, Ordering::Relaxed);
+            writer.shared.request_rotation();
         }
         if last_poll.elapsed() >= stats_interval.min(Duration::from_secs(1)) {
             last_poll = Instant::now();

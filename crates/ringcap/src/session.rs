@@ -64,12 +64,20 @@ impl Reporter {
         self.interval.saturating_sub(self.last.elapsed())
     }
 
-    /// Emits an interval record if one is due, with the counters `now` gives.
+    /// True when interval records go somewhere (a status line on a
+    /// terminal, `--stats-json`): otherwise nothing needs the counters
+    /// before the end.
+    pub fn active(&self) -> bool {
+        self.tty || self.json.is_some()
+    }
+
+    /// Emits an interval record if one is due (and goes somewhere), with
+    /// the counters `now` gives.
     pub fn tick(
         &mut self,
         now: impl FnOnce() -> (Vec<(String, Counters)>, Counters, Option<String>),
     ) {
-        if !self.until_due().is_zero() {
+        if !self.active() || !self.until_due().is_zero() {
             return;
         }
         let (per, total, file) = now();
@@ -200,9 +208,26 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         ));
     }
     let capture = Capture::start(spec).map_err(Failure::from)?;
-    // From now on a stop signal reaches the capture threads at once.
+    // From now on the signals reach the capture directly: a stop sets the
+    // flag its threads look at between ring blocks and rings the bell that
+    // wakes whichever of them waits (nothing in the capture, nor this
+    // thread, wakes on a timer to look at flags), and SIGHUP rings the
+    // capture's rotation bell.
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(sig, capture.stop_flag());
+        if let Ok(fd) = capture.stop_fd() {
+            let _ = signal_hook::low_level::pipe::register(sig, fd);
+        }
+    }
+    if let Ok(fd) = capture.rotate_fd() {
+        let _ = signal_hook::low_level::pipe::register(signal_hook::consts::SIGHUP, fd);
+    }
+    // Signals that came before.
+    if signals.stop.load(Ordering::Relaxed) {
+        capture.stop();
+    }
+    if signals.hup.swap(false, Ordering::Relaxed) {
+        capture.rotate_now();
     }
     for e in capture.events().try_iter() {
         print_event(&e);
@@ -223,29 +248,29 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     let mut reporter = Reporter::new(json, stats_interval);
     let mut stopping = false;
     loop {
-        // Once stopping, no interval record is due any more (tick is not
-        // called, so until_due stays at zero): waiting 1 ms at a time there
-        // woke this thread ~1000 times a second for the whole drain. The
-        // Finished event ends the wait as soon as the capture is done.
-        let wait = if stopping {
-            Duration::from_millis(250)
+        // This thread waits for the capture's events, and for the next
+        // interval record when there is somewhere to put it. Stops and
+        // rotations reach the capture without it (above); the Finished
+        // event ends the wait as soon as the capture is done.
+        let event = if stopping || !reporter.active() {
+            capture
+                .events()
+                .recv()
+                .map_err(|_| RecvTimeoutError::Disconnected)
         } else {
-            Duration::from_millis(250).min(reporter.until_due())
+            capture
+                .events()
+                .recv_timeout(reporter.until_due().max(Duration::from_millis(1)))
         };
-        match capture
-            .events()
-            .recv_timeout(wait.max(Duration::from_millis(1)))
-        {
+        match event {
             Ok(Event::Finished) | Err(RecvTimeoutError::Disconnected) => break,
             Ok(e) => print_event(&e),
             Err(RecvTimeoutError::Timeout) => {}
         }
         if !stopping && signals.stop.load(Ordering::Relaxed) {
+            // No interval records while the capture drains.
             stopping = true;
             capture.stop();
-        }
-        if signals.hup.swap(false, Ordering::Relaxed) {
-            capture.rotate_now();
         }
         if !stopping {
             reporter.tick(|| {

@@ -12,6 +12,7 @@
 //! the disk is a [`strategy`] chosen with `--write-mode`.
 
 pub mod batch;
+pub mod bell;
 pub mod encode;
 pub mod files;
 pub mod strategy;
@@ -19,6 +20,7 @@ mod sys;
 pub mod writer;
 
 pub use batch::Batch;
+pub use bell::Bell;
 pub use encode::Encoder;
 pub use files::{OutputPlan, Retention, Rotation};
 pub use strategy::WriteMode;

@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 /// Starts write-back of `len` bytes at `offset` without waiting for it.
@@ -230,6 +230,63 @@ impl Drop for UringWrites {
             }
         }
     }
+}
+
+/// A pipe, both ends non-blocking and close-on-exec: (read, write).
+pub fn pipe_nonblocking() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: room for the two descriptors pipe2 returns.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded: both are new descriptors nobody else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// One write(2) of `bytes` to `fd`.
+pub fn write_some(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
+    // SAFETY: writes from a valid buffer of that length.
+    let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// One read(2) from `fd` into `buf`.
+pub fn read_some(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: reads into a valid buffer of that length.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// poll(2) for POLLIN on up to 8 descriptors, `timeout_ms` as poll takes it
+/// (-1: no timeout): a bit mask, by position, of those with any event.
+pub fn poll_in(fds: &[RawFd], timeout_ms: i32) -> io::Result<u32> {
+    let mut set = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; 8];
+    let n = fds.len().min(set.len());
+    for (p, fd) in set.iter_mut().zip(fds) {
+        p.fd = *fd;
+        p.events = libc::POLLIN;
+    }
+    // SAFETY: `n` valid pollfds.
+    if unsafe { libc::poll(set.as_mut_ptr(), n as libc::nfds_t, timeout_ms) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(set[..n]
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.revents != 0)
+        .fold(0, |m, (i, _)| m | 1 << i))
 }
 
 #[cfg(test)]

@@ -70,13 +70,21 @@ pub struct WriterConfig {
     /// codes each written segment into whole compressed blocks, so a file
     /// always ends at a block boundary (crash safety as for pcap).
     pub compress: bool,
+    /// Rung whenever the writer logs a message, completes a file or fails
+    /// (what [`Shared`] then holds), for a supervisor that waits for that
+    /// rather than looking every so often.
+    pub notify: Option<Arc<crate::Bell>>,
 }
 
 /// State shared between the writer thread and the rest of the program.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Shared {
-    /// Set (e.g. by SIGHUP) to close the current file and start a new one.
+    /// Set to close the current file and start a new one; use
+    /// [`request_rotation`](Self::request_rotation), which also wakes the
+    /// writer (an idle writer waits for work, not for a timer).
     pub rotate_now: AtomicBool,
+    /// Wakes the writer (holds at most one wake-up).
+    wake: Sender<()>,
     /// Set when the writer has failed; the message says why.
     pub failure: Mutex<Option<String>>,
     /// Path of the file being written (final name), for the status line.
@@ -85,6 +93,26 @@ pub struct Shared {
     pub completed: Mutex<Vec<PathBuf>>,
     /// Messages for the operator (deletions, recoveries), drained by the caller.
     pub log: Mutex<Vec<String>>,
+}
+
+impl Shared {
+    fn new(wake: Sender<()>) -> Shared {
+        Shared {
+            rotate_now: AtomicBool::new(false),
+            wake,
+            failure: Mutex::new(None),
+            current: Mutex::new(None),
+            completed: Mutex::new(Vec::new()),
+            log: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Closes the current file of a series and starts a new one at the next
+    /// packet (SIGHUP), now.
+    pub fn request_rotation(&self) {
+        self.rotate_now.store(true, Ordering::Relaxed);
+        let _ = self.wake.try_send(());
+    }
 }
 
 /// A TPACKET_V3 ring block whose first `len` bytes a capture thread has
@@ -133,6 +161,15 @@ impl WriterHandle {
     }
 }
 
+/// What the writer's wait brought.
+enum Got {
+    Batch(Batch),
+    Ring(RingWrite),
+    FullGone,
+    RingsGone,
+    Nothing,
+}
+
 struct OpenFile {
     out: Box<dyn Output>,
     final_path: Option<PathBuf>,
@@ -140,6 +177,8 @@ struct OpenFile {
     packets: u64,
     boundary_ns: Option<u64>,
     started_ns: u64,
+    /// `out.len()` at the last flush: more means a flush is due.
+    flushed_len: u64,
 }
 
 /// Recovers the hidden partial files an interrupted capture left in `dir`:
@@ -268,7 +307,8 @@ impl Writer {
                 "ring blocks are written in place only as pcapng",
             ));
         }
-        let shared = Arc::new(Shared::default());
+        let (wake_tx, wake) = crossbeam_channel::bounded(1);
+        let shared = Arc::new(Shared::new(wake_tx));
         let placement: Arc<Vec<AtomicU64>> =
             Arc::new(pools.iter().map(|_| AtomicU64::new(0)).collect());
         let consumed = vec![0; pools.len()];
@@ -327,7 +367,7 @@ impl Writer {
         w.publish_placement(None);
         let thread = std::thread::Builder::new()
             .name("ringcap-writer".into())
-            .spawn(move || w.run(full, rings))?;
+            .spawn(move || w.run(full, rings, wake))?;
         Ok(WriterHandle {
             thread: Some(thread),
             shared,
@@ -339,35 +379,90 @@ impl Writer {
         if let Ok(mut l) = self.shared.log.lock() {
             l.push(msg);
         }
+        self.notify();
     }
 
-    fn run(mut self, full: Receiver<Batch>, rings: Option<Receiver<RingWrite>>) {
-        let tick = self
-            .cfg
-            .flush_interval
-            .min(Duration::from_millis(500))
-            .max(Duration::from_millis(10));
-        // A channel that is gone (or was never there) is never ready.
-        let (no_batches, no_rings) = (crossbeam_channel::never(), crossbeam_channel::never());
+    fn notify(&self) {
+        if let Some(b) = &self.cfg.notify {
+            b.ring();
+        }
+    }
+
+    fn run(
+        mut self,
+        full: Receiver<Batch>,
+        rings: Option<Receiver<RingWrite>>,
+        wake: Receiver<()>,
+    ) {
         let mut full = Some(full);
         let mut rings = rings;
         while full.is_some() || rings.is_some() {
-            crossbeam_channel::select! {
-                recv(full.as_ref().unwrap_or(&no_batches)) -> m => match m {
-                    Ok(batch) => self.handle(batch),
-                    Err(_) => full = None,
-                },
-                recv(rings.as_ref().unwrap_or(&no_rings)) -> m => match m {
-                    Ok(ring) => self.handle_ring(ring),
-                    Err(_) => rings = None,
-                },
-                default(tick) => {}
+            // Waits for work; with a timeout only when something is due at
+            // a time of its own (a flush, statistics, the end of a
+            // time-rotated file): an idle writer with everything flushed
+            // sleeps until a batch comes, the producers are gone or a
+            // rotation is asked for.
+            let got = {
+                let mut sel = crossbeam_channel::Select::new();
+                let from_full = full.as_ref().map(|r| sel.recv(r));
+                let from_rings = rings.as_ref().map(|r| sel.recv(r));
+                let from_wake = sel.recv(&wake);
+                let op = match self.next_due() {
+                    Some(due) => sel.select_deadline(due).ok(),
+                    None => Some(sel.select()),
+                };
+                match (op, full.as_ref(), rings.as_ref()) {
+                    (Some(op), Some(r), _) if Some(op.index()) == from_full => {
+                        op.recv(r).map_or(Got::FullGone, Got::Batch)
+                    }
+                    (Some(op), _, Some(r)) if Some(op.index()) == from_rings => {
+                        op.recv(r).map_or(Got::RingsGone, Got::Ring)
+                    }
+                    (Some(op), _, _) => {
+                        debug_assert_eq!(op.index(), from_wake);
+                        let _ = op.recv(&wake);
+                        Got::Nothing
+                    }
+                    (None, _, _) => Got::Nothing,
+                }
+            };
+            match got {
+                Got::Batch(batch) => self.handle(batch),
+                Got::Ring(ring) => self.handle_ring(ring),
+                Got::FullGone => full = None,
+                Got::RingsGone => rings = None,
+                Got::Nothing => {}
             }
             self.housekeeping();
         }
         if let Err(e) = self.close() {
             self.fail(format!("closing the output: {e}"));
         }
+    }
+
+    /// When [`housekeeping`](Self::housekeeping) next has something to do
+    /// by the clock, if it has anything: a flush of what was written since
+    /// the last one, the next statistics blocks, the end of a time-rotated
+    /// file's period.
+    fn next_due(&self) -> Option<Instant> {
+        let f = self.current.as_ref()?;
+        let mut due: Option<Instant> = None;
+        let mut at = |t: Option<Instant>| {
+            if let Some(t) = t {
+                due = Some(due.map_or(t, |d| d.min(t)));
+            }
+        };
+        if f.out.len() != f.flushed_len {
+            at(self.last_tick.checked_add(self.cfg.flush_interval));
+        }
+        if self.cfg.format == RecordFormat::Pcapng {
+            at(self.last_isb.checked_add(self.cfg.isb_interval));
+        }
+        if let Some(b) = f.boundary_ns.filter(|_| self.cfg.wall_clock) {
+            let end = b.saturating_add(self.cfg.flush_interval.as_nanos() as u64);
+            at(Instant::now().checked_add(Duration::from_nanos(end.saturating_sub(now_ns()))));
+        }
+        due
     }
 
     fn housekeeping(&mut self) {
@@ -378,9 +473,21 @@ impl Writer {
                 self.fail(format!("rotating: {e}"));
             }
         }
-        if self.last_tick.elapsed() >= self.cfg.flush_interval && self.current.is_some() {
+        // A flush when something was written since the last one, at most
+        // once per flush interval.
+        if self.last_tick.elapsed() >= self.cfg.flush_interval
+            && self
+                .current
+                .as_ref()
+                .is_some_and(|f| f.out.len() != f.flushed_len)
+        {
             self.last_tick = Instant::now();
-            if let Err(e) = self.with_room(|f| f.out.tick()) {
+            let r = self.with_room(|f| {
+                f.out.tick()?;
+                f.flushed_len = f.out.len();
+                Ok(())
+            });
+            if let Err(e) = r {
                 let name = self
                     .current
                     .as_ref()
@@ -424,6 +531,7 @@ impl Writer {
                 *f = Some(msg);
             }
         }
+        self.notify();
     }
 
     fn give_back(&self, mut batch: Batch) {
@@ -915,6 +1023,7 @@ impl Writer {
             packets: 0,
             boundary_ns,
             started_ns: first_ts,
+            flushed_len: 0,
         };
         f.out.write(&header)?;
         self.board
@@ -1045,6 +1154,7 @@ impl Writer {
         if let Ok(mut c) = self.shared.completed.lock() {
             c.push(final_path.clone());
         }
+        self.notify();
         if let Some(cmd) = &self.cfg.post_rotate {
             run_post_rotate(cmd, &final_path);
         }

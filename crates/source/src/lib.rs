@@ -20,7 +20,7 @@ pub mod ring;
 pub mod socket;
 pub mod sys;
 
-pub use interface::{Interface, InterfaceCounters, OpenError};
+pub use interface::{CounterFiles, Interface, InterfaceCounters, OpenError};
 pub use packet::{RingPacket, VlanTag};
 pub use ring::{Block, HeldBlock, RingGeometry, RxRing};
 pub use socket::{CaptureSocket, SocketOptions, SocketStats, TimestampSource};

@@ -203,6 +203,15 @@ impl CaptureSocket {
         sys::poll_readable(self.fd.as_raw_fd(), timeout_ms)
     }
 
+    /// Waits up to `timeout_ms` (-1: without a timeout) for a block, or
+    /// until `wake` is readable: (a block may be ready, `wake` is readable).
+    pub fn wait_or(&self, timeout_ms: i32, wake: RawFd) -> std::io::Result<(bool, bool)> {
+        if self.ring.ready() {
+            return Ok((true, false));
+        }
+        sys::poll_readable_or(self.fd.as_raw_fd(), wake, timeout_ms)
+    }
+
     /// Reads the kernel's counters and adds them to the running totals.
     pub fn update_stats(&mut self) -> std::io::Result<SocketStats> {
         let s: libc::tpacket_stats_v3 =

@@ -242,6 +242,29 @@ pub fn poll_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
     }
 }
 
+/// Waits up to `timeout_ms` (-1: no timeout) until `fd` or `wake` is
+/// readable: (`fd` is, `wake` is). Interrupted: neither.
+pub fn poll_readable_or(fd: RawFd, wake: RawFd, timeout_ms: i32) -> io::Result<(bool, bool)> {
+    let mut pfd = [
+        libc::pollfd {
+            fd,
+            events: libc::POLLIN | libc::POLLERR,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: wake,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: two valid pollfds.
+    match check(unsafe { libc::poll(pfd.as_mut_ptr(), 2, timeout_ms) }) {
+        Ok(_) => Ok((pfd[0].revents != 0, pfd[1].revents != 0)),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok((false, false)),
+        Err(e) => Err(e),
+    }
+}
+
 /// A shared, read-write mapping of a packet socket's ring.
 pub struct Mapping {
     ptr: *mut u8,

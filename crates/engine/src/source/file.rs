@@ -94,8 +94,12 @@ impl Source for FileSource {
         Ok(Next::Packets { skipped: 0 })
     }
 
-    fn wait(&mut self, _timeout: Duration) -> Result<(), SourceError> {
-        Ok(())
+    fn wait(
+        &mut self,
+        _timeout: Option<Duration>,
+        _wake: Option<std::os::fd::RawFd>,
+    ) -> Result<bool, SourceError> {
+        Ok(false)
     }
 
     fn refresh(&mut self, _counts: &mut CaptureCounts) -> Result<(), SourceError> {

@@ -91,18 +91,25 @@ impl Source for HookSource {
         Ok(Next::Packets { skipped })
     }
 
-    fn wait(&mut self, timeout: Duration) -> Result<(), SourceError> {
+    fn wait(
+        &mut self,
+        timeout: Option<Duration>,
+        _wake: Option<std::os::fd::RawFd>,
+    ) -> Result<bool, SourceError> {
+        // The ring buffer is polled (naps of at most MAX_POLL), so the
+        // caller looks at what `wake` stands for (the stop flag) soon
+        // enough without it.
         if self.capture.has_data() {
-            return Ok(());
+            return Ok(false);
         }
-        std::thread::sleep(timeout.min(self.poll));
+        std::thread::sleep(timeout.unwrap_or(self.poll).min(self.poll));
         let (used, size) = self.capture.backlog();
         if used > size / 8 {
             self.poll = (self.poll / 2).max(MIN_POLL);
         } else if used < size / 32 {
             self.poll = (self.poll * 2).min(MAX_POLL);
         }
-        Ok(())
+        Ok(false)
     }
 
     fn refresh(&mut self, counts: &mut CaptureCounts) -> Result<(), SourceError> {

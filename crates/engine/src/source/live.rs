@@ -123,12 +123,20 @@ impl Source for LiveSource {
         Ok(Next::Packets { skipped: 0 })
     }
 
-    fn wait(&mut self, timeout: Duration) -> Result<(), SourceError> {
-        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
-        self.socket
-            .wait(ms)
-            .map(drop)
-            .map_err(|e| SourceError::Os(format!("waiting for packets: {e}")))
+    fn wait(
+        &mut self,
+        timeout: Option<Duration>,
+        wake: Option<std::os::fd::RawFd>,
+    ) -> Result<bool, SourceError> {
+        // Rounded up: a wait for a deadline does not end just short of it.
+        let ms = timeout.map_or(-1, |t| {
+            t.as_micros().div_ceil(1000).clamp(1, i32::MAX as u128) as i32
+        });
+        match wake {
+            Some(fd) => self.socket.wait_or(ms, fd).map(|(_, woken)| woken),
+            None => self.socket.wait(ms).map(|_| false),
+        }
+        .map_err(|e| SourceError::Os(format!("waiting for packets: {e}")))
     }
 
     fn refresh(&mut self, counts: &mut CaptureCounts) -> Result<(), SourceError> {

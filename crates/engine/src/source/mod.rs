@@ -10,6 +10,7 @@ pub mod hook;
 pub mod live;
 
 use ringcap_stats::CaptureCounts;
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 /// One packet as a source hands it over; `data` borrows the source's memory
@@ -61,8 +62,12 @@ pub trait Source: Send {
     /// records) to `each`, in order.
     fn next_batch<F: FnMut(Packet<'_>) -> Flow>(&mut self, each: F) -> Result<Next, SourceError>;
 
-    /// Waits up to `timeout` for packets.
-    fn wait(&mut self, timeout: Duration) -> Result<(), SourceError>;
+    /// Waits up to `timeout` (`None`: for as long as it takes) for packets,
+    /// or until `wake`, if given, is readable; true when `wake` is readable.
+    /// A source that cannot wait for its packets (a ring buffer it polls)
+    /// may return sooner, having seen nothing.
+    fn wait(&mut self, timeout: Option<Duration>, wake: Option<RawFd>)
+        -> Result<bool, SourceError>;
 
     /// Adds what the source itself counts (kernel ring statistics) to `counts`.
     fn refresh(&mut self, counts: &mut CaptureCounts) -> Result<(), SourceError>;

@@ -36,7 +36,7 @@ use ringcap_sink::{
 };
 use ringcap_source::socket::CountingSocket;
 use ringcap_source::{
-    CaptureSocket, CounterFiles, Interface, RingGeometry, SocketOptions, TimestampSource,
+    CaptureSocket, CounterFiles, Fanout, Interface, RingGeometry, SocketOptions, TimestampSource,
 };
 use ringcap_stages::filter::Target;
 use ringcap_stages::{CheckedProgram, Program, Snap, UserSampler};
@@ -696,14 +696,20 @@ fn start_live(
     );
     let mut sockets = Vec::new();
     for (i, iface) in interfaces.iter().enumerate() {
-        let mut fanout_id = None;
+        // One thread alone needs no group: the kernel would hash every
+        // packet's flow to pick the only member.
+        let mut fanout = if threads > 1 {
+            Fanout::New
+        } else {
+            Fanout::Off
+        };
         for _ in 0..threads {
             let s = CaptureSocket::open(
                 iface,
                 &SocketOptions {
                     program: sock_filter(&programs[i]),
                     geometry,
-                    fanout_id,
+                    fanout,
                     promiscuous: live.promiscuous,
                     timestamps: live.tstamp,
                     reserve: if in_place {
@@ -713,7 +719,9 @@ fn start_live(
                     },
                 },
             )?;
-            fanout_id = Some(s.fanout_id());
+            if let Some(id) = s.fanout_id() {
+                fanout = Fanout::Join(id);
+            }
             sockets.push((i, s));
         }
     }

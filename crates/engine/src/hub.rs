@@ -241,7 +241,7 @@ fn start(interface: Interface) -> Result<Hub, EngineError> {
                 })
                 .collect(),
             geometry,
-            fanout_id: None,
+            fanout: ringcap_source::Fanout::New,
             promiscuous: true,
             timestamps: TimestampSource::Host,
             reserve: 0,

@@ -4,8 +4,9 @@
 //! a TPACKET_V3 receive ring mapped into user space. The kernel fills whole
 //! blocks of packets and hands each block over with one status word, so the
 //! capture thread reads packets with no system call per packet and calls
-//! `poll()` only when the ring is empty. Sockets of one interface join a
-//! PACKET_FANOUT group that spreads flows over threads by hash.
+//! `poll()` only when the ring is empty. The sockets of several threads of
+//! one interface join a PACKET_FANOUT group that spreads flows over them by
+//! hash (a socket alone joins none: see [`Fanout`]).
 //!
 //! `unsafe` lives in [`sys`] (system calls and socket options) and [`ring`]
 //! (the mapped memory), and [`netdev`] (interface ioctls); everything else
@@ -23,4 +24,4 @@ pub mod sys;
 pub use interface::{CounterFiles, Interface, InterfaceCounters, OpenError};
 pub use packet::{RingPacket, VlanTag};
 pub use ring::{Block, HeldBlock, RingGeometry, RxRing};
-pub use socket::{CaptureSocket, SocketOptions, SocketStats, TimestampSource};
+pub use socket::{CaptureSocket, Fanout, SocketOptions, SocketStats, TimestampSource};

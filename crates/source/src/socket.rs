@@ -17,6 +17,21 @@ pub enum TimestampSource {
     Adapter,
 }
 
+/// A capture socket's fanout group (PACKET_FANOUT_HASH: each flow to one
+/// member).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fanout {
+    /// No group: the socket has the interface's packets to itself. The
+    /// kernel then hands each packet straight to the ring; in a group it
+    /// first hashes the packet's flow (the flow dissector, on the CPU that
+    /// receives the packet: on a veth pair the sender's) to pick the member.
+    Off,
+    /// A new group, with a unique id ([`CaptureSocket::fanout_id`]).
+    New,
+    /// Joins the group with this id.
+    Join(u16),
+}
+
 /// How to open a capture socket.
 #[derive(Debug, Clone)]
 pub struct SocketOptions {
@@ -24,8 +39,8 @@ pub struct SocketOptions {
     pub program: Vec<libc::sock_filter>,
     /// Ring size and shape.
     pub geometry: RingGeometry,
-    /// Fanout group to join: `None` creates a new group with a unique id.
-    pub fanout_id: Option<u16>,
+    /// Whether the socket shares its interface's packets with others.
+    pub fanout: Fanout,
     /// Put the interface in promiscuous mode while the socket is open.
     pub promiscuous: bool,
     /// Timestamp source.
@@ -51,7 +66,7 @@ pub struct CaptureSocket {
     // Field order matters: the ring must be unmapped before the socket closes.
     ring: RxRing,
     fd: OwnedFd,
-    fanout_id: u16,
+    fanout_id: Option<u16>,
     stats: SocketStats,
 }
 
@@ -140,14 +155,15 @@ impl CaptureSocket {
                 },
             )?;
         }
-        // Every socket is in a fanout group, even alone: threads of one
-        // interface share it, and the hash keeps each flow on one thread.
-        // No PACKET_FANOUT_FLAG_DEFRAG: it would reassemble IP fragments before
-        // capture and the file would not hold what was on the wire. Fragments
-        // of one datagram still hash alike (the flow dissector does not read
-        // ports of fragments).
-        let fanout_id = match opts.fanout_id {
-            Some(id) => {
+        // Threads of one interface share a fanout group, and the hash keeps
+        // each flow on one thread; a socket alone stays out of groups (see
+        // `Fanout::Off`). No PACKET_FANOUT_FLAG_DEFRAG: it would reassemble
+        // IP fragments before capture and the file would not hold what was
+        // on the wire. Fragments of one datagram still hash alike (the flow
+        // dissector does not read ports of fragments).
+        let fanout_id = match opts.fanout {
+            Fanout::Off => None,
+            Fanout::Join(id) => {
                 let arg: u32 = u32::from(id) | (FANOUT_TYPE << 16);
                 sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg).map_err(|e| {
                     OpenError::os(
@@ -156,9 +172,9 @@ impl CaptureSocket {
                         "CAP_NET_RAW",
                     )
                 })?;
-                id
+                Some(id)
             }
-            None => {
+            Fanout::New => {
                 let arg: u32 = (FANOUT_TYPE | libc::PACKET_FANOUT_FLAG_UNIQUEID) << 16;
                 sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg).map_err(|e| {
                     OpenError::os(
@@ -169,7 +185,7 @@ impl CaptureSocket {
                 })?;
                 let got: u32 = sys::getsockopt(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT)
                     .map_err(|e| OpenError::os("reading the fanout group id", e, "CAP_NET_RAW"))?;
-                (got & 0xffff) as u16
+                Some((got & 0xffff) as u16)
             }
         };
         Ok(CaptureSocket {
@@ -180,8 +196,9 @@ impl CaptureSocket {
         })
     }
 
-    /// The fanout group id, for further sockets of the same interface.
-    pub fn fanout_id(&self) -> u16 {
+    /// The fanout group id, for further sockets of the same interface
+    /// (`None`: not in a group).
+    pub fn fanout_id(&self) -> Option<u16> {
         self.fanout_id
     }
 

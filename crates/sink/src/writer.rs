@@ -181,6 +181,16 @@ struct OpenFile {
     flushed_len: u64,
 }
 
+/// How long after the end of a time-rotated file's period a live packet of
+/// that period can still reach the writer: the kernel retires a ring block
+/// within a flush interval (or 50 ms), a capture thread ships a partial
+/// batch within a flush interval, and scheduling adds a little. Closing
+/// sooner would open a second file for the same period when one comes.
+fn late_ns(flush_interval: Duration) -> u64 {
+    let f = flush_interval.as_nanos() as u64;
+    2 * f + 100_000_000
+}
+
 /// Recovers the hidden partial files an interrupted capture left in `dir`:
 /// each is cut after its last whole record and published under its final
 /// name, or removed if it is empty (it holds nothing). Returns the messages for the operator, one per file acted on or
@@ -459,7 +469,7 @@ impl Writer {
             at(self.last_isb.checked_add(self.cfg.isb_interval));
         }
         if let Some(b) = f.boundary_ns.filter(|_| self.cfg.wall_clock) {
-            let end = b.saturating_add(self.cfg.flush_interval.as_nanos() as u64);
+            let end = b.saturating_add(late_ns(self.cfg.flush_interval));
             at(Instant::now().checked_add(Duration::from_nanos(end.saturating_sub(now_ns()))));
         }
         due
@@ -507,9 +517,9 @@ impl Writer {
             }
         }
         // Time rotation with sparse live traffic: close the file once its
-        // period is over (plus one flush interval for packets still on their
-        // way). Packets read from files carry their own time: only they decide.
-        let late = self.cfg.flush_interval.as_nanos() as u64;
+        // period is over and packets of it can no longer be on their way.
+        // Packets read from files carry their own time: only they decide.
+        let late = late_ns(self.cfg.flush_interval);
         if let Some(b) = self
             .current
             .as_ref()

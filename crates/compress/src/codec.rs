@@ -1227,6 +1227,25 @@ fn next_bit(bits: &[u64], mut i: usize, n: usize, set: bool) -> usize {
     n
 }
 
+/// How many runs of set bits `bits` holds: a run starts where a set bit
+/// follows a clear one.
+fn count_runs(bits: &[u64]) -> u64 {
+    let mut runs = 0u64;
+    let mut carry = 0u64;
+    for &w in bits {
+        runs += u64::from((w & !(w << 1 | carry)).count_ones());
+        carry = w >> 63;
+    }
+    runs
+}
+
+/// The first run of set bits of `bits` at or after `from` (below `n`):
+/// (start, end).
+fn run_from(bits: &[u64], from: usize, n: usize) -> Option<(usize, usize)> {
+    let start = next_bit(bits, from, n, true);
+    (start < n).then(|| (start, next_bit(bits, start, n, false)))
+}
+
 /// Byte runs where `p` (the prediction) and `a` (the packet) differ: their
 /// number, then for each the gap since the previous run's end, its length
 /// less one, and its bytes.
@@ -1235,25 +1254,15 @@ fn write_runs(e: &mut rc::Encoder, m: &mut Models, p: &[u8], a: &[u8]) {
     debug_assert!(a.len() <= MAXH && p.len() == a.len());
     let n = a.len();
     let bits = diff_bits(p, a);
-    // Runs start where a set bit follows a clear one.
-    let mut runs = 0u64;
-    let mut carry = 0u64;
-    for &w in &bits {
-        runs += u64::from((w & !(w << 1 | carry)).count_ones());
-        carry = w >> 63;
-    }
-    e.uint(&mut m.field[M_RUNS], runs);
+    e.uint(&mut m.field[M_RUNS], count_runs(&bits));
     let mut last = 0;
-    let mut start = next_bit(&bits, 0, n, true);
-    while start < n {
-        let end = next_bit(&bits, start, n, false);
+    while let Some((start, end)) = run_from(&bits, last, n) {
         e.uint(&mut m.field[M_GAP], (start - last) as u64);
         e.uint(&mut m.field[M_RUNLEN], (end - start - 1) as u64);
         for &b in &a[start..end] {
             e.direct(b as u32, 8);
         }
         last = end;
-        start = next_bit(&bits, end, n, true);
     }
 }
 
@@ -1614,22 +1623,16 @@ mod tests {
         out
     }
 
+    /// The runs and their count as `write_runs` finds them.
     fn runs_by_bits(p: &[u8], a: &[u8]) -> (Vec<(usize, usize)>, u64) {
         let bits = diff_bits(p, a);
-        let mut counted = 0u64;
-        let mut carry = 0u64;
-        for &w in &bits {
-            counted += u64::from((w & !(w << 1 | carry)).count_ones());
-            carry = w >> 63;
-        }
         let mut out = Vec::new();
-        let mut s = next_bit(&bits, 0, a.len(), true);
-        while s < a.len() {
-            let e = next_bit(&bits, s, a.len(), false);
+        let mut last = 0;
+        while let Some((s, e)) = run_from(&bits, last, a.len()) {
             out.push((s, e));
-            s = next_bit(&bits, e, a.len(), true);
+            last = e;
         }
-        (out, counted)
+        (out, count_runs(&bits))
     }
 
     proptest! {

@@ -1295,6 +1295,35 @@ fn disk_full_message_says_how_many_packets_were_not_written() {
     );
 }
 
+/// Waits (up to `limit`) for a live capture that filled the disk holding
+/// `dir` to exit, and checks what every such capture must leave: exit
+/// status 1 and a message saying the disk is full, no partial files, `out`
+/// valid and holding a prefix of the numbered frames sent, as many as its
+/// `packets_written`. Returns the final statistics record and the stderr.
+fn live_disk_full(
+    live: Live,
+    limit: Duration,
+    dir: &Path,
+    out: &Path,
+    json: &Path,
+) -> (serde_json::Value, String) {
+    let (st, err) = live.wait(limit);
+    assert_eq!(st.code(), Some(1), "exit status with a full disk:\n{err}");
+    assert!(err.contains("disk is full"), "{err}");
+    assert_no_partials(dir);
+    let got = read_all_valid(&[out.to_path_buf()]);
+    let v = final_json(json);
+    assert_eq!(
+        counter(&v, "packets_written") as usize,
+        got[0].len(),
+        "packets_written vs packets in the file"
+    );
+    for (i, p) in got[0].iter().enumerate() {
+        assert_eq!(seq(p), i as u32, "the file holds a prefix of what was sent");
+    }
+    (v, err)
+}
+
 #[test]
 fn disk_full_during_live_capture_exits_1_with_a_valid_file() {
     skip_unless_netns!();
@@ -1325,20 +1354,7 @@ fn disk_full_during_live_capture_exits_1_with_a_valid_file() {
     // About 3 MB for a 2 MB filesystem.
     let frames = testbed_frames(&tb, 0, 3000, 1000);
     send(&tb, &frames, 3000);
-    let (st, err) = live.wait(Duration::from_secs(15));
-    assert_eq!(st.code(), Some(1), "exit status with a full disk:\n{err}");
-    assert!(err.contains("disk is full"), "{err}");
-    assert_no_partials(&mnt.dir);
-    let got = read_all_valid(std::slice::from_ref(&out));
-    let v = final_json(&json);
-    assert_eq!(
-        counter(&v, "packets_written") as usize,
-        got[0].len(),
-        "packets_written vs packets in the file"
-    );
-    for (i, p) in got[0].iter().enumerate() {
-        assert_eq!(seq(p), i as u32, "the file holds a prefix of what was sent");
-    }
+    let (v, err) = live_disk_full(live, Duration::from_secs(15), &mnt.dir, &out, &json);
     let unwritten = counter(&v, "packets_dropped_writer");
     assert!(
         err.lines()
@@ -1359,7 +1375,7 @@ fn disk_full_during_live_capture_exits_1_with_a_valid_file() {
 #[test]
 fn disk_full_in_place_keeps_what_fits() {
     skip_unless_netns!();
-    if skip_without(&["tshark", "capinfos", "trafgen"]) {
+    if skip_without(&["tshark", "capinfos", "tcpreplay"]) {
         return;
     }
     let Some(fs) = LoopExt4::new(6) else {
@@ -1389,21 +1405,8 @@ fn disk_full_in_place_keeps_what_fits() {
     let n = (2 * free / 1400) as u32;
     let frames = testbed_frames(&tb, 0, n, 1400);
     send(&tb, &frames, 0);
-    let (st, err) = live.wait(Duration::from_secs(20));
-    assert_eq!(st.code(), Some(1), "exit status with a full disk:\n{err}");
-    assert!(err.contains("disk is full"), "{err}");
-    assert_no_partials(&fs.dir);
-    let got = read_all_valid(std::slice::from_ref(&out));
-    let v = final_json(&json);
+    let (v, err) = live_disk_full(live, Duration::from_secs(20), &fs.dir, &out, &json);
     let written = counter(&v, "packets_written");
-    assert_eq!(
-        written as usize,
-        got[0].len(),
-        "packets_written vs packets in the file"
-    );
-    for (i, p) in got[0].iter().enumerate() {
-        assert_eq!(seq(p), i as u32, "the file holds a prefix of what was sent");
-    }
     assert_eq!(
         written + counter(&v, "packets_dropped_writer"),
         counter(&v, "packets_delivered"),

@@ -81,6 +81,11 @@ pub struct Converted {
 }
 
 #[inline(always)]
+fn word<const N: usize>(h: &[u8; N], off: usize) -> u32 {
+    u32::from_ne_bytes([h[off], h[off + 1], h[off + 2], h[off + 3]])
+}
+
+#[inline(always)]
 fn u32_at(b: &[u8], off: usize) -> u32 {
     u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
@@ -181,25 +186,37 @@ fn zero_tail(block: &mut [u8], from: usize, to: usize) {
 
 /// Where a walk over a block's packets is: what is converted so far.
 struct Walk {
+    /// What is converted so far.
+    p: Progress,
+    /// Packets in the block (the kernel's count).
+    count: u64,
+    moved: u64,
+    /// Long packets: the lines around guessed headers up to here have been
+    /// asked for.
+    guessed: usize,
+    /// The CPU has PREFETCHW ([`crate::sys::has_prefetchw`]).
+    owned: bool,
+    /// Packets that repeat the layout of the one before go through
+    /// [`uniform_run`] (off only to test it against the packet-by-packet
+    /// path).
+    runs: bool,
+}
+
+/// The part of a [`Walk`] every packet changes: a copy of it lives in
+/// registers while the fast loops run.
+#[derive(Clone, Copy)]
+struct Progress {
     /// End of the pcapng blocks so far.
     end: usize,
     /// Where the last EPB starts.
     last_epb: Option<usize>,
     /// Packets converted.
     done: u64,
-    /// Packets in the block (the kernel's count).
-    count: u64,
     bytes_on_wire: u64,
     merged: u64,
-    moved: u64,
     last_ts: u64,
     /// Lines up to here have been asked for (short packets).
     fetched: usize,
-    /// Long packets: the lines around guessed headers up to here have been
-    /// asked for.
-    guessed: usize,
-    /// The CPU has PREFETCHW ([`crate::sys::has_prefetchw`]).
-    owned: bool,
 }
 
 /// What [`fast_run`] stopped at.
@@ -222,10 +239,10 @@ fn prefetch_ahead(block: &[u8], w: &mut Walk, at: usize, next: usize) {
     let size = block.len();
     if next <= DENSE_STRIDE {
         let ahead = (at + PREFETCH_AHEAD).min(size);
-        w.fetched = w.fetched.max(at & !63);
-        while w.fetched < ahead {
-            crate::sys::prefetch_for_write(&block[w.fetched..], w.owned);
-            w.fetched += 64;
+        w.p.fetched = w.p.fetched.max(at & !63);
+        while w.p.fetched < ahead {
+            crate::sys::prefetch_for_write(block, w.p.fetched, w.owned);
+            w.p.fetched += 64;
         }
         return;
     }
@@ -239,12 +256,124 @@ fn prefetch_ahead(block: &[u8], w: &mut Walk, at: usize, next: usize) {
         let mut line = g.saturating_sub(16) & !63;
         let end = (g + FRAME_AT).min(size);
         while line < end {
-            crate::sys::prefetch_for_write(&block[line..], w.owned);
+            crate::sys::prefetch_for_write(block, line, w.owned);
             line += 64;
         }
         g = g.saturating_add(next);
     }
     w.guessed = g;
+}
+
+/// The layout shared by a run of packets: header to header `stride`,
+/// frame `mac` bytes after its header, `caplen` bytes of it.
+#[derive(Clone, Copy)]
+struct Uniform {
+    stride: usize,
+    mac: usize,
+    caplen: usize,
+}
+
+/// Converts packets from the header at `at` (whose `tp_next_offset`,
+/// already read, is `next` = `layout.stride`) for as long as each has the
+/// layout of the packet before it, which the last EPB (ending at
+/// `run.end`) was made from: the same stride, frame offset and length, no
+/// tag, and a header after it. Such packets need no per-packet decision:
+/// every word written is a constant of the run or a field of the header
+/// (timestamp, original length), at offsets fixed relative to the packet.
+/// The bytes each packet touches, from the padding block's head at the
+/// last EPB's end to the next header's first word, are one window of the
+/// block: one bounds check per packet. Returns where the walk goes on:
+/// the first packet not converted here and its `tp_next_offset`.
+#[inline(always)]
+fn uniform_run<const OWNED: bool, const LEAD: usize>(
+    block: &mut [u8],
+    run: &mut Progress,
+    count: u64,
+    opts: &InPlace,
+    layout: Uniform,
+    mut at: usize,
+    mut next: usize,
+) -> (usize, usize) {
+    let Uniform {
+        stride,
+        mac,
+        caplen,
+    } = layout;
+    let padded = (caplen + 3) & !3;
+    // The last EPB ended LEAD bytes after this packet's header: 0, or 4
+    // when its trailer took the header's first word.
+    let epb_len = EPB_DATA_OFFSET + padded + 4;
+    if run.end != at + LEAD
+        || !stride.is_multiple_of(4)
+        || mac + padded + 4 != stride + LEAD
+        || mac < LEAD + EPB_DATA_OFFSET + PAD_MIN
+        || !(at + mac).is_multiple_of(4)
+        || caplen > opts.snaplen.max(1) as usize
+    {
+        return (at, next);
+    }
+    let head = (mac - LEAD - EPB_DATA_OFFSET) as u32;
+    let mut pad_head = [0u8; 8];
+    pad_head[..4].copy_from_slice(&BT_PAD.to_ne_bytes());
+    pad_head[4..].copy_from_slice(&head.to_ne_bytes());
+    let mut fixed = [0u8; 16];
+    for (i, v) in [head, BT_EPB, epb_len as u32, opts.interface_id]
+        .into_iter()
+        .enumerate()
+    {
+        fixed[4 * i..4 * i + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+    let epb_at = mac - LEAD - EPB_DATA_OFFSET - 4;
+    let frame_at = mac - LEAD;
+    let size = block.len();
+    let mut base = run.end;
+    while run.done + 1 < count {
+        let ahead = (at + PREFETCH_AHEAD).min(size);
+        while run.fetched < ahead {
+            crate::sys::prefetch_for_write(block, run.fetched, OWNED);
+            run.fetched += 64;
+        }
+        // From the padding block's head to the next header's first word.
+        let Some(c) = block.get_mut(base..base + stride + 4) else {
+            break;
+        };
+        let Some(h) = c.first_chunk::<28>() else {
+            break;
+        };
+        let status = word(h, STATUS - LEAD);
+        let snap = word(h, SNAPLEN - LEAD) as usize;
+        let this_mac = usize::from(u16::from_ne_bytes([h[MAC - LEAD], h[MAC + 1 - LEAD]]));
+        if status & libc::TP_STATUS_VLAN_VALID != 0 || snap != caplen || this_mac != mac {
+            break;
+        }
+        let ts_ns =
+            u64::from(word(h, SEC - LEAD)) * 1_000_000_000 + u64::from(word(h, NSEC - LEAD));
+        let wire = word(h, LEN - LEAD);
+        let next_next =
+            u32::from_ne_bytes(c[stride - LEAD..stride - LEAD + 4].try_into().unwrap()) as usize;
+        c[..8].copy_from_slice(&pad_head);
+        let e: &mut [u8; 32] = (&mut c[epb_at..epb_at + 32]).try_into().unwrap();
+        e[..16].copy_from_slice(&fixed);
+        e[16..20].copy_from_slice(&((ts_ns >> 32) as u32).to_ne_bytes());
+        e[20..24].copy_from_slice(&(ts_ns as u32).to_ne_bytes());
+        e[24..28].copy_from_slice(&(caplen as u32).to_ne_bytes());
+        e[28..].copy_from_slice(&wire.to_ne_bytes());
+        zero_tail(c, frame_at + caplen, frame_at + padded);
+        c[stride - 4..stride].copy_from_slice(&(epb_len as u32).to_ne_bytes());
+        run.done += 1;
+        run.last_ts = ts_ns;
+        run.bytes_on_wire += u64::from(wire);
+        run.merged += u64::from(wire > opts.max_frame_len);
+        run.last_epb = Some(base + epb_at + 4);
+        base += stride;
+        run.end = base;
+        at += stride;
+        next = next_next;
+        if next != stride {
+            break;
+        }
+    }
+    (at, next)
 }
 
 /// Converts packets from the header at `at` (whose `tp_next_offset` is
@@ -255,8 +384,23 @@ fn prefetch_ahead(block: &[u8], w: &mut Walk, at: usize, next: usize) {
 /// (the padding block's length word is the 4 bytes before the EPB), the
 /// next header's first word read, the trailer written. Anything else goes
 /// back to the caller ([`Stop::Slow`]) untouched.
+///
+/// The loop keeps its state in registers and touches the block through one
+/// bounds-checked window per packet; packets that repeat the layout of the
+/// one before go to [`uniform_run`]. At 64-byte packets this runs once per
+/// 152 bytes of the block, so every instruction shows: 8.5 ns per packet
+/// before, 5.4 after, with the block in the cache (`examples/inplace_speed`).
 #[inline(always)]
-fn fast_run(
+fn fast_run(block: &mut [u8], w: &mut Walk, opts: &InPlace, at: usize, next: usize) -> Stop {
+    if w.owned {
+        fast_loop::<true>(block, w, opts, at, next)
+    } else {
+        fast_loop::<false>(block, w, opts, at, next)
+    }
+}
+
+#[inline(always)]
+fn fast_loop<const OWNED: bool>(
     block: &mut [u8],
     w: &mut Walk,
     opts: &InPlace,
@@ -265,10 +409,23 @@ fn fast_run(
 ) -> Stop {
     let size = block.len();
     let max_caplen = opts.snaplen.max(1) as usize;
-    loop {
-        prefetch_ahead(block, w, at, next);
+    let first_data = FIRST_EPB_MIN + EPB_DATA_OFFSET;
+    let mut p = w.p;
+    p.fetched = p.fetched.max(at & !63);
+    let stop = loop {
+        if next <= DENSE_STRIDE {
+            let ahead = (at + PREFETCH_AHEAD).min(size);
+            while p.fetched < ahead {
+                crate::sys::prefetch_for_write(block, p.fetched, OWNED);
+                p.fetched += 64;
+            }
+        } else {
+            w.p.fetched = p.fetched;
+            prefetch_ahead(block, w, at, next);
+            p.fetched = w.p.fetched;
+        }
         let Some(h) = block.get(at..at + HEADER_LEN) else {
-            return Stop::Slow(at, next);
+            break Stop::Slow(at, next);
         };
         let h: &[u8; HEADER_LEN] = h.try_into().unwrap();
         let status = u32_at(h, STATUS);
@@ -276,31 +433,43 @@ fn fast_run(
         let data = at + usize::from(u16::from_ne_bytes([h[MAC], h[MAC + 1]]));
         let padded = (caplen + 3) & !3;
         let epb_end = data + padded + 4;
-        let more = w.done + 1 < w.count && next != 0;
+        let more = p.done + 1 < w.count && next != 0;
         let limit = if more {
-            at.saturating_add(next).saturating_add(4).min(size)
+            (at + next + 4).min(size)
         } else {
             size
         };
         if status & libc::TP_STATUS_VLAN_VALID != 0
             || caplen > max_caplen
-            || caplen > u32::MAX as usize - 64
             || !data.is_multiple_of(4)
-            || data < (w.end + EPB_DATA_OFFSET + PAD_MIN).max(FIRST_EPB_MIN + EPB_DATA_OFFSET)
+            || data < (p.end + EPB_DATA_OFFSET + PAD_MIN).max(first_data)
             || epb_end > limit
         {
-            return Stop::Slow(at, next);
+            break Stop::Slow(at, next);
         }
         let ts_ns = u64::from(u32_at(h, SEC)) * 1_000_000_000 + u64::from(u32_at(h, NSEC));
         let wire = u32_at(h, LEN);
-        let epb = data - EPB_DATA_OFFSET;
-        let gap = (epb - w.end) as u32;
+        // The next header's first word, before the trailer can cover it.
+        let next_at = at + next;
+        let next_next = if more {
+            block
+                .get(next_at..next_at + 4)
+                .map(|b| u32_at(b, 0) as usize)
+        } else {
+            None
+        };
+        // Everything this packet writes, from the padding block's head to
+        // the trailer: one bounds check (end < data <= epb_end <= size).
+        let Some(span) = block.get_mut(p.end..epb_end) else {
+            break Stop::Slow(at, next);
+        };
+        let head = data - p.end - EPB_DATA_OFFSET;
         let epb_len = (EPB_DATA_OFFSET + padded + 4) as u32;
-        put32(block, w.end, BT_PAD);
-        put32(block, w.end + 4, gap);
-        let mut e = [0u8; 32];
+        let mut e = [0u8; 40];
         for (i, v) in [
-            gap,
+            BT_PAD,
+            head as u32,
+            head as u32,
             BT_EPB,
             epb_len,
             opts.interface_id,
@@ -314,29 +483,38 @@ fn fast_run(
         {
             e[4 * i..4 * i + 4].copy_from_slice(&v.to_ne_bytes());
         }
-        block[epb - 4..data].copy_from_slice(&e);
-        // The next header's first word, before the trailer can cover it.
-        let next_at = at + next;
-        let next_next = if more {
-            block
-                .get(next_at..next_at + 4)
-                .map(|b| u32_at(b, 0) as usize)
-        } else {
-            None
-        };
-        zero_tail(block, data + caplen, data + padded);
-        put32(block, data + padded, epb_len);
-        w.done += 1;
-        w.last_ts = ts_ns;
-        w.bytes_on_wire += u64::from(wire);
-        w.merged += u64::from(wire > opts.max_frame_len);
-        w.end = epb_end;
-        w.last_epb = Some(epb);
+        span[..8].copy_from_slice(&e[..8]);
+        span[head - 4..head + EPB_DATA_OFFSET].copy_from_slice(&e[8..]);
+        let t = span.len() - 4;
+        zero_tail(span, t - padded + caplen, t);
+        span[t..].copy_from_slice(&epb_len.to_ne_bytes());
+        p.done += 1;
+        p.last_ts = ts_ns;
+        p.bytes_on_wire += u64::from(wire);
+        p.merged += u64::from(wire > opts.max_frame_len);
+        p.last_epb = Some(data - EPB_DATA_OFFSET);
+        p.end = epb_end;
+        let (prev_at, stride) = (at, next);
         match next_next {
             Some(n) => (at, next) = (next_at, n),
-            None => return Stop::End,
+            None => break Stop::End,
         }
-    }
+        // The packets after this one may share its layout.
+        if w.runs && next == stride && stride <= DENSE_STRIDE {
+            let layout = Uniform {
+                stride,
+                mac: data - prev_at,
+                caplen,
+            };
+            (at, next) = if p.end == at {
+                uniform_run::<OWNED, 0>(block, &mut p, w.count, opts, layout, at, next)
+            } else {
+                uniform_run::<OWNED, 4>(block, &mut p, w.count, opts, layout, at, next)
+            };
+        }
+    };
+    w.p = p;
+    stop
 }
 
 /// Rewrites the packets of a TPACKET_V3 `block` (user space owns it) into
@@ -344,6 +522,10 @@ fn fast_run(
 /// panic: the block is cut before the first packet that does not fit where
 /// the kernel says it is. Bytes 8..12 (the block status) are never written.
 pub fn to_pcapng(block: &mut [u8], opts: &InPlace) -> Converted {
+    convert(block, opts, true)
+}
+
+fn convert(block: &mut [u8], opts: &InPlace, runs: bool) -> Converted {
     let mut out = Converted::default();
     if block.len() < 48 {
         return out;
@@ -351,17 +533,20 @@ pub fn to_pcapng(block: &mut [u8], opts: &InPlace) -> Converted {
     let count = u32_at(block, BLOCK_NUM_PKTS) as u64;
     let first = u32_at(block, BLOCK_FIRST_PKT) as usize;
     let mut w = Walk {
-        end: 0,
-        last_epb: None,
-        done: 0,
+        p: Progress {
+            end: 0,
+            last_epb: None,
+            done: 0,
+            bytes_on_wire: 0,
+            merged: 0,
+            last_ts: 0,
+            fetched: first & !63,
+        },
         count,
-        bytes_on_wire: 0,
-        merged: 0,
         moved: 0,
-        last_ts: 0,
-        fetched: first & !63,
         guessed: 0,
         owned: crate::sys::has_prefetchw(),
+        runs,
     };
     let mut cur = if count > 0 {
         read_header(block, first)
@@ -383,16 +568,16 @@ pub fn to_pcapng(block: &mut [u8], opts: &InPlace) -> Converted {
             None => break,
         }
     }
-    out.packets = w.done;
-    out.bytes_on_wire = w.bytes_on_wire;
-    out.merged_by_offload = w.merged;
+    out.packets = w.p.done;
+    out.bytes_on_wire = w.p.bytes_on_wire;
+    out.merged_by_offload = w.p.merged;
     out.moved = w.moved;
-    if w.done > 0 {
+    if w.p.done > 0 {
         out.first_ts = first_ts;
-        out.last_ts = w.last_ts;
+        out.last_ts = w.p.last_ts;
     }
     out.malformed = count.saturating_sub(out.packets);
-    let (Some(last), end) = (w.last_epb, w.end) else {
+    let (Some(last), end) = (w.p.last_epb, w.p.end) else {
         return out;
     };
     // Up to a page boundary: a padding block, or (4 or 8 bytes, too few for
@@ -450,13 +635,13 @@ fn slow_one(block: &mut [u8], w: &mut Walk, opts: &InPlace, h: Header) -> Option
     // for a padding block in between (or none), and the trailer before
     // the end of the block and no later than the next header's second
     // word (its first is read before the trailer is written).
-    let more = w.done + 1 < w.count && h.next != 0;
+    let more = w.p.done + 1 < w.count && h.next != 0;
     let limit = if more {
         h.at.saturating_add(h.next).saturating_add(4).min(size)
     } else {
         size
     };
-    let gap_ok = match epb.checked_sub(w.end) {
+    let gap_ok = match epb.checked_sub(w.p.end) {
         Some(g) => g == 0 || g >= PAD_MIN,
         None => false,
     };
@@ -476,8 +661,8 @@ fn slow_one(block: &mut [u8], w: &mut Walk, opts: &InPlace, h: Header) -> Option
         }
         w.moved += 1;
     }
-    if epb > w.end {
-        pad_block_around_status(block, w.end, epb);
+    if epb > w.p.end {
+        pad_block_around_status(block, w.p.end, epb);
     }
     pcapng::write_epb_header(
         &mut block[epb..epb + EPB_DATA_OFFSET],
@@ -495,12 +680,12 @@ fn slow_one(block: &mut [u8], w: &mut Walk, opts: &InPlace, h: Header) -> Option
     };
     zero_tail(block, start + caplen, start + padded);
     put32(block, start + padded, epb_len as u32);
-    w.done += 1;
-    w.last_ts = h.ts_ns;
-    w.bytes_on_wire += u64::from(wire);
-    w.merged += u64::from(wire > opts.max_frame_len);
-    w.end = epb_end;
-    w.last_epb = Some(epb);
+    w.p.done += 1;
+    w.p.last_ts = h.ts_ns;
+    w.p.bytes_on_wire += u64::from(wire);
+    w.p.merged += u64::from(wire > opts.max_frame_len);
+    w.p.end = epb_end;
+    w.p.last_epb = Some(epb);
     next
 }
 
@@ -750,6 +935,60 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn runs_of_one_layout_convert_as_packet_by_packet() {
+        // Blocks made of runs of packets that share a layout (the case
+        // uniform_run takes), broken by tags, other lengths, frames at
+        // other offsets and damage: the result must be byte for byte what
+        // the packet-by-packet path makes of the same block.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut run_packets = 0u64;
+        for round in 0..1500 {
+            let mac = [84usize, 84, 84, 88, 82][rnd(5) as usize];
+            let mut pkts: Vec<Frame> = Vec::new();
+            while pkts.len() < 300 {
+                let len = [60usize, 61, 62, 63, 64, 65, 66, 67, 68, 100, 1514][rnd(11) as usize];
+                let tag = (rnd(10) == 0).then_some((0x8100u16, rnd(4096) as u16));
+                for _ in 0..1 + rnd(40) {
+                    let i = pkts.len();
+                    pkts.push((frame(len, i as u8), len as u32 + rnd(2) as u32, tag));
+                }
+            }
+            let snaplen = [64u32, 66, 262_144][rnd(3) as usize];
+            let opts = InPlace { snaplen, ..OPTS };
+            let need: usize = 48
+                + pkts
+                    .iter()
+                    .map(|p| (mac + p.0.len()).div_ceil(8) * 8)
+                    .sum::<usize>();
+            let mut b = kernel_block((need + 64).div_ceil(PAGE) * PAGE, mac, &pkts);
+            if rnd(3) == 0 {
+                for _ in 0..1 + rnd(3) {
+                    let at = rnd(b.len() as u64) as usize;
+                    b[at] = rnd(256) as u8;
+                }
+            }
+            let mut reference = b.clone();
+            let want = convert(&mut reference, &opts, false);
+            let got = convert(&mut b, &opts, true);
+            assert_eq!(got, want, "round {round}");
+            assert!(b == reference, "round {round}: blocks differ");
+            assert_eq!(
+                epbs(&b[..got.len]).len() as u64,
+                got.packets,
+                "round {round}"
+            );
+            run_packets += got.packets;
+        }
+        assert!(run_packets > 100_000, "{run_packets}");
     }
 
     #[test]

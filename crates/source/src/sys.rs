@@ -554,7 +554,7 @@ pub fn has_prefetchw() -> bool {
     false
 }
 
-/// Asks the CPU to start loading the cache line at the start of `bytes`
+/// Asks the CPU to start loading the cache line `off` bytes into `bytes`
 /// for writing, for the in-place converter, which reads and rewrites lines
 /// of a ring block the kernel filled from another CPU (every line when
 /// packets are short, the few around each header when they are long).
@@ -562,32 +562,34 @@ pub fn has_prefetchw() -> bool {
 /// otherwise a plain read prefetch (`_mm_prefetch::<_MM_HINT_ET0>` is
 /// one unless the build enables `prfchw`; a line read that way comes
 /// shared, and the stores that follow wait for the other CPU to give it
-/// up). A hint: it never faults and changes nothing.
+/// up). A hint: it never faults and changes nothing, so `off` is not
+/// checked (the address is computed, never dereferenced).
 #[inline(always)]
-pub fn prefetch_for_write(bytes: &[u8], owned: bool) {
+pub fn prefetch_for_write(bytes: &[u8], off: usize, owned: bool) {
     #[cfg(target_arch = "x86_64")]
     {
+        let p = bytes.as_ptr().wrapping_add(off);
         if owned {
             // SAFETY: the caller checked that the CPU has PREFETCHW
             // (has_prefetchw). A prefetch never faults and writes nothing,
-            // whatever the address (the pointer comes from a live slice
-            // anyway); it uses no register but its operand, and no flags.
+            // whatever the address; it uses no register but its operand,
+            // and no flags.
             unsafe {
                 std::arch::asm!(
                     "prefetchw [{0}]",
-                    in(reg) bytes.as_ptr(),
+                    in(reg) p,
                     options(nostack, preserves_flags, readonly)
                 )
             }
         } else {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             // SAFETY: prefetch instructions never fault, whatever the
-            // address; the pointer comes from a live slice anyway.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr() as *const i8) }
+            // address.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p as *const i8) }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (bytes, owned);
+    let _ = (bytes, off, owned);
 }
 
 #[cfg(test)]

@@ -729,6 +729,16 @@ fn start_live(
         let c = iface.counters();
         board.set_interface_base(i, c.packets, c.dropped);
     }
+    if in_place && stream.is_none() && spec.sink.write_mode != ringcap_sink::WriteMode::Buffered {
+        // Blocks go to the disk from the rings' memory registered once,
+        // not pinned page by page at every write (pwrite remains where
+        // io_uring cannot register it). Done now, before privileges are
+        // dropped: as root the pages count against no memlock limit.
+        let memory = sockets.iter_mut().map(|(_, s)| s.ring().memory()).collect();
+        if let Ok(f) = ringcap_sink::FixedWrites::register(memory) {
+            writer.offer_fixed(f);
+        }
+    }
 
     let mut handles = Vec::new();
     let mut per_iface_thread = vec![0usize; interfaces.len()];

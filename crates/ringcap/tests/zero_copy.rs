@@ -91,6 +91,57 @@ fn readers_count(path: &str) -> Vec<(&'static str, u64)> {
     out
 }
 
+/// Lengths of the buffers registered with the io_uring instances of
+/// process `pid` (the `UserBufs` lines of /proc/PID/fdinfo).
+fn registered_buffers(pid: u32) -> Vec<u64> {
+    let mut out = Vec::new();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return out;
+    };
+    for fd in fds.flatten() {
+        let is_uring =
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy().contains("io_uring"));
+        if !is_uring {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!(
+            "/proc/{pid}/fdinfo/{}",
+            fd.file_name().to_string_lossy()
+        ))
+        .unwrap_or_default();
+        let mut lines = info.lines().skip_while(|l| !l.starts_with("UserBufs:"));
+        let n: usize = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        out.extend(lines.take(n).filter_map(|l| {
+            l.rsplit_once('/')
+                .and_then(|(_, len)| len.trim().parse::<u64>().ok())
+        }));
+    }
+    out
+}
+
+/// The in-place capture `run` writes its blocks from its rings' memory,
+/// registered once with io_uring (not pinned page by page at each write):
+/// one buffer per ring, `ring_bytes` in all. Not checked (saying so)
+/// where io_uring is switched off.
+fn check_registered(run: &common::Running, threads: u32, ring_bytes: u64, what: &str) {
+    let disabled = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        .is_ok_and(|v| v.trim() != "0");
+    if disabled {
+        eprintln!("SKIP (part): io_uring is disabled here (kernel.io_uring_disabled)");
+        return;
+    }
+    let bufs = registered_buffers(run.child.id());
+    assert_eq!(
+        (bufs.len(), bufs.iter().sum::<u64>()),
+        (threads as usize, ring_bytes),
+        "{what}: buffers registered with io_uring: {bufs:?}"
+    );
+}
+
 fn whole_frames_in_place(threads: u32) {
     let tb = Testbed::new().expect("testbed");
     let dir = TempDir::new("zero-copy");
@@ -127,6 +178,7 @@ fn whole_frames_in_place(threads: u32) {
             &copy,
         ],
     );
+    check_registered(&a, threads, 8 << 20, &what);
     tb.send_from_peer(&sent, 0).expect("send");
     let (fa, fb) = (a.stop(), b.stop());
     fa.assert_ok("in place");

@@ -17,6 +17,7 @@ pub mod encode;
 pub mod files;
 pub mod strategy;
 mod sys;
+pub use sys::FixedWrites;
 pub mod writer;
 
 pub use batch::Batch;

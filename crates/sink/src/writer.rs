@@ -93,6 +93,10 @@ pub struct Shared {
     pub completed: Mutex<Vec<PathBuf>>,
     /// Messages for the operator (deletions, recoveries), drained by the caller.
     pub log: Mutex<Vec<String>>,
+    /// Registered ring memory offered to the writer
+    /// ([`WriterHandle::offer_fixed`]), taken at its next ring block.
+    fixed_offer: Mutex<Option<crate::FixedWrites>>,
+    fixed_offered: AtomicBool,
 }
 
 impl Shared {
@@ -104,6 +108,8 @@ impl Shared {
             current: Mutex::new(None),
             completed: Mutex::new(Vec::new()),
             log: Mutex::new(Vec::new()),
+            fixed_offer: Mutex::new(None),
+            fixed_offered: AtomicBool::new(false),
         }
     }
 
@@ -153,6 +159,18 @@ impl WriterHandle {
             let _ = t.join();
         }
         self.shared.clone()
+    }
+
+    /// Ring blocks written in place go out from the rings' memory
+    /// registered with io_uring (see [`crate::FixedWrites`]) from the next
+    /// one on, when files are written with O_DIRECT.
+    pub fn offer_fixed(&self, fixed: crate::FixedWrites) {
+        *self
+            .shared
+            .fixed_offer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(fixed);
+        self.shared.fixed_offered.store(true, Ordering::Release);
     }
 
     /// The failure message, if the writer has failed.
@@ -265,6 +283,8 @@ pub struct Writer {
     board: Arc<Board>,
     pools: Vec<Sender<Batch>>,
     shared: Arc<Shared>,
+    /// Registered ring memory for in-place blocks, once offered.
+    fixed: Option<Arc<Mutex<crate::FixedWrites>>>,
     current: Option<OpenFile>,
     seq: u64,
     /// Time rotation boundaries are `anchor + k * seconds`: 0 with --align
@@ -341,6 +361,7 @@ impl Writer {
             board,
             pools,
             shared: shared.clone(),
+            fixed: None,
             current: None,
             seq: 0,
             last_tick: Instant::now(),
@@ -645,7 +666,26 @@ impl Writer {
     /// a block split by rotation is written part by part through the
     /// output's copy path. The block goes back to the kernel when `ring` is
     /// dropped, after the write.
+    fn take_fixed(&mut self) {
+        let offer = self
+            .shared
+            .fixed_offer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(f) = offer {
+            let f = Arc::new(Mutex::new(f));
+            if let Some(cur) = self.current.as_mut() {
+                cur.out.use_fixed(f.clone());
+            }
+            self.fixed = Some(f);
+        }
+    }
+
     fn handle_ring(&mut self, ring: RingWrite) {
+        if self.fixed.is_none() && self.shared.fixed_offered.load(Ordering::Acquire) {
+            self.take_fixed();
+        }
         let interface = ring.interface;
         if self.failed || self.cfg.plan == OutputPlan::Discard {
             if self.failed {
@@ -1068,7 +1108,7 @@ impl Writer {
         if let Some((uid, gid)) = self.cfg.owner {
             std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
         }
-        let out: Box<dyn Output> = match self.cfg.mode {
+        let mut out: Box<dyn Output> = match self.cfg.mode {
             WriteMode::Buffered => Box::new(BufferedFile::new(file)),
             WriteMode::Direct => Box::new(DirectFile::new(file)),
             WriteMode::Uring => match file.try_clone().and_then(DirectFile::with_uring) {
@@ -1082,6 +1122,9 @@ impl Writer {
                 }
             },
         };
+        if let Some(f) = &self.fixed {
+            out.use_fixed(f.clone());
+        }
         Ok((out, partial))
     }
 

@@ -23,5 +23,5 @@ pub mod sys;
 
 pub use interface::{CounterFiles, Interface, InterfaceCounters, OpenError};
 pub use packet::{RingPacket, VlanTag};
-pub use ring::{Block, HeldBlock, RingGeometry, RxRing};
+pub use ring::{Block, HeldBlock, RingGeometry, RingMemory, RxRing};
 pub use socket::{CaptureSocket, Fanout, SocketOptions, SocketStats, TimestampSource};

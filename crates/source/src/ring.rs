@@ -63,6 +63,38 @@ impl RingGeometry {
     }
 }
 
+/// The memory of a mapped ring, kept mapped while this value lives, for
+/// registering with io_uring (`ringcap_sink`'s fixed-buffer writes of
+/// in-place blocks). It hands out addresses, never bytes: what lies there
+/// belongs to the kernel or to whoever holds a block.
+#[derive(Clone)]
+pub struct RingMemory {
+    map: Arc<Mapping>,
+}
+
+impl RingMemory {
+    /// Address of the ring's first byte.
+    pub fn start(&self) -> usize {
+        self.map.as_ptr() as usize
+    }
+
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True for an empty mapping (never made).
+    pub fn is_empty(&self) -> bool {
+        self.map.len() == 0
+    }
+}
+
+impl std::fmt::Debug for RingMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RingMemory({} bytes at {:#x})", self.len(), self.start())
+    }
+}
+
 /// A mapped TPACKET_V3 receive ring.
 pub struct RxRing {
     // Shared with blocks held for in-place writing (`take_block`): the
@@ -110,6 +142,13 @@ impl RxRing {
             current: 0,
             held: Arc::new(AtomicU32::new(0)),
         })
+    }
+
+    /// The ring's memory (see [`RingMemory`]).
+    pub fn memory(&self) -> RingMemory {
+        RingMemory {
+            map: self.map.clone(),
+        }
     }
 
     /// The ring's geometry.

@@ -659,13 +659,8 @@ impl Writer {
         self.give_back(batch);
     }
 
-    /// Writes a ring block turned into pcapng in place. When all of it goes
-    /// into the current file it is written from the ring memory as it is
-    /// (after a padding block, if the file does not end at a page boundary:
-    /// ISBs, or the part of a block split by rotation, leave it elsewhere);
-    /// a block split by rotation is written part by part through the
-    /// output's copy path. The block goes back to the kernel when `ring` is
-    /// dropped, after the write.
+    /// Takes the registered ring memory the engine offered, for this file
+    /// and the next.
     fn take_fixed(&mut self) {
         let offer = self
             .shared
@@ -682,6 +677,13 @@ impl Writer {
         }
     }
 
+    /// Writes a ring block turned into pcapng in place. When all of it goes
+    /// into the current file it is written from the ring memory as it is
+    /// (after a padding block, if the file does not end at a page boundary:
+    /// ISBs, or the part of a block split by rotation, leave it elsewhere);
+    /// a block split by rotation is written part by part through the
+    /// output's copy path. The block goes back to the kernel when `ring` is
+    /// dropped, after the write.
     fn handle_ring(&mut self, ring: RingWrite) {
         if self.fixed.is_none() && self.shared.fixed_offered.load(Ordering::Acquire) {
             self.take_fixed();

@@ -373,7 +373,7 @@ impl FixedWrites {
         index: u16,
     ) -> io::Result<()> {
         while !bytes.is_empty() {
-            let len = bytes.len().min(1 << 30) as u32;
+            let len = bytes.len().min(FIXED_MAX) as u32;
             let entry = io_uring::opcode::WriteFixed::new(
                 io_uring::types::Fd(file.as_raw_fd()),
                 bytes.as_ptr(),

@@ -96,7 +96,6 @@ pub struct Shared {
     /// Registered ring memory offered to the writer
     /// ([`WriterHandle::offer_fixed`]), taken at its next ring block.
     fixed_offer: Mutex<Option<crate::FixedWrites>>,
-    fixed_offered: AtomicBool,
 }
 
 impl Shared {
@@ -109,7 +108,6 @@ impl Shared {
             completed: Mutex::new(Vec::new()),
             log: Mutex::new(Vec::new()),
             fixed_offer: Mutex::new(None),
-            fixed_offered: AtomicBool::new(false),
         }
     }
 
@@ -170,7 +168,6 @@ impl WriterHandle {
             .fixed_offer
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(fixed);
-        self.shared.fixed_offered.store(true, Ordering::Release);
     }
 
     /// The failure message, if the writer has failed.
@@ -685,7 +682,7 @@ impl Writer {
     /// output's copy path. The block goes back to the kernel when `ring` is
     /// dropped, after the write.
     fn handle_ring(&mut self, ring: RingWrite) {
-        if self.fixed.is_none() && self.shared.fixed_offered.load(Ordering::Acquire) {
+        if self.fixed.is_none() {
             self.take_fixed();
         }
         let interface = ring.interface;

@@ -18,9 +18,15 @@
 
 pub use ringcap_proto::validate::MAX_INJECT_BATCH;
 use ringcap_proto::{
-    decode_response, encode_request, transport, Effective, Request, Response, SampleRequest,
-    SessionInfo, SnapRequest, MAX_DATAGRAM,
+    decode_response, encode_request, transport, Effective, FilterProgram, Request, Response,
+    SampleRequest, SessionInfo, SnapRequest, MAX_DATAGRAM,
 };
+use ringcap_stages::filter::Target;
+
+/// Link type the daemon's interfaces are compiled for (Ethernet).
+const ETHERNET: i32 = 1;
+/// Accepting returns of a client program: the daemon sets the real snap.
+const PROGRAM_SNAPLEN: u32 = 262_144;
 pub use ringcap_proto::{InjectFrame, InjectReport, InjectStatus};
 use ringcap_shm::RingReader;
 use std::fmt;
@@ -97,6 +103,40 @@ impl From<io::Error> for ClientError {
     fn from(e: io::Error) -> ClientError {
         ClientError::Io(e)
     }
+}
+
+/// Compiles `filter` here, in the client's process (libpcap, Ethernet, for
+/// frames as in a file): the daemon takes programs, never filter text, so no
+/// client's text reaches a C parser in the privileged process. `None` for an
+/// empty filter. A filter that does not compile is refused with libpcap's
+/// message under the rule `filter`, as the daemon would.
+pub fn compile_filter(filter: &str) -> Result<Option<FilterProgram>, ClientError> {
+    if filter.trim().is_empty() {
+        return Ok(None);
+    }
+    let refuse = |reason: String| ClientError::Refused {
+        grant: None,
+        rule: "filter".into(),
+        reason,
+    };
+    let p = ringcap_stages::compile(filter, ETHERNET, PROGRAM_SNAPLEN, Target::Offline)
+        .map_err(|e| refuse(format!("libpcap: {}", e.message)))?;
+    if p.instructions.len() > ringcap_proto::validate::MAX_CLIENT_INSTRUCTIONS {
+        return Err(refuse(format!(
+            "the filter compiles to {} instructions; at most {} are taken",
+            p.instructions.len(),
+            ringcap_proto::validate::MAX_CLIENT_INSTRUCTIONS
+        )));
+    }
+    let insns: Vec<_> = p
+        .instructions
+        .iter()
+        .map(|i| (i.code, i.jt, i.jf, i.k))
+        .collect();
+    Ok(Some(FilterProgram::encode(
+        &insns,
+        ringcap_stages::filter::mentions_vlan(filter),
+    )))
 }
 
 /// A capture request.
@@ -230,9 +270,11 @@ impl Client {
 
     /// Opens a capture session.
     pub fn open(mut self, req: OpenRequest) -> Result<Session, ClientError> {
+        let program = compile_filter(&req.filter)?;
         self.send(&Request::Open {
             interfaces: req.interfaces,
             filter: req.filter,
+            program,
             snaplen: req.snaplen,
             sample: req.sample,
             format: req.format,
@@ -613,8 +655,10 @@ impl Session {
 
     /// Replaces the filter (still ANDed with the grant's).
     pub fn set_filter(&mut self, filter: &str) -> Result<(), ClientError> {
+        let program = compile_filter(filter)?;
         self.client.send(&Request::SetFilter {
             filter: filter.to_string(),
+            program,
         })?;
         match self.client.answer()? {
             (Response::Ok, _) => {

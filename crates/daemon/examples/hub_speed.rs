@@ -11,7 +11,7 @@ use ringcap_engine::stages::Stages;
 use ringcap_engine::SinkFactory;
 use ringcap_shm::{RingReader, RingWriter};
 use ringcap_stages::filter::Target;
-use ringcap_stages::{compile, CheckedProgram, Sampling, Snap, UserSampler};
+use ringcap_stages::{compile, CheckedProgram, Sampling, SessionFilter, Snap, UserSampler};
 use std::sync::{Arc, Mutex};
 
 const SESSIONS: usize = 12;
@@ -61,7 +61,11 @@ fn session(i: usize) -> Session {
     };
     let filter = CheckedProgram::new(program).expect("valid");
     Session {
-        sub: Subscriber::new(filter, false, stages, sinks.make(0, 0, 1)),
+        sub: Subscriber::new(
+            SessionFilter::single(filter, false),
+            stages,
+            sinks.make(0, 0, 1),
+        ),
         reader,
     }
 }

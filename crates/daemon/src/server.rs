@@ -315,7 +315,9 @@ impl Connection {
                     return;
                 }
                 Ok(a) => {
-                    if a.effective != s.admitted.effective {
+                    if !a.decision.same_as(&s.admitted.decision)
+                        || a.effective != s.admitted.effective
+                    {
                         let id = s.id;
                         if let Err(e) = s.restart(a, key.as_ref()) {
                             self.end(&format!("the policy was reloaded and the session could not be restarted: {e}"), peer);
@@ -373,6 +375,7 @@ impl Connection {
             Request::Open {
                 interfaces,
                 filter,
+                program,
                 snaplen,
                 sample,
                 format,
@@ -385,9 +388,12 @@ impl Connection {
                 if self.session.is_some() {
                     Response::error("this connection already has a session: close it first")
                 } else {
+                    let (program, program_tagged) = crate::session::program_of(program);
                     let request = OpenRequest {
                         interfaces,
                         filter,
+                        program,
+                        program_tagged,
                         snap: snaplen,
                         sample,
                         duration: duration_s.map(Duration::from_secs_f64),
@@ -400,7 +406,7 @@ impl Connection {
                     return self.open(request, peer);
                 }
             }
-            Request::SetFilter { filter } => self.set_filter(filter, peer),
+            Request::SetFilter { filter, program } => self.set_filter(filter, program, peer),
             Request::Inject { frames } => self.inject(frames, peer),
             Request::InjectReports => match &self.session {
                 Some(s) => Response::InjectReports {
@@ -646,12 +652,18 @@ impl Connection {
         Response::Ok
     }
 
-    fn set_filter(&mut self, filter: String, peer: &Peer) -> Response {
+    fn set_filter(
+        &mut self,
+        filter: String,
+        program: Option<ringcap_proto::FilterProgram>,
+        peer: &Peer,
+    ) -> Response {
         let Some(s) = &mut self.session else {
             return Response::error("no session");
         };
         let mut request = s.request.clone();
         request.filter = filter;
+        (request.program, request.program_tagged) = crate::session::program_of(program);
         let (policy, _, key) = self.shared.policy_and_key();
         let admitted = match admit(&policy, peer, &request) {
             Ok(a) => a,

@@ -14,54 +14,37 @@
 use crate::dump::Dump;
 use crate::ring_sink::{RingSinks, SinkCounters};
 use ringcap_engine::hub::{self, Subscription, SubscriptionSpec};
-use ringcap_engine::{
-    Counters, PacketSink, SampleMode, Sampling, SinkFactory, Snap, TransformFactory,
-};
-use ringcap_policy::{CaptureRequest, Peer, Policy};
+use ringcap_engine::{Counters, PacketSink, Sampling, SinkFactory, Snap, TransformFactory};
+use ringcap_policy::{Decision, Peer, Policy};
 use ringcap_privacy::fields::{self, FieldSet};
 use ringcap_privacy::{Key, Privacy};
-use ringcap_proto::{
-    DumpRequest, Effective, OutputFormat, Response, SampleRequest, SessionCounters, SnapRequest,
-};
+use ringcap_proto::{Effective, Response, SampleRequest, SessionCounters, SnapRequest};
 use ringcap_shm::RingWriter;
+use ringcap_stages::Instruction;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long a kept packet may wait in a partly filled chunk.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
-/// Smallest shared-memory ring.
-pub const MIN_RING: u64 = 64 << 10;
-
 /// What a client asked for (the `Open` request's fields, checked by the codec).
-#[derive(Debug, Clone, PartialEq)]
-pub struct OpenRequest {
-    /// Interfaces.
-    pub interfaces: Vec<String>,
-    /// The client's filter.
-    pub filter: String,
-    /// Snap length asked for.
-    pub snap: SnapRequest,
-    /// Sampling asked for.
-    pub sample: Option<SampleRequest>,
-    /// Stop after this long.
-    pub duration: Option<Duration>,
-    /// Stop after this many packets.
-    pub count: Option<u64>,
-    /// Files written by the daemon instead of packets to the client.
-    pub dump: Option<DumpRequest>,
-    /// Format of the dump files.
-    pub format: OutputFormat,
-    /// Only inject: no capture.
-    pub inject_only: bool,
-    /// Compressed blocks in the ring instead of raw records.
-    pub compress: bool,
-}
+pub use ringcap_policy::OpenRequest;
+/// Smallest shared-memory ring.
+pub use ringcap_policy::MIN_RING;
 
-fn snap_of(s: SnapRequest) -> Snap {
-    match s {
-        SnapRequest::Bytes(n) => Snap::Bytes(n),
-        SnapRequest::Headers { max } => Snap::Headers { max },
+/// The instructions of a client's compiled filter (the codec has checked
+/// that they decode) and whether it wants VLAN tags in the bytes.
+pub fn program_of(p: Option<ringcap_proto::FilterProgram>) -> (Option<Vec<Instruction>>, bool) {
+    match p {
+        None => (None, false),
+        Some(p) => (
+            p.instructions().map(|v| {
+                v.into_iter()
+                    .map(|(code, jt, jf, k)| Instruction { code, jt, jf, k })
+                    .collect()
+            }),
+            p.tagged,
+        ),
     }
 }
 
@@ -69,17 +52,6 @@ fn snap_request(s: Snap) -> SnapRequest {
     match s {
         Snap::Bytes(n) => SnapRequest::Bytes(n),
         Snap::Headers { max } => SnapRequest::Headers { max },
-    }
-}
-
-fn sampling_of(s: Option<SampleRequest>) -> Sampling {
-    match s {
-        None | Some(SampleRequest::Packets(1)) | Some(SampleRequest::Flows(1)) => Sampling::All,
-        Some(SampleRequest::Packets(n)) => Sampling::Packets {
-            n,
-            mode: SampleMode::Random,
-        },
-        Some(SampleRequest::Flows(n)) => Sampling::Flows { n },
     }
 }
 
@@ -91,48 +63,29 @@ fn sample_request(s: Sampling) -> Option<SampleRequest> {
     }
 }
 
-/// A request the policy allows, with the settings it allows.
+/// A request the policy allows: the policy's [`Decision`] (everything that
+/// is enforced) and what the client is told of it.
 #[derive(Debug, Clone)]
 pub struct Admitted {
     /// The grant that allowed it (index in the policy file).
     pub grant: usize,
-    /// The client's filter.
-    pub filter: String,
-    /// The grant's framework filter.
-    pub framework_filter: String,
-    /// Snap length after the cap.
-    pub snap: Snap,
-    /// Sampling after the forced one.
-    pub sampling: Sampling,
-    /// Rate limits.
-    pub max_pps: Option<u64>,
-    /// Rate limits.
-    pub max_bps: Option<u64>,
-    /// Longest the session may run.
-    pub duration: Option<Duration>,
-    /// Shared-memory ring bytes.
-    pub ring_size: u64,
-    /// Bytes of dump files the user may keep.
-    pub dump_quota: u64,
-    /// Fields masked before the client sees a packet.
-    pub hide: FieldSet,
-    /// Addresses anonymized with the policy's key.
-    pub anonymize: bool,
+    /// What is enforced, decided by [`ringcap_policy::decide`].
+    pub decision: Decision,
     /// What the client is told.
     pub effective: Effective,
 }
 
 /// The privacy transforms a session's grant asks for (none if it hides
 /// nothing): masks, and Crypto-PAn on addresses under the policy's key.
-fn privacy_of(admitted: &Admitted, key: Option<&Key>) -> Result<Vec<TransformFactory>, String> {
-    let anonymize = match (admitted.anonymize, key) {
+fn privacy_of(d: &Decision, key: Option<&Key>) -> Result<Vec<TransformFactory>, String> {
+    let anonymize = match (d.anonymize, key) {
         (false, _) => None,
         (true, Some(k)) => Some((k.clone(), FieldSet::of(&[fields::IP_ADDR]))),
         // The policy cannot load without the key; refuse rather than serve
         // addresses in the clear if that ever changes.
         (true, None) => return Err("the grant anonymizes addresses but no key is loaded".into()),
     };
-    let p = Privacy::new(admitted.hide, anonymize)?;
+    let p = Privacy::new(FieldSet::of(&d.hide), anonymize)?;
     Ok(if p.is_noop() {
         Vec::new()
     } else {
@@ -140,107 +93,37 @@ fn privacy_of(admitted: &Admitted, key: Option<&Key>) -> Result<Vec<TransformFac
     })
 }
 
-fn refused(grant: Option<usize>, rule: &str, reason: String) -> Response {
-    Response::Refused {
-        grant: grant.map(|g| g as u32),
-        rule: rule.to_string(),
-        reason,
-    }
-}
-
-/// Holds `req` from `peer` to `policy`: every interface must be allowed by
-/// the same grant (one framework filter per session). Default deny.
+/// Holds `req` from `peer` to `policy` through the one admission point,
+/// [`ringcap_policy::decide`], and adds the reply the client gets. Default
+/// deny.
 // The refusal is the reply itself, made once per request: boxing it would
 // only add an allocation.
 #[allow(clippy::result_large_err)]
 pub fn admit(policy: &Policy, peer: &Peer, req: &OpenRequest) -> Result<Admitted, Response> {
-    let sampling = sampling_of(req.sample);
-    let mut first: Option<ringcap_policy::Effective> = None;
-    for iface in &req.interfaces {
-        let request = CaptureRequest {
-            interface: iface.clone(),
-            filter: req.filter.clone(),
-            snap: snap_of(req.snap),
-            sampling,
-        };
-        let e = policy.admit(peer, &request).map_err(|r| {
-            // No grant for this interface, but one names the client: its
-            // `interfaces` rule is what refused, which says more than
-            // "default deny" (the client learns what it may capture on).
-            let named = policy.grants.iter().find(|g| g.applies_to(peer));
-            match named.map(|g| g.admit(&request)) {
-                Some(Err(r)) if r.rule == "interfaces" => refused(r.grant, r.rule, r.reason),
-                _ => refused(r.grant, r.rule, r.reason),
-            }
-        })?;
-        match &first {
-            Some(f) if f.grant != e.grant => {
-                return Err(refused(
-                    Some(e.grant),
-                    "interfaces",
-                    format!(
-                    "{} and {} fall under different grants ({} and {}): open one session for each",
-                    req.interfaces[0], iface, f.grant + 1, e.grant + 1
-                ),
-                ))
-            }
-            Some(_) => {}
-            None => first = Some(e),
-        }
-    }
-    let Some(e) = first else {
-        return Err(refused(None, "interfaces", "no interface given".into()));
-    };
-    if req.dump.is_some() {
-        if e.dump_quota == 0 {
-            return Err(refused(
-                Some(e.grant),
-                "dump_quota",
-                "the grant has no dump_quota: daemon dumps are not allowed".into(),
-            ));
-        }
-        if req.interfaces.len() != 1 {
-            return Err(refused(
-                Some(e.grant),
-                "dump",
-                "a daemon dump records one interface: open one dump per interface".into(),
-            ));
-        }
-    }
-    let grant = &policy.grants[e.grant];
-    let duration = match (req.duration, e.max_duration) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
-    let ring_size = e.ring_size.max(MIN_RING).next_power_of_two();
+    let d = ringcap_policy::decide(policy, peer, req).map_err(|r| Response::Refused {
+        grant: r.grant.map(|g| g as u32),
+        rule: r.rule.to_string(),
+        reason: r.reason,
+    })?;
+    let compress = req.compress && req.dump.is_none();
     let effective = Effective {
         interfaces: req.interfaces.clone(),
         filter: req.filter.clone(),
-        framework_filter: grant.capture_filter.clone(),
-        snaplen: snap_request(e.snap),
-        sample: sample_request(e.sampling),
-        hide: e.hide.iter().map(|f| f.name().to_string()).collect(),
-        anonymize: e.anonymize,
-        max_packets_per_second: e.max_packets_per_second,
-        max_bits_per_second: e.max_bits_per_second,
-        max_duration_s: duration.map(|d| d.as_secs_f64()),
-        grant: e.grant as u32,
-        compress: req.compress && req.dump.is_none(),
-        compress_format: (req.compress && req.dump.is_none()).then_some(ringcap_compress::VERSION),
+        framework_filter: d.framework_text.clone(),
+        snaplen: snap_request(d.snap),
+        sample: sample_request(d.sampling),
+        hide: d.hide.iter().map(|f| f.name().to_string()).collect(),
+        anonymize: d.anonymize,
+        max_packets_per_second: d.max_packets_per_second,
+        max_bits_per_second: d.max_bits_per_second,
+        max_duration_s: d.duration.map(|d| d.as_secs_f64()),
+        grant: d.grant as u32,
+        compress,
+        compress_format: compress.then_some(ringcap_compress::VERSION),
     };
     Ok(Admitted {
-        grant: e.grant,
-        filter: req.filter.clone(),
-        framework_filter: grant.capture_filter.clone(),
-        snap: e.snap,
-        sampling: e.sampling,
-        max_pps: e.max_packets_per_second,
-        max_bps: e.max_bits_per_second,
-        duration,
-        ring_size,
-        dump_quota: e.dump_quota,
-        hide: FieldSet::of(&e.hide),
-        anonymize: e.anonymize,
+        grant: d.grant,
+        decision: d,
         effective,
     })
 }
@@ -282,12 +165,12 @@ impl Session {
         dump_dir: &std::path::Path,
         key: Option<&Key>,
     ) -> Result<Session, String> {
-        let transforms = privacy_of(&admitted, key)?;
+        let transforms = privacy_of(&admitted.decision, key)?;
         // A dump session's packets go to files; its ring only carries the end.
         let ring_size = if request.dump.is_some() {
             MIN_RING
         } else {
-            admitted.ring_size
+            admitted.decision.ring_size
         };
         let mut ring = RingWriter::create(ring_size as usize)
             .map_err(|e| format!("cannot make the shared-memory ring: {e}"))?;
@@ -299,16 +182,16 @@ impl Session {
                 let dir = crate::dump::user_dir(dump_dir, peer.uid)
                     .map_err(|e| format!("cannot make the dump directory: {e}"))?;
                 let filter = Some(ringcap_policy::combined_filter_text(
-                    &admitted.framework_filter,
-                    &admitted.filter,
+                    &admitted.decision.framework_text,
+                    &request.filter,
                 ))
                 .filter(|t| !t.is_empty());
                 let (dump, encoder) = Dump::open(
                     dir,
                     d,
                     request.format,
-                    admitted.snap.snaplen(),
-                    admitted.dump_quota,
+                    admitted.decision.snap.snaplen(),
+                    admitted.decision.dump_quota,
                     filter,
                     &request.interfaces[0],
                 )?;
@@ -365,10 +248,9 @@ impl Session {
             .count
             .map(|c| c.div_ceil(request.interfaces.len().max(1) as u64));
         SubscriptionSpec {
-            filter: admitted.filter.clone(),
-            framework_filter: admitted.framework_filter.clone(),
-            snap: admitted.snap,
-            sampling: admitted.sampling,
+            filter: admitted.decision.filter.clone(),
+            snap: admitted.decision.snap,
+            sampling: admitted.decision.sampling,
             transforms: transforms.to_vec(),
             count: per_iface_count,
             sink,
@@ -385,8 +267,8 @@ impl Session {
         RingSinks {
             ring: ring.clone(),
             counters: counters.clone(),
-            max_pps: admitted.max_pps,
-            max_bps: admitted.max_bps,
+            max_pps: admitted.decision.max_packets_per_second,
+            max_bps: admitted.decision.max_bits_per_second,
             threads: request.interfaces.len() as u64,
             compress: request.compress.then(crate::ring_sink::shared_blocks),
         }
@@ -416,9 +298,8 @@ impl Session {
     /// session's settings between two packets, so around the switch no
     /// packet is missed and none comes twice.
     pub fn restart(&mut self, admitted: Admitted, key: Option<&Key>) -> Result<(), String> {
-        let transforms = privacy_of(&admitted, key)?;
-        let mut request = self.request.clone();
-        request.filter = admitted.filter.clone();
+        let transforms = privacy_of(&admitted.decision, key)?;
+        let request = admitted.decision.request.clone();
         if self.dump.is_some() {
             return Err(
                 "a daemon dump keeps the filter it started with: close it and start another".into(),
@@ -441,6 +322,7 @@ impl Session {
     /// has no capture to end).
     pub fn finished(&self) -> bool {
         self.admitted
+            .decision
             .duration
             .is_some_and(|d| self.began.elapsed() >= d)
             || (!self.request.inject_only && self.subscriptions.iter().all(|s| s.is_finished()))

@@ -233,7 +233,7 @@ fn garbage(d: &Daemon, canaries: &TempDir) {
         ),
         // In order but out of place: nothing to act on before a session.
         (encode_request(&Request::Stats), "no session"),
-        (encode_request(&Request::SetFilter { filter: "udp".into() }), "no session"),
+        (encode_request(&Request::SetFilter { filter: "udp".into(), program: None }), "no session"),
         (encode_request(&Request::Close), "no session"),
         (encode_request(&Request::Flush), "no session"),
         (encode_request(&Request::Checkpoint), ""),
@@ -369,6 +369,7 @@ fn scribbler(d: &Daemon, iface: &str) -> Scribbler {
     let open = Request::Open {
         interfaces: vec![iface.to_string()],
         filter: String::new(),
+        program: None,
         snaplen: SnapRequest::Bytes(262_144),
         sample: None,
         format: OutputFormat::Pcap,

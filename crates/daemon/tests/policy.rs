@@ -28,7 +28,8 @@ fn client_filters_cannot_widen_the_framework_and_other_requests_are_held_to_the_
     let w = out.file("refused.pcap");
 
     // Filters built to escape "(framework) and (client)": each is compiled
-    // alone, so each is refused with libpcap's message, exit 2.
+    // alone (by the client: the daemon takes programs only), so each is
+    // refused with libpcap's message, exit 2.
     for f in [
         "udp) or (tcp",
         "1=1) or (1=1",
@@ -40,7 +41,7 @@ fn client_filters_cannot_widen_the_framework_and_other_requests_are_held_to_the_
             run_capture(&tb, &d, NOBODY, &["-i", &tb.capture_if, "-w", &w, "--", f]);
         assert_eq!(status.code(), Some(2), "filter {f:?}: {status}; {stderr}");
         assert!(
-            stderr.contains("rule filter")
+            stderr.contains("refused (filter)")
                 && stderr.contains("can't parse filter expression: syntax error"),
             "filter {f:?}: no libpcap message: {stderr}"
         );

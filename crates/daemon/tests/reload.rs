@@ -226,6 +226,7 @@ fn a_client_that_does_not_read_its_answers_cannot_escape_a_revocation() {
     let open = Request::Open {
         interfaces: vec![tb.capture_if.clone()],
         filter: String::new(),
+        program: None,
         snaplen: ringcap_proto::SnapRequest::Bytes(96),
         sample: None,
         format: ringcap_proto::OutputFormat::Pcap,

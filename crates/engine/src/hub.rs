@@ -23,8 +23,7 @@ use crate::source::Source;
 use crate::stages::Stages;
 use group::{Group, GroupWork, Subscriber};
 use ringcap_source::{CaptureSocket, Interface, RingGeometry, SocketOptions, TimestampSource};
-use ringcap_stages::filter::Target;
-use ringcap_stages::{CheckedProgram, Program, Sampling, Snap, TransformFactory, UserSampler};
+use ringcap_stages::{Program, Sampling, SessionFilter, Snap, TransformFactory, UserSampler};
 use ringcap_stats::{CaptureCounts, Counters};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,6 +32,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub mod group;
+
+#[cfg(test)]
+mod framework_tests;
 
 /// Kernel ring of a hub (one per interface, whatever the subscribers).
 pub const HUB_RING_BYTES: u64 = 64 << 20;
@@ -47,10 +49,9 @@ const DRAIN: Duration = Duration::from_millis(2 * crate::capture::RETIRE_TIMEOUT
 
 /// What a subscriber asks of the shared capture.
 pub struct SubscriptionSpec {
-    /// Its filter (tcpdump syntax).
-    pub filter: String,
-    /// An administrator's filter ANDed with it at the instruction level.
-    pub framework_filter: String,
+    /// Its filter, as the policy decided it (programs, never text: the hub
+    /// compiles nothing).
+    pub filter: SessionFilter,
     /// Truncation.
     pub snap: Snap,
     /// Sampling (all in user space here).
@@ -136,39 +137,20 @@ pub struct Subscription {
     left: bool,
 }
 
-fn compile(spec: &SubscriptionSpec, linktype: u32) -> Result<CheckedProgram, EngineError> {
-    let one = |expr: &str| {
-        ringcap_stages::compile(
-            expr,
-            linktype as i32,
-            spec.snap.kernel_snaplen(),
-            Target::Offline,
-        )
-        .map_err(|e| EngineError::usage(e.to_string()))
-    };
-    let own = one(&spec.filter)?;
-    let program = if spec.framework_filter.trim().is_empty() {
-        own
-    } else {
-        Program::and(&one(&spec.framework_filter)?, &own).map_err(EngineError::usage)?
-    };
-    CheckedProgram::new(program)
-        .ok_or_else(|| EngineError::usage("libpcap compiled a filter program it does not accept"))
-}
-
-/// Joins the shared capture of `interface` (starting it if it is the first).
 /// A subscriber's state in the hub thread, for `spec` on `iface`.
 fn entry(iface: &Interface, spec: SubscriptionSpec) -> Result<Entry, EngineError> {
     let linktype = iface
         .linktype()
         .ok_or_else(|| EngineError::system(format!("{}: unsupported link type", iface.name)))?;
-    let filter = compile(&spec, linktype)?;
-    let filter_tagged = ringcap_stages::filter::mentions_vlan(&spec.filter)
-        || ringcap_stages::filter::mentions_vlan(&spec.framework_filter);
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    // Unpredictable per subscriber: a client that could predict which
+    // packets a forced 1:N sampling keeps could aim its traffic at them.
+    let mut seed = [0u8; 8];
+    getrandom::fill(&mut seed)
+        .map_err(|e| EngineError::system(format!("cannot seed the sampler: {e}")))?;
     let stages = Stages {
         filters: None,
-        sampler: UserSampler::offline(spec.sampling, 0x5eed ^ id),
+        sampler: UserSampler::offline(spec.sampling, u64::from_ne_bytes(seed)),
         snap: spec.snap,
         max_frame_len: iface.max_frame_len(),
         transforms: spec.transforms.iter().map(|f| f()).collect(),
@@ -179,7 +161,7 @@ fn entry(iface: &Interface, spec: SubscriptionSpec) -> Result<Entry, EngineError
     };
     Ok(Entry {
         id,
-        sub: Subscriber::new(filter, filter_tagged, stages, spec.sink),
+        sub: Subscriber::new(spec.filter, stages, spec.sink),
         published: Arc::new(Published::default()),
         flush_interval: spec.flush_interval,
     })

@@ -56,6 +56,18 @@ fn grant(out: &mut String, g: &Grant, count: usize) {
     );
     line(
         out,
+        "exclude",
+        if g.exclude.is_empty() {
+            "none".into()
+        } else {
+            format!(
+                "{} (never delivered: tested at every layer, tunnels and MPLS included)",
+                g.exclude
+            )
+        },
+    );
+    line(
+        out,
         "snap cap",
         match g.max_snap {
             Snap::Bytes(MAX_SNAPLEN) => format!("none ({MAX_SNAPLEN} bytes)"),

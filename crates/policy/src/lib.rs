@@ -56,7 +56,8 @@
 //! | `users` | user names; each must exist (resolved to a uid at load) | `[]` |
 //! | `groups` | group names; each must exist (resolved to a gid at load); a client is in a group if it is its primary or a supplementary group | `[]` |
 //! | `interfaces` | interface names the grant allows, or `"*"` for any interface | required, non-empty |
-//! | `capture_filter` | tcpdump-syntax filter ANDed with every client filter; must compile with libpcap (for Ethernet) | `""`: every packet |
+//! | `capture_filter` | tcpdump-syntax filter ANDed with every client filter; must compile with libpcap (for Ethernet). It decides on the frame as the kernel delivered it (outer VLAN tag taken out, as a live tcpdump sees it; with the tag put back if the filter itself tests `vlan`), whatever the client's filter tests; like any tcpdump filter it does not look inside tunnels or MPLS (use `exclude` for that) | `""`: every packet |
+//! | `exclude` | tcpdump-syntax expression for packets no client may ever see, applied at *every* layer the header walker understands: the outer frame, every IP header behind VLAN/QinQ, MPLS, GRE, VXLAN, IP-in-IP and IPv6 extension headers, the datagram an ICMP error quotes, and inner Ethernet frames. `exclude = "port 22"` means "never port 22", where `capture_filter = "not port 22"` means "not port 22 as tcpdump reads the outer headers". Must compile for Ethernet and for raw IP (so no link-layer terms) | `""`: none |
 //! | `max_snaplen` | snap-length cap: bytes from 1 to 262144, or `"headers"`: exactly the protocol headers, at most [`HEADERS_MAX`] (256) bytes | 262144 bytes |
 //! | `sample` | packet sampling forced on every session, `"1:N"` (random, in the kernel) | none |
 //! | `sample_flows` | flow sampling forced on every session, `"1:N"` (both directions of a flow together); excludes `sample` | none |
@@ -125,6 +126,7 @@
 //! [`Program::and`]: ringcap_stages::Program::and
 
 pub mod admit;
+pub mod decide;
 mod describe;
 pub mod error;
 pub mod fields;
@@ -135,6 +137,7 @@ pub use admit::{
     cap_snap, combined_filter_text, force_sampling, CaptureRequest, Effective, Refusal,
     MAX_CLIENT_FILTER_LEN,
 };
+pub use decide::{decide, Decision, OpenRequest, MIN_RING};
 pub use error::PolicyError;
 pub use fields::{HideField, SettableField};
 pub use policy::{

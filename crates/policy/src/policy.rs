@@ -11,7 +11,7 @@ use crate::error::PolicyError;
 use crate::fields::{HideField, SettableField};
 use crate::units;
 use ringcap_stages::filter::Target;
-use ringcap_stages::{compile, Program, SampleMode, Sampling, Snap};
+use ringcap_stages::{compile, Exclude, Program, SampleMode, Sampling, Snap};
 use serde::Deserialize;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -36,6 +36,10 @@ pub const MIN_RING_SIZE: u64 = 1 << 20;
 pub const MAX_RING_SIZE: u64 = 4 << 30;
 /// Link type the policy's filters are compiled for (DLT_EN10MB).
 pub const ETHERNET: i32 = 1;
+
+/// LINKTYPE_RAW: packets that begin with their IP header (`exclude` runs
+/// on every IP layer as one).
+pub const RAW_IP: i32 = 101;
 
 /// A user or group named in the file, with the id it resolved to when the
 /// policy was loaded (a later rename does not change the grant).
@@ -91,6 +95,14 @@ pub struct Grant {
     /// `capture_filter` compiled for Ethernet frames as in a file
     /// ([`Target::Offline`]), accepting with the largest snap length.
     pub capture_program: Program,
+    /// `capture_filter` tests VLAN tags: it runs on frames with their tag
+    /// put back (otherwise on the frame as the kernel delivered it).
+    pub capture_tagged: bool,
+    /// The `exclude` expression ("" = none).
+    pub exclude: String,
+    /// `exclude` compiled for Ethernet frames and for raw IP, run at every
+    /// layer the header walker finds (None when `exclude` is empty).
+    pub exclude_rule: Option<Exclude>,
     /// The snap-length cap: `Snap::Bytes(n)`, or `Snap::Headers { max:
     /// HEADERS_MAX }` for "headers"; `Bytes(MAX_SNAPLEN)` when absent.
     pub max_snap: Snap,
@@ -151,6 +163,7 @@ struct RawGrant {
     groups: Option<Names>,
     interfaces: Option<Names>,
     capture_filter: Option<Spanned<String>>,
+    exclude: Option<Spanned<String>>,
     max_snaplen: Option<Spanned<Value>>,
     sample: Option<Spanned<String>>,
     sample_flows: Option<Spanned<String>>,
@@ -264,6 +277,33 @@ impl Source<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// The `exclude` rule: compiled for Ethernet (the outer frame, inner
+    /// Ethernet of tunnels) and for raw IP (every IP layer).
+    fn exclude(
+        &self,
+        v: &Option<Spanned<String>>,
+    ) -> Result<(String, Option<Exclude>), PolicyError> {
+        let Some(v) = v else {
+            return Ok((String::new(), None));
+        };
+        let text = v.get_ref().trim();
+        if text.is_empty() {
+            return Ok((String::new(), None));
+        }
+        let err = |why: String| self.err(v.span(), why);
+        let eth = compile(text, ETHERNET, MAX_SNAPLEN, Target::Offline)
+            .map_err(|e| err(format!("exclude: libpcap: {}", e.message)))?;
+        let raw = compile(text, RAW_IP, MAX_SNAPLEN, Target::Offline).map_err(|e| {
+            err(format!(
+                "exclude: is applied at every IP layer of a packet too, so it must also compile for raw IP packets (no link-layer terms such as ether, vlan or arp: put those in capture_filter): libpcap: {}",
+                e.message
+            ))
+        })?;
+        let rule = Exclude::new(eth, raw)
+            .ok_or_else(|| err("exclude: libpcap compiled a program it does not accept".into()))?;
+        Ok((text.to_string(), Some(rule)))
     }
 
     fn filter(
@@ -409,6 +449,8 @@ fn grant(
     }
 
     let (capture_filter, capture_program) = src.filter(&g.capture_filter, "capture_filter")?;
+    let capture_tagged = ringcap_stages::filter::mentions_vlan(&capture_filter);
+    let (exclude, exclude_rule) = src.exclude(&g.exclude)?;
 
     let max_snap = match &g.max_snaplen {
         None => Snap::Bytes(MAX_SNAPLEN),
@@ -536,6 +578,9 @@ fn grant(
         interfaces,
         capture_filter,
         capture_program,
+        capture_tagged,
+        exclude,
+        exclude_rule,
         max_snap,
         sampling,
         hide,

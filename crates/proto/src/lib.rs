@@ -23,7 +23,7 @@
 //! use ringcap_proto::*;
 //!
 //! let (client, daemon) = transport::pair().unwrap();
-//! let request = Request::SetFilter { filter: "tcp port 80".into() };
+//! let request = Request::SetFilter { filter: "tcp port 80".into(), program: None };
 //! transport::send(&client, &encode_request(&request), &[]).unwrap();
 //!
 //! let mut buf = Box::new([0u8; MAX_DATAGRAM]);
@@ -48,8 +48,9 @@ pub use codec::{
 };
 pub use error::ProtoError;
 pub use messages::{
-    DumpFile, DumpRequest, Effective, InjectFrame, InjectReport, InjectStatus, OutputFormat,
-    Request, Response, RingInfo, SampleRequest, SessionCounters, SessionInfo, SnapRequest,
+    DumpFile, DumpRequest, Effective, FilterProgram, InjectFrame, InjectReport, InjectStatus,
+    OutputFormat, Request, Response, RingInfo, SampleRequest, SessionCounters, SessionInfo,
+    SnapRequest,
 };
 pub use transport::{
     ACCEPTED_FDS, ACCEPTED_FD_CONSUMER, ACCEPTED_FD_EVENT, ACCEPTED_FD_RING, DUMP_FDS, MAX_FDS,

@@ -40,9 +40,16 @@ pub enum Request {
     Open {
         /// Interfaces to capture on: 1 to 16 names, none repeated.
         interfaces: Vec<String>,
-        /// The client's own filter (tcpdump syntax, may be empty). The
-        /// daemon ANDs it with the grant's framework filter.
+        /// The client's own filter as text (tcpdump syntax, may be empty):
+        /// a label for listings and audit lines only. The daemon never
+        /// compiles it; what it enforces is `program`.
         filter: String,
+        /// The client's filter compiled by the client (libpcap, for frames as
+        /// in a file). Required when `filter` is not empty; absent means
+        /// every packet the grant allows. The daemon validates it and ANDs it
+        /// with the grant's framework program.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        program: Option<FilterProgram>,
         /// How much of each packet to keep (the grant may cap it further).
         snaplen: SnapRequest,
         /// Sampling the client asks for (the grant may force more).
@@ -71,8 +78,11 @@ pub enum Request {
     /// Replace the client's filter of the running session (still ANDed with
     /// the framework filter).
     SetFilter {
-        /// The new filter (tcpdump syntax, may be empty).
+        /// The new filter as text (a label, as in `Open`).
         filter: String,
+        /// The new filter compiled by the client (as in `Open`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        program: Option<FilterProgram>,
     },
     /// Ask for the session's counters: answered by [`Response::Stats`].
     #[serde(deserialize_with = "no_fields")]
@@ -118,6 +128,59 @@ pub enum Request {
     /// [`Response::InjectReports`].
     #[serde(deserialize_with = "no_fields")]
     InjectReports,
+}
+
+/// A classic BPF program compiled by the client (hostile text never reaches
+/// libpcap inside the daemon: clients compile, the daemon validates).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterProgram {
+    /// The instructions, 16 lowercase hex digits each: `code` (4), `jt`
+    /// (2), `jf` (2), `k` (8), big-endian, at most
+    /// [`MAX_CLIENT_INSTRUCTIONS`](crate::validate::MAX_CLIENT_INSTRUCTIONS).
+    pub code: String,
+    /// The program tests VLAN tags and expects them in the frame's bytes
+    /// (libpcap's offline code for `vlan`): the daemon runs it on frames
+    /// with their tags put back. Only the client's own program sees that
+    /// view; the framework decides on the frame as the kernel delivered it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tagged: bool,
+}
+
+impl FilterProgram {
+    /// Encodes `(code, jt, jf, k)` instructions.
+    pub fn encode(instructions: &[(u16, u8, u8, u32)], tagged: bool) -> FilterProgram {
+        use std::fmt::Write;
+        let mut code = String::with_capacity(instructions.len() * 16);
+        for (c, jt, jf, k) in instructions {
+            let _ = write!(code, "{c:04x}{jt:02x}{jf:02x}{k:08x}");
+        }
+        FilterProgram { code, tagged }
+    }
+
+    /// Decodes the instructions; `None` if `code` is not a whole number of
+    /// 16-digit lowercase hex instructions.
+    pub fn instructions(&self) -> Option<Vec<(u16, u8, u8, u32)>> {
+        let b = self.code.as_bytes();
+        if !b.len().is_multiple_of(16)
+            || !b
+                .iter()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+        {
+            return None;
+        }
+        let hex = |s: &[u8]| u32::from_str_radix(std::str::from_utf8(s).ok()?, 16).ok();
+        b.chunks_exact(16)
+            .map(|i| {
+                Some((
+                    hex(&i[0..4])? as u16,
+                    hex(&i[4..6])? as u8,
+                    hex(&i[6..8])? as u8,
+                    hex(&i[8..16])?,
+                ))
+            })
+            .collect()
+    }
 }
 
 /// How much of each packet to keep.

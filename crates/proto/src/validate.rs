@@ -35,6 +35,10 @@ pub const MAX_INTERFACE_NAME: usize = 15;
 /// Longest filter expression, in bytes.
 pub const MAX_FILTER: usize = 16 * 1024;
 
+/// Most instructions in a client's compiled filter: half of the kernel's
+/// 4096, leaving room for the framework's; 32 KiB of hex in a message.
+pub const MAX_CLIENT_INSTRUCTIONS: usize = 2048;
+
 /// Longest dump file name, in bytes (`NAME_MAX`).
 pub const MAX_DUMP_NAME: usize = 255;
 
@@ -136,6 +140,7 @@ impl Request {
             Request::Open {
                 interfaces,
                 filter,
+                program,
                 snaplen,
                 sample,
                 format: _,
@@ -147,6 +152,7 @@ impl Request {
             } => {
                 check_interfaces("interfaces", interfaces)?;
                 check_filter("filter", filter)?;
+                check_program("program", program.as_ref())?;
                 check_snap("snaplen", snaplen)?;
                 if let Some(sample) = sample {
                     check_sample("sample", sample)?;
@@ -162,7 +168,10 @@ impl Request {
                 }
                 Ok(())
             }
-            Request::SetFilter { filter } => check_filter("filter", filter),
+            Request::SetFilter { filter, program } => {
+                check_filter("filter", filter)?;
+                check_program("program", program.as_ref())
+            }
             Request::FetchDump { name } | Request::DeleteDump { name } => {
                 check_dump_name("name", name)
             }
@@ -311,6 +320,34 @@ fn check_interfaces(field: &str, interfaces: &[String]) -> Result<(), ProtoError
                 format!("{} is listed twice", quote(name)),
             ));
         }
+    }
+    Ok(())
+}
+
+/// A compiled filter: whole hex instructions, 1 to
+/// [`MAX_CLIENT_INSTRUCTIONS`]. What the program does, and whether a filter
+/// text came without one, is the daemon's policy to judge.
+fn check_program(
+    field: &str,
+    program: Option<&crate::messages::FilterProgram>,
+) -> Result<(), ProtoError> {
+    let Some(p) = program else {
+        return Ok(());
+    };
+    if p.code.is_empty() || p.code.len() > MAX_CLIENT_INSTRUCTIONS * 16 {
+        return Err(ProtoError::invalid(
+            field,
+            format!(
+                "{} hex digits; a program is 1 to {MAX_CLIENT_INSTRUCTIONS} instructions of 16",
+                p.code.len()
+            ),
+        ));
+    }
+    if p.instructions().is_none() {
+        return Err(ProtoError::invalid(
+            field,
+            "not a sequence of 16-digit lowercase hex instructions",
+        ));
     }
     Ok(())
 }

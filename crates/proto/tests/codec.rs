@@ -43,6 +43,7 @@ fn open_wire_bytes_are_pinned() {
     let open = Request::Open {
         interfaces: vec!["eth0".into()],
         filter: "tcp port 80".into(),
+        program: None,
         snaplen: SnapRequest::Bytes(96),
         sample: Some(SampleRequest::Packets(10)),
         format: OutputFormat::Pcapng,
@@ -301,7 +302,8 @@ fn refuses_unknown_types_and_fields() {
     assert_eq!(
         decode_request(&req(r#"["set_filter","tcp"]"#)).unwrap(),
         Request::SetFilter {
-            filter: "tcp".into()
+            filter: "tcp".into(),
+            program: None
         }
     );
     assert!(request_error(&req(r#"["fetch_dump","../a"]"#)).starts_with("name: "));
@@ -313,7 +315,7 @@ fn refuses_unknown_types_and_fields() {
     let unknown = request_error(&req(r#"{"type":"set_filter","filter":"x","root":true}"#));
     assert_eq!(
         unknown,
-        "not a valid message: unknown field `root`, expected `filter`"
+        "not a valid message: unknown field `root`, expected `filter` or `program`"
     );
     // Unit variants too (serde's internally tagged enums would let this by).
     assert!(request_error(&req(r#"{"type":"stats","all":true}"#)).contains("unknown field `all`"));

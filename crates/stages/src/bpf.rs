@@ -354,6 +354,12 @@ impl CheckedProgram {
     pub fn program(&self) -> &Program {
         &self.program
     }
+
+    /// True if the program has no backward jumps: every run ends within its
+    /// length (the empty program too).
+    pub fn traceable(&self) -> bool {
+        self.decoded.as_ref().is_none_or(|d| d.traceable())
+    }
 }
 
 fn ret(k: u32) -> Instruction {

@@ -12,6 +12,7 @@ pub mod bpf;
 pub mod filter;
 pub mod rate;
 pub mod sample;
+pub mod session;
 pub mod transform;
 pub mod truncate;
 
@@ -19,5 +20,6 @@ pub use bpf::{CheckedProgram, Instruction, Program, MAX_INSTRUCTIONS};
 pub use filter::{compile, FilterError};
 pub use rate::{Limits, Over, TokenBucket};
 pub use sample::{SampleMode, Sampling, UserSampler};
+pub use session::{Exclude, SessionFilter};
 pub use transform::{Transform, TransformFactory};
 pub use truncate::Snap;

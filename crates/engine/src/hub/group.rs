@@ -15,7 +15,7 @@ use crate::source::live::GROUP;
 use crate::source::{Flow, Packet};
 use crate::stages::Stages;
 use ringcap_stages::bpf::interp::Paths;
-use ringcap_stages::{CheckedProgram, Snap};
+use ringcap_stages::{SessionFilter, Snap};
 use ringcap_stats::CaptureCounts;
 
 // A group fits in one run of a filter.
@@ -23,14 +23,15 @@ const _: () = assert!(GROUP <= ringcap_stages::bpf::interp::LANES);
 
 /// One subscriber's filter, stages, sink and counts.
 pub struct Subscriber {
-    /// Its filter, run here (not in `stages`) on the frame as the kernel
-    /// delivered it — VLAN tag taken out, as a live tcpdump's filter sees
-    /// it — or, for filters that test `vlan`, with the tag put back.
-    filter: CheckedProgram,
-    /// The paths packets took through `filter` (see
+    /// Its filter, run here (not in `stages`): the framework on the frame
+    /// as the kernel delivered it (VLAN tag taken out, as a live tcpdump's
+    /// filter sees it) unless the framework itself tests `vlan`, the
+    /// client's program on the view it asked for, and the `exclude` rule at
+    /// every layer (see [`SessionFilter`]).
+    filter: SessionFilter,
+    /// The paths packets took through the combined program (see
     /// `CheckedProgram::run_group`).
     paths: Paths,
-    filter_tagged: bool,
     pub(crate) stages: Stages,
     /// Runs of records go to the sink at once (see the module doc), until
     /// the sink says it takes packets one by one only.
@@ -42,18 +43,11 @@ pub struct Subscriber {
 }
 
 impl Subscriber {
-    /// A subscriber with `filter` (`filter_tagged`: it tests VLAN tags, so
-    /// it sees frames with their tags put back), `stages` and `sink`.
-    pub fn new(
-        filter: CheckedProgram,
-        filter_tagged: bool,
-        stages: Stages,
-        sink: Box<dyn PacketSink>,
-    ) -> Subscriber {
+    /// A subscriber with `filter`, `stages` and `sink`.
+    pub fn new(filter: SessionFilter, stages: Stages, sink: Box<dyn PacketSink>) -> Subscriber {
         Subscriber {
             filter,
             paths: Paths::default(),
-            filter_tagged,
             bulk: stages.per_packet_free(),
             stages,
             sink,
@@ -79,8 +73,11 @@ impl Subscriber {
         }
         let n = group.packets.len();
         let mut keep = [0u32; GROUP];
-        if self.filter_tagged && group.tagged {
-            // The frames with their VLAN tags put back, one by one.
+        let f = &self.filter;
+        let wants_tags = f.framework_tagged || f.client_tagged;
+        if group.tagged && wants_tags {
+            // Some frame had its VLAN tag taken out and some part of the
+            // filter wants it back: packet by packet, each part on its view.
             for (i, p) in group.packets.iter().enumerate() {
                 keep[i] = match p.vlan {
                     Some(tag) if p.data.len() >= 12 => {
@@ -89,18 +86,41 @@ impl Subscriber {
                         s.extend_from_slice(&p.data[..12]);
                         s.extend_from_slice(&tag);
                         s.extend_from_slice(&p.data[12..]);
-                        self.filter.run(s, p.wire_len + 4)
+                        f.run(p.data, Some(s), p.wire_len)
                     }
-                    _ => self.filter.run(p.data, p.wire_len),
+                    _ => f.run(p.data, None, p.wire_len),
                 };
             }
         } else {
-            self.filter.run_group(
+            // One view for every part: the combined program on the group.
+            f.combined.run_group(
                 &mut self.paths,
                 &group.data[..n],
                 &group.wire_len[..n],
                 &mut keep[..n],
             );
+            if f.exclude.is_some() {
+                for (i, p) in group.packets.iter().enumerate() {
+                    if keep[i] == 0 {
+                        continue;
+                    }
+                    let tagged = match p.vlan {
+                        Some(tag) if p.data.len() >= 12 => {
+                            let s = &mut work.scratch;
+                            s.clear();
+                            s.extend_from_slice(&p.data[..12]);
+                            s.extend_from_slice(&tag);
+                            s.extend_from_slice(&p.data[12..]);
+                            true
+                        }
+                        _ => false,
+                    };
+                    let t = tagged.then_some(work.scratch.as_slice());
+                    if f.excluded(p.data, t) {
+                        keep[i] = 0;
+                    }
+                }
+            }
         }
         let mut from = 0;
         if self.bulk {
@@ -326,8 +346,11 @@ mod tests {
             records: kept.clone(),
             bulk_calls,
         });
-        let filter = CheckedProgram::new(program).expect("valid");
-        (Subscriber::new(filter, false, stages, sink), kept)
+        let filter = ringcap_stages::CheckedProgram::new(program).expect("valid");
+        (
+            Subscriber::new(SessionFilter::single(filter, false), stages, sink),
+            kept,
+        )
     }
 
     /// A UDP frame to port `port`, `len` bytes long, numbered `i`.

@@ -22,6 +22,7 @@ pub fn open_minimal() -> Request {
     Request::Open {
         interfaces: vec!["eth0".into()],
         filter: String::new(),
+        program: None,
         snaplen: SnapRequest::Bytes(262_144),
         sample: None,
         format: OutputFormat::Pcap,
@@ -37,6 +38,7 @@ pub fn open_full() -> Request {
     Request::Open {
         interfaces: vec!["eth0".into(), "veth1.100".into(), "bond0:1".into()],
         filter: "tcp port 80 and (host 10.0.0.1 or \"odd\\\" text\")\n\tand not icmp é".into(),
+        program: None,
         snaplen: SnapRequest::Headers { max: 128 },
         sample: Some(SampleRequest::Flows(1 << 31)),
         format: OutputFormat::Pcapng,
@@ -77,6 +79,7 @@ pub fn requests() -> Vec<Request> {
         Request::Open {
             interfaces: vec!["lo".into()],
             filter: "udp".into(),
+            program: None,
             snaplen: SnapRequest::Bytes(1),
             sample: Some(SampleRequest::Packets(1)),
             format: OutputFormat::Pcapng,
@@ -88,9 +91,11 @@ pub fn requests() -> Vec<Request> {
         },
         Request::SetFilter {
             filter: "udp port 53".into(),
+            program: None,
         },
         Request::SetFilter {
             filter: String::new(),
+            program: None,
         },
         Request::Stats,
         Request::Checkpoint,

@@ -211,6 +211,11 @@ impl Decoded {
         })
     }
 
+    /// True if no jump goes backwards (see `traceable`).
+    pub fn traceable(&self) -> bool {
+        self.traceable
+    }
+
     /// Runs the program on `data`, a packet `wire_len` bytes long on the
     /// wire: the number of bytes to keep (0 = reject).
     #[inline]

@@ -1,0 +1,260 @@
+//! The one admission point: [`decide`] takes who is asking (from the
+//! kernel), what they ask ([`OpenRequest`], the `Open` message's fields as
+//! they came off the wire and passed its bounds) and the policy, and returns
+//! either a [`Decision`] — everything the daemon enforces for the session,
+//! in one object — or a [`Refusal`] naming the rule.
+//!
+//! Nothing downstream re-reads the policy or compiles text: the hub runs the
+//! decision's [`SessionFilter`] (the grant's framework program compiled when
+//! the policy was loaded, the client's program checked here, the `exclude`
+//! rule), the ring sink its rates, the dump writer its quota, the inject
+//! guard its `inject` rules. A `SetFilter` and a policy reload call
+//! [`decide`] again with the session's request and apply the new decision,
+//! or end the session with the refusal.
+//!
+//! The client's filter arrives compiled (the client runs libpcap in its own
+//! process); its text is a label. The program is checked
+//! ([`ringcap_stages::session::client_program`]) before anything runs it.
+
+use crate::admit::{cap_snap, force_sampling, Refusal, MAX_CLIENT_FILTER_LEN};
+use crate::fields::HideField;
+use crate::policy::{Grant, InjectGrant, Peer, Policy};
+use ringcap_proto::{DumpRequest, OutputFormat, SampleRequest, SnapRequest};
+use ringcap_stages::{Instruction, SampleMode, Sampling, SessionFilter, Snap};
+use std::time::Duration;
+
+/// Smallest shared-memory ring a session gets.
+pub const MIN_RING: u64 = 64 << 10;
+
+/// What a client asks for: the `Open` request's fields, moved from the
+/// wire message unchanged (the codec has checked their bounds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenRequest {
+    /// Interfaces.
+    pub interfaces: Vec<String>,
+    /// The client's filter text: a label (audit, listings, file headers).
+    pub filter: String,
+    /// The client's compiled filter, `None` for every packet.
+    pub program: Option<Vec<Instruction>>,
+    /// The client's program expects VLAN tags in the frame's bytes.
+    pub program_tagged: bool,
+    /// Snap length asked for.
+    pub snap: SnapRequest,
+    /// Sampling asked for.
+    pub sample: Option<SampleRequest>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop after this many packets.
+    pub count: Option<u64>,
+    /// Files written by the daemon instead of packets to the client.
+    pub dump: Option<DumpRequest>,
+    /// Format of the dump files.
+    pub format: OutputFormat,
+    /// Only inject: no capture.
+    pub inject_only: bool,
+    /// Compressed blocks in the ring instead of raw records.
+    pub compress: bool,
+}
+
+/// Everything enforced for one session, decided in one place.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    /// 0-based index of the grant that admitted it.
+    pub grant: usize,
+    /// What was asked (kept to decide again on a reload).
+    pub request: OpenRequest,
+    /// The grant's framework filter text (display only).
+    pub framework_text: String,
+    /// What the hub runs on each packet.
+    pub filter: SessionFilter,
+    /// Snap length after the cap.
+    pub snap: Snap,
+    /// Sampling after the grant's forced sampling.
+    pub sampling: Sampling,
+    /// Fields masked before the client sees a packet.
+    pub hide: Vec<HideField>,
+    /// Addresses anonymized with the policy's key.
+    pub anonymize: bool,
+    /// Packets per second (None = unlimited).
+    pub max_packets_per_second: Option<u64>,
+    /// Bits per second (None = unlimited).
+    pub max_bits_per_second: Option<u64>,
+    /// Longest the session may run: the shorter of asked and granted.
+    pub duration: Option<Duration>,
+    /// Bytes of the session's shared-memory ring (a power of two).
+    pub ring_size: u64,
+    /// Bytes of dump files the user may keep (0 = no dumps).
+    pub dump_quota: u64,
+    /// Injection rights (None = none).
+    pub inject: Option<InjectGrant>,
+}
+
+impl Decision {
+    /// True if `other` enforces the same things (a reload that changes
+    /// nothing for this session leaves it alone).
+    pub fn same_as(&self, other: &Decision) -> bool {
+        self.grant == other.grant
+            && self.filter == other.filter
+            && self.snap == other.snap
+            && self.sampling == other.sampling
+            && self.hide == other.hide
+            && self.anonymize == other.anonymize
+            && self.max_packets_per_second == other.max_packets_per_second
+            && self.max_bits_per_second == other.max_bits_per_second
+            && self.duration == other.duration
+            && self.ring_size == other.ring_size
+            && self.dump_quota == other.dump_quota
+            && self.framework_text == other.framework_text
+    }
+}
+
+fn snap_of(s: SnapRequest) -> Snap {
+    match s {
+        SnapRequest::Bytes(n) => Snap::Bytes(n),
+        SnapRequest::Headers { max } => Snap::Headers { max },
+    }
+}
+
+fn sampling_of(s: Option<SampleRequest>) -> Sampling {
+    match s {
+        None | Some(SampleRequest::Packets(1)) | Some(SampleRequest::Flows(1)) => Sampling::All,
+        Some(SampleRequest::Packets(n)) => Sampling::Packets {
+            n,
+            mode: SampleMode::Random,
+        },
+        Some(SampleRequest::Flows(n)) => Sampling::Flows { n },
+    }
+}
+
+/// Decides `req` from `peer` under `policy`. Default deny: every interface
+/// must be allowed by one and the same grant (one framework per session).
+pub fn decide(policy: &Policy, peer: &Peer, req: &OpenRequest) -> Result<Decision, Refusal> {
+    let deny = |reason: String| Refusal {
+        grant: None,
+        rule: "default deny",
+        reason,
+    };
+    let Some(first) = req.interfaces.first() else {
+        return Err(deny("no interface given".into()));
+    };
+    let grant = match policy.grant_for(peer, first) {
+        Some((_, g)) => g,
+        None => {
+            // A grant names the client but not this interface: its
+            // `interfaces` rule refused, which tells the client more.
+            return Err(match policy.grants.iter().find(|g| g.applies_to(peer)) {
+                Some(g) => refusal(g, "interfaces", not_allowed(g, first)),
+                None => deny(format!(
+                    "no grant allows uid {} (gid {}, groups {:?}) to capture on \"{first}\"",
+                    peer.uid, peer.gid, peer.groups
+                )),
+            });
+        }
+    };
+    for iface in &req.interfaces[1..] {
+        match policy.grant_for(peer, iface) {
+            Some((_, g)) if g.index == grant.index => {}
+            Some((_, g)) => {
+                return Err(refusal(
+                    g,
+                    "interfaces",
+                    format!(
+                        "{first} and {iface} fall under different grants ({} and {}): open one session for each",
+                        grant.index + 1,
+                        g.index + 1
+                    ),
+                ))
+            }
+            None => return Err(refusal(grant, "interfaces", not_allowed(grant, iface))),
+        }
+    }
+    decide_under(grant, req)
+}
+
+fn refusal(grant: &Grant, rule: &'static str, reason: String) -> Refusal {
+    Refusal {
+        grant: Some(grant.index),
+        rule,
+        reason,
+    }
+}
+
+fn not_allowed(grant: &Grant, iface: &str) -> String {
+    format!(
+        "interface \"{iface}\" is not one this grant allows ({})",
+        grant.interfaces.join(", ")
+    )
+}
+
+/// Holds `req` to `grant` (which allows every interface of it).
+fn decide_under(grant: &Grant, req: &OpenRequest) -> Result<Decision, Refusal> {
+    let refuse = |rule: &'static str, reason: String| refusal(grant, rule, reason);
+    if req.filter.len() > MAX_CLIENT_FILTER_LEN {
+        return Err(refuse(
+            "filter",
+            format!(
+                "the filter is {} bytes long; at most {MAX_CLIENT_FILTER_LEN} are taken",
+                req.filter.len()
+            ),
+        ));
+    }
+    let sampling =
+        force_sampling(sampling_of(req.sample), grant.sampling).map_err(|(r, w)| refuse(r, w))?;
+    let snap = cap_snap(snap_of(req.snap), grant.max_snap);
+    let snaplen = snap.kernel_snaplen();
+    let client =
+        match &req.program {
+            None if !req.filter.trim().is_empty() => return Err(refuse(
+                "filter",
+                "the filter came as text only: this daemon takes filters compiled by the client"
+                    .into(),
+            )),
+            None => ringcap_stages::Program::accept_all(snaplen),
+            Some(p) => ringcap_stages::session::client_program(p, snaplen)
+                .map_err(|e| refuse("filter", format!("the compiled filter is refused: {e}")))?,
+        };
+    let mut framework = grant.capture_program.clone();
+    framework.set_snaplen(snaplen);
+    let filter = SessionFilter::new(
+        framework,
+        grant.capture_tagged,
+        client,
+        req.program_tagged,
+        grant.exclude_rule.clone(),
+    )
+    .map_err(|e| refuse("filter", e))?;
+    if req.dump.is_some() {
+        if grant.dump_quota == 0 {
+            return Err(refuse(
+                "dump_quota",
+                "the grant has no dump_quota: daemon dumps are not allowed".into(),
+            ));
+        }
+        if req.interfaces.len() != 1 {
+            return Err(refuse(
+                "dump",
+                "a daemon dump records one interface: open one dump per interface".into(),
+            ));
+        }
+    }
+    let duration = match (req.duration, grant.max_duration) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    Ok(Decision {
+        grant: grant.index,
+        request: req.clone(),
+        framework_text: grant.capture_filter.clone(),
+        filter,
+        snap,
+        sampling,
+        hide: grant.hide.clone(),
+        anonymize: grant.anonymize,
+        max_packets_per_second: grant.max_packets_per_second,
+        max_bits_per_second: grant.max_bits_per_second,
+        duration,
+        ring_size: grant.ring_size.max(MIN_RING).next_power_of_two(),
+        dump_quota: grant.dump_quota,
+        inject: grant.inject.clone(),
+    })
+}

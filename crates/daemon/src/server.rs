@@ -324,6 +324,10 @@ impl Connection {
                             return;
                         }
                         audit::log("change", Some(id), peer.uid, "held to the reloaded policy");
+                    } else {
+                        // Nothing the capture runs changed; the rest of the
+                        // decision (inject rights) is replaced as it is.
+                        s.admitted = a;
                     }
                 }
             }
@@ -617,12 +621,9 @@ impl Connection {
         let Some(s) = &mut self.session else {
             return Response::error("no session: open one on the interface to inject on");
         };
-        let (policy, _) = self.shared.policy();
-        let Some(rights) = policy
-            .grants
-            .get(s.admitted.grant)
-            .and_then(|g| g.inject.as_ref())
-        else {
+        // The session's decision carries its inject rights (a reload
+        // decides again and replaces it).
+        let Some(rights) = s.admitted.decision.inject.as_ref() else {
             return Response::Refused {
                 grant: Some(s.admitted.grant as u32),
                 rule: "inject".into(),

@@ -700,3 +700,46 @@ fn error_helper_always_makes_a_valid_response() {
     .validate()
     .unwrap();
 }
+
+/// A compiled filter goes as 16 hex digits an instruction and comes back
+/// the same; anything else is refused by the bounds.
+#[test]
+fn filter_programs_round_trip_and_are_bounded() {
+    use ringcap_proto::validate::MAX_CLIENT_INSTRUCTIONS;
+    use ringcap_proto::FilterProgram;
+    let insns = vec![
+        (0x28u16, 0u8, 0u8, 12u32),
+        (0x15, 0, 1, 0x0800),
+        (0x06, 0, 0, 65535),
+        (0x06, 0, 0, 0),
+    ];
+    let p = FilterProgram::encode(&insns, true);
+    assert_eq!(p.code.len(), 64);
+    assert_eq!(p.instructions().unwrap(), insns);
+    let set = |program: FilterProgram| Request::SetFilter {
+        filter: "ip".into(),
+        program: Some(program),
+    };
+    let ok = set(p.clone());
+    assert_eq!(decode_request(&encode_request(&ok)).unwrap(), ok);
+    for (code, why) in [
+        ("", "1 to"),
+        ("0028000000000000c", "16-digit"),
+        ("0028000000000000000C", "hex"),
+        ("002800000000000g", "hex"),
+    ] {
+        let bad = set(FilterProgram {
+            code: code.into(),
+            tagged: false,
+        });
+        let e = decode_request(&encode_request(&bad))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("program") && e.contains(why), "{code:?}: {e}");
+    }
+    let long = FilterProgram::encode(&vec![(6, 0, 0, 1); MAX_CLIENT_INSTRUCTIONS + 1], false);
+    let e = decode_request(&encode_request(&set(long)))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("2048"), "{e}");
+}

@@ -5,8 +5,8 @@
 //! Pure: the only I/O is reading the file ([`Policy::load`]) and resolving
 //! user and group names to ids when it is loaded. The daemon loads a policy
 //! once (and again on SIGHUP, keeping the old one if the new one has an
-//! error) and hands each session the [`Effective`] settings it was admitted
-//! with.
+//! error). [`decide`] is the one admission point: request in, [`Decision`]
+//! (everything enforced for the session) or [`Refusal`] out.
 //!
 //! # The file
 //!
@@ -94,7 +94,7 @@
 //! So put narrow grants (a user, one interface) before broad ones (a group,
 //! `"*"`).
 //!
-//! # How a request is combined with its grant ([`Grant::admit`])
+//! # How a request is combined with its grant ([`decide`])
 //!
 //! - **Interface**: must be one the grant allows, else refused (rule
 //!   `interfaces`).
@@ -133,10 +133,7 @@ pub mod fields;
 pub mod policy;
 pub mod units;
 
-pub use admit::{
-    cap_snap, combined_filter_text, force_sampling, CaptureRequest, Effective, Refusal,
-    MAX_CLIENT_FILTER_LEN,
-};
+pub use admit::{cap_snap, combined_filter_text, force_sampling, Refusal, MAX_CLIENT_FILTER_LEN};
 pub use decide::{decide, Decision, OpenRequest, MIN_RING};
 pub use error::PolicyError;
 pub use fields::{HideField, SettableField};

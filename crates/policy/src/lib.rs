@@ -120,7 +120,7 @@
 //! client's own filter, or `default deny` when no grant applies.
 //!
 //! Grant numbers in texts ([`Policy::describe`], [`Refusal`]'s and
-//! [`Effective`]'s `Display`) count from 1, in file order; the `index`
+//! [`Decision`]'s `Display`) count from 1, in file order; the `index`
 //! fields of the API count from 0.
 //!
 //! [`Program::and`]: ringcap_stages::Program::and

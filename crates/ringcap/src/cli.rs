@@ -266,15 +266,14 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "FIELD,...", help_heading = "Privacy")]
     pub mask: Option<String>,
 
-    /// Output format: pcap, pcapng, or compressed (ringcap's lossless header compression, a few bytes per packet of -s headers traces; read back with -r; timestamps at --tstamp-precision).
+    /// Output format: pcap, pcapng, or compressed (ringcap's lossless header compression, a few bytes per packet of -s headers traces; read back with -r; timestamps at --tstamp-precision). Default: by the -w file's extension (.pcap, .pcapng, .rcz), else pcap.
     #[arg(
         long,
         value_name = "FORMAT",
-        default_value = "pcap",
         value_parser = ["pcap", "pcapng", "compressed"],
         help_heading = "Output"
     )]
-    pub format: String,
+    pub format: Option<String>,
 
     /// pcap timestamp precision: nano or micro (pcapng is always nanoseconds).
     #[arg(

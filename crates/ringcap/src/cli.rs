@@ -44,6 +44,8 @@ pub enum Command {
     Stats(StatsArgs),
     /// Your ringcapd dump files: list, fetch NAME [-o FILE], delete NAME.
     Dumps(DumpsArgs),
+    /// Run an unmodified libpcap tool (tcpdump, tshark...) unprivileged, its captures served by ringcapd: ringcap run -- TOOL ARGS...
+    Run(crate::run::RunArgs),
     /// Wireshark's extcap protocol over ringcapd (run by Wireshark/tshark
     /// through the wrapper scripts/setup installs in its extcap directory).
     #[command(disable_help_flag = true)]

@@ -21,6 +21,7 @@ fn main() {
         Command::Inject(args) => ringcap::inject::run(&args),
         Command::Stats(args) => ringcap::daemon_client::stats(&args),
         Command::Dumps(args) => ringcap::daemon_client::dumps(&args),
+        Command::Run(args) => ringcap::run::run(&args),
         Command::BenchSink(args) => ringcap::benchsink::run(&args),
         Command::Demo(args) => ringcap::demo::demo(&args),
         Command::DemoSend { interface, count } => ringcap::demo::send(&interface, count),

@@ -1,0 +1,274 @@
+//! Unmodified libpcap tools through ringcapd (issue 29): the Debian
+//! tcpdump binary, run by `ringcap run` as the unprivileged user `nobody`
+//! with no capability, captures through libringcap_pcap.so exactly what
+//! root's tcpdump captures with `(framework) and (filter)` at the grant's
+//! snap cap — the same file, byte for byte — and stops by itself at `-c N`;
+//! on an interface no grant covers it fails with a libpcap-style message
+//! naming the rule; a C program that reads only when
+//! `pcap_get_selectable_fd` polls readable gets every packet, and the
+//! descriptor is not readable while nothing waits.
+
+mod common;
+
+use common::*;
+use ringcap_testkit::capture::{wait_for_stderr_match, ChildGuard};
+use ringcap_testkit::{frames, TempDir, Testbed};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const FRAMEWORK: &str = "not port 20001";
+const CAP: u32 = 128;
+
+/// libringcap_pcap.so next to the `ringcap` binary (where `ringcap run`
+/// finds it), checked to be newer than its sources.
+fn shim() -> PathBuf {
+    let lib = ringcap_bin()
+        .parent()
+        .expect("target/<profile>")
+        .join("libringcap_pcap.so");
+    let meta = std::fs::metadata(&lib).unwrap_or_else(|_| {
+        panic!(
+            "{} is missing: run `cargo build -p ringcap-pcapshim` first",
+            lib.display()
+        )
+    });
+    if std::env::var_os("RINGCAP_ALLOW_STALE_BIN").is_some_and(|v| v == "1") {
+        return lib;
+    }
+    let built = meta.modified().expect("mtime");
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for src in [
+        "pcapshim/src",
+        "pcapshim/src/calls",
+        "client/src",
+        "shm/src",
+    ] {
+        for e in std::fs::read_dir(crates.join(src))
+            .expect("sources")
+            .flatten()
+        {
+            let t = e.metadata().and_then(|m| m.modified()).expect("mtime");
+            assert!(
+                t <= built,
+                "{} is older than {}: run `cargo build -p ringcap-pcapshim`",
+                lib.display(),
+                e.path().display()
+            );
+        }
+    }
+    lib
+}
+
+/// `ringcap run --daemon=SOCKET -- ARGS...` as nobody (no capabilities).
+fn run_as_nobody(tb: &Testbed, d: &Daemon, args: &[&str]) -> Command {
+    let mut c = as_user(tb, NOBODY, &ringcap_bin());
+    c.arg("run")
+        .arg(format!("--daemon={}", d.socket.display()))
+        .arg("--");
+    c.args(args);
+    c
+}
+
+#[test]
+fn tcpdump_through_the_library_writes_what_root_tcpdump_writes() {
+    if !can_run() {
+        return;
+    }
+    shim();
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(
+        &tb,
+        &format!("capture_filter = \"{FRAMEWORK}\"\nmax_snaplen = {CAP}\n"),
+    );
+    let out = open_dir("pcapshim-out");
+    let td = TempDir::new("pcapshim-tcpdump");
+    let filter = "udp or icmp or arp";
+    let sent = frames::mixed_sequence(&tb.endpoints(), 23 * 4 * 20);
+    let want = Oracle::new(FRAMEWORK, filter).expect(&sent, CAP as usize);
+    assert!(want.len() > 500, "{} packets expected", want.len());
+
+    let oracle = start_tcpdump(
+        &tb,
+        &td.join("root.pcap"),
+        CAP,
+        &format!("({FRAMEWORK}) and ({filter})"),
+    );
+    // Asks for more than the cap; -c: exits by itself after exactly what
+    // the combined filter accepts.
+    let file = out.join("nobody.pcap");
+    let count = want.len().to_string();
+    let mut cmd = run_as_nobody(
+        &tb,
+        &d,
+        &[
+            "tcpdump",
+            "-i",
+            &tb.capture_if,
+            "-s",
+            "1000",
+            "--time-stamp-precision=nano",
+            "--immediate-mode",
+            "-U",
+            "-nn",
+            "-c",
+            &count,
+            "-w",
+            file.to_str().expect("path"),
+            filter,
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn ringcap run tcpdump");
+    let (_, log) = wait_for_stderr_match(
+        &mut child,
+        |l| l.contains("listening on"),
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|e| panic!("tcpdump through ringcap run did not start: {e}"));
+
+    tb.send_from_peer(&sent, 20_000).expect("send");
+    let status = child
+        .wait_timeout(Duration::from_secs(30))
+        .expect("wait")
+        .unwrap_or_else(|| panic!("tcpdump -c {count} did not exit: {}", log.text()));
+    let stderr = log.wait_eof(Duration::from_secs(5));
+    std::thread::sleep(SETTLE);
+    let root = oracle.stop();
+    assert!(status.success(), "tcpdump as nobody: {status}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("{count} packets captured")),
+        "tcpdump's summary: {stderr}"
+    );
+    assert!(
+        stderr.contains("0 packets dropped by kernel"),
+        "tcpdump's summary: {stderr}"
+    );
+    assert_packets(
+        &root,
+        &want,
+        "root tcpdump (the oracle) against the frames sent",
+    );
+
+    let got = std::fs::read(&file).expect("nobody's file");
+    let root_bytes = std::fs::read(td.join("root.pcap")).expect("root's file");
+    if got != root_bytes {
+        let mine = read(&file);
+        assert_packets(
+            &mine,
+            &root
+                .iter()
+                .map(|p| (p.wire_len, p.data.clone()))
+                .collect::<Vec<_>>(),
+            "tcpdump through ringcapd against root tcpdump",
+        );
+        for (i, (g, w)) in mine.iter().zip(&root).enumerate() {
+            assert_eq!(g.ts_ns, w.ts_ns, "packet {i}'s timestamp");
+        }
+        panic!(
+            "the files differ in their headers: {:02x?} vs {:02x?}",
+            &got[..24.min(got.len())],
+            &root_bytes[..24.min(root_bytes.len())]
+        );
+    }
+    assert_no_panic(&d.stop(), "ringcapd");
+}
+
+#[test]
+fn tcpdump_on_an_interface_no_grant_covers_names_the_rule() {
+    if !can_run() {
+        return;
+    }
+    shim();
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(&tb, "");
+    let (status, stderr) = run_limited(
+        &mut run_as_nobody(
+            &tb,
+            &d,
+            &["tcpdump", "-i", "lo", "-c", "1", "-w", "/dev/null"],
+        ),
+        Duration::from_secs(30),
+    );
+    assert!(
+        !status.success(),
+        "tcpdump -i lo as nobody succeeded: {stderr}"
+    );
+    assert!(
+        stderr.contains("tcpdump: lo: You don't have permission")
+            && stderr.contains("ringcapd: refused")
+            && stderr.contains("rule"),
+        "tcpdump's message: {stderr}"
+    );
+    assert_no_panic(&stderr, "tcpdump");
+}
+
+#[test]
+fn selectable_fd_is_readable_exactly_when_packets_wait() {
+    if !can_run() {
+        return;
+    }
+    shim();
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(&tb, &format!("capture_filter = \"{FRAMEWORK}\"\n"));
+    let dir = open_dir("pcapshim-select");
+    let src = dir.join("selectable.c");
+    std::fs::write(&src, include_str!("../../pcapshim/tests/selectable.c")).expect("write C");
+    let exe = dir.join("selectable");
+    let (st, log) = run_limited(
+        Command::new("cc")
+            .arg("-O1")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&src)
+            .arg("-lpcap"),
+        Duration::from_secs(60),
+    );
+    assert!(st.success(), "cc: {log}");
+
+    let filter = "udp";
+    let sent = untagged_frames(&tb, 0..23 * 40);
+    let want = Oracle::new(FRAMEWORK, filter).expect(&sent, 65535).len();
+    let mut cmd = run_as_nobody(
+        &tb,
+        &d,
+        &[
+            exe.to_str().expect("path"),
+            &tb.capture_if,
+            filter,
+            &want.to_string(),
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn");
+    let (_, log) = wait_for_stderr_match(&mut child, |l| l == "ready", Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("the C program did not start: {e}"));
+    // Paced: the reads are woken many times, not once at the end.
+    tb.send_from_peer(&sent, 2_000).expect("send");
+    let out = child.wait_output(Duration::from_secs(30)).expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let text = format!("stdout:\n{stdout}\nstderr:\n{}", log.text());
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        stdout.contains("idle 0\n"),
+        "readable before any packet: {text}"
+    );
+    assert!(stdout.contains(&format!("got {want}\n")), "{text}");
+    let empty: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("empty "))
+        .and_then(|v| v.parse().ok())
+        .expect("empty N");
+    assert!(
+        empty <= 2,
+        "readable with nothing to read {empty} times: {text}"
+    );
+    assert!(
+        stdout.contains(&format!("stats {want} 0")),
+        "pcap_stats: {text}"
+    );
+}

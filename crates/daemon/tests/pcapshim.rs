@@ -231,44 +231,196 @@ fn selectable_fd_is_readable_exactly_when_packets_wait() {
     let filter = "udp";
     let sent = untagged_frames(&tb, 0..23 * 40);
     let want = Oracle::new(FRAMEWORK, filter).expect(&sent, 65535).len();
-    let mut cmd = run_as_nobody(
+    // All there is per wake-up, and one packet per wake-up (dumpcap's way).
+    for per in ["-1", "1"] {
+        let mut cmd = run_as_nobody(
+            &tb,
+            &d,
+            &[
+                exe.to_str().expect("path"),
+                &tb.capture_if,
+                filter,
+                &want.to_string(),
+                per,
+            ],
+        );
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = ChildGuard::spawn(&mut cmd).expect("spawn");
+        let (_, log) = wait_for_stderr_match(&mut child, |l| l == "ready", Duration::from_secs(20))
+            .unwrap_or_else(|e| panic!("the C program did not start: {e}"));
+        // Paced: the reads are woken many times, not once at the end.
+        tb.send_from_peer(&sent, 2_000).expect("send");
+        let out = child.wait_output(Duration::from_secs(30)).expect("wait");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let text = format!(
+            "{per} per dispatch: stdout:\n{stdout}\nstderr:\n{}",
+            log.text()
+        );
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(
+            stdout.contains("idle 0\n"),
+            "readable before any packet: {text}"
+        );
+        assert!(stdout.contains(&format!("got {want}\n")), "{text}");
+        let empty: u64 = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("empty "))
+            .and_then(|v| v.parse().ok())
+            .expect("empty N");
+        assert!(
+            empty <= 2,
+            "readable with nothing to read {empty} times: {text}"
+        );
+        assert!(
+            stdout.contains(&format!("stats {want} 0")),
+            "pcap_stats: {text}"
+        );
+    }
+    assert_idle(&tb, &d, "after the C programs exited");
+}
+
+/// Waits up to 10 s until ringcapd holds no session.
+fn assert_idle(tb: &Testbed, d: &Daemon, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let sessions = stats_json(tb, d, None);
+        if sessions.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: ringcapd still holds sessions: {sessions:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn tshark_and_tcpdump_text_through_the_library_match_root_tcpdump() {
+    if !can_run() {
+        return;
+    }
+    if !ringcap_testkit::netns::have_program("tshark") {
+        ringcap_testkit::skip("`tshark` is not installed");
+        return;
+    }
+    shim();
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(
+        &tb,
+        &format!("capture_filter = \"{FRAMEWORK}\"\nmax_snaplen = {CAP}\n"),
+    );
+    let out = open_dir("pcapshim-tshark");
+    let td = TempDir::new("pcapshim-tshark-root");
+    let filter = "udp or icmp";
+    let sent = untagged_frames(&tb, 0..23 * 30);
+    let want = Oracle::new(FRAMEWORK, filter).expect(&sent, CAP as usize);
+    let count = want.len().to_string();
+    let oracle = start_tcpdump(
+        &tb,
+        &td.join("root.pcap"),
+        CAP,
+        &format!("({FRAMEWORK}) and ({filter})"),
+    );
+
+    // tshark (its dumpcap reads through the selectable descriptor).
+    let shark_file = out.join("tshark.pcapng");
+    let mut shark = run_as_nobody(
         &tb,
         &d,
         &[
-            exe.to_str().expect("path"),
+            "tshark",
+            "-i",
             &tb.capture_if,
+            "-f",
             filter,
-            &want.to_string(),
+            "-c",
+            &count,
+            "-w",
+            shark_file.to_str().expect("path"),
         ],
     );
-    cmd.stdin(Stdio::null())
+    shark
+        .env("HOME", out.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut shark = ChildGuard::spawn(&mut shark).expect("spawn tshark");
+    let (_, shark_log) = wait_for_stderr_match(
+        &mut shark,
+        |l| l.contains("Capturing on"),
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|e| panic!("tshark through ringcap run did not start: {e}"));
+
+    // tcpdump printing its usual lines.
+    let mut text = run_as_nobody(
+        &tb,
+        &d,
+        &["tcpdump", "-i", &tb.capture_if, "-nn", "-c", &count, filter],
+    );
+    text.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn");
-    let (_, log) = wait_for_stderr_match(&mut child, |l| l == "ready", Duration::from_secs(20))
-        .unwrap_or_else(|e| panic!("the C program did not start: {e}"));
-    // Paced: the reads are woken many times, not once at the end.
-    tb.send_from_peer(&sent, 2_000).expect("send");
-    let out = child.wait_output(Duration::from_secs(30)).expect("wait");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let text = format!("stdout:\n{stdout}\nstderr:\n{}", log.text());
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(
-        stdout.contains("idle 0\n"),
-        "readable before any packet: {text}"
+    let mut text = ChildGuard::spawn(&mut text).expect("spawn tcpdump");
+    let (_, text_log) = wait_for_stderr_match(
+        &mut text,
+        |l| l.contains("listening on"),
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|e| panic!("tcpdump (text) did not start: {e}"));
+    // dumpcap says "Capturing on" as it opens; its filter follows.
+    std::thread::sleep(Duration::from_millis(500));
+
+    tb.send_from_peer(&sent, 5_000).expect("send");
+    let shark_status = shark
+        .wait_timeout(Duration::from_secs(30))
+        .expect("wait tshark")
+        .unwrap_or_else(|| panic!("tshark -c {count} did not exit: {}", shark_log.text()));
+    let text_out = text.wait_output(Duration::from_secs(30)).expect("tcpdump");
+    std::thread::sleep(SETTLE);
+    let root = oracle.stop();
+    assert_packets(
+        &root,
+        &want,
+        "root tcpdump (the oracle) against the frames sent",
     );
-    assert!(stdout.contains(&format!("got {want}\n")), "{text}");
-    let empty: u64 = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("empty "))
-        .and_then(|v| v.parse().ok())
-        .expect("empty N");
+    let shark_err = shark_log.wait_eof(Duration::from_secs(5));
     assert!(
-        empty <= 2,
-        "readable with nothing to read {empty} times: {text}"
+        shark_status.success(),
+        "tshark: {shark_status}\n{shark_err}"
     );
+    assert_packets(
+        &read(&shark_file),
+        &want,
+        "tshark through ringcapd against the oracle",
+    );
+    for (i, (g, w)) in read(&shark_file).iter().zip(&root).enumerate() {
+        assert_eq!(
+            g.ts_ns / 1000,
+            w.ts_ns / 1000,
+            "tshark: packet {i}'s timestamp"
+        );
+    }
+
+    // The lines root tcpdump prints for its own file.
+    let (st, root_lines, err) = run_limited_out(
+        Command::new("tcpdump")
+            .args(["-nn", "-r"])
+            .arg(td.join("root.pcap")),
+        Duration::from_secs(30),
+    );
+    assert!(st.success(), "tcpdump -r: {err}");
+    let lines = String::from_utf8_lossy(&text_out.stdout);
     assert!(
-        stdout.contains(&format!("stats {want} 0")),
-        "pcap_stats: {text}"
+        text_out.status.success(),
+        "tcpdump (text): {}\n{}",
+        text_out.status,
+        text_log.text()
     );
+    assert_eq!(lines, root_lines, "tcpdump's lines against root tcpdump's");
+    assert_idle(&tb, &d, "after tshark and tcpdump exited");
+    assert_no_panic(&d.stop(), "ringcapd");
 }

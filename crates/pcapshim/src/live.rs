@@ -205,6 +205,8 @@ pub struct Live {
     /// The batch being handed out, and how far.
     local: Vec<u8>,
     local_off: usize,
+    /// `keep_awake` made the descriptor readable for the batch's rest.
+    awake: bool,
     /// Header of the packet `pcap_next_ex` returned last.
     pub hdr: PktHdr,
     /// Programs `pcap_compile` made on this handle, with their text, newest last.
@@ -227,6 +229,7 @@ impl Live {
             running: None,
             local: Vec::new(),
             local_off: 0,
+            awake: false,
             hdr: PktHdr::default(),
             programs: Vec::new(),
         }
@@ -382,6 +385,9 @@ impl Live {
                 None => {}
             }
             if !block || brk.load(Ordering::Relaxed) {
+                // Nothing waits: the descriptor must not say otherwise (it
+                // may still be readable from a batch handed out earlier).
+                r.shared.clear();
                 return Err(NoPacket::Empty);
             }
             let mut wait = SLICE;
@@ -398,6 +404,26 @@ impl Live {
                 .wait_timeout(q, wait)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+        }
+    }
+
+    /// Packets left in the batch keep the descriptor readable (a tool
+    /// that reads one packet per wake-up, as dumpcap does, must be woken
+    /// for the rest); `fill` clears it once nothing is left.
+    fn keep_awake(&mut self) {
+        let Some(r) = &self.running else {
+            return;
+        };
+        if self.local_off < self.local.len() {
+            let _ = rustix::io::write(&r.shared.wake, &1u64.to_ne_bytes());
+            self.awake = true;
+        } else if self.awake {
+            // The batch is done: readable only if the reader queued more.
+            self.awake = false;
+            let q = lock(&r.shared.queue);
+            if q.buf.is_empty() && q.end.is_none() {
+                r.shared.clear();
+            }
         }
     }
 
@@ -451,6 +477,7 @@ impl Live {
             f(&hdr, data);
             n += 1;
         }
+        self.keep_awake();
         Ok(n)
     }
 
@@ -462,10 +489,12 @@ impl Live {
             Err(NoPacket::Empty) => return Ok(None),
             Err(e) => return Err(e),
         }
-        Ok(self.take().map(|(h, d)| {
+        let got = self.take().map(|(h, d)| {
             self.hdr = h;
             d
-        }))
+        });
+        self.keep_awake();
+        Ok(got)
     }
 
     /// The daemon's counters as `pcap_stats` reports them: received =

@@ -1,7 +1,8 @@
 /* A libpcap program for the readiness test of libringcap_pcap.so: opens
  * IFACE live with FILTER, non-blocking, and reads only when
  * pcap_get_selectable_fd() polls readable.
- *   usage: selectable IFACE FILTER COUNT
+ *   usage: selectable IFACE FILTER COUNT PER_DISPATCH
+ * (PER_DISPATCH: pcap_dispatch's count; dumpcap reads 1 per wake-up.)
  * Prints "ready" (stderr) once capturing, then on stdout:
  *   idle N     N = 1 if the descriptor was readable with no traffic yet
  *   got N      packets read
@@ -25,8 +26,9 @@ int main(int argc, char **argv)
 {
     char err[PCAP_ERRBUF_SIZE];
     struct bpf_program prog;
-    if (argc != 4) return 1;
+    if (argc != 5) return 1;
     long want = atol(argv[3]);
+    int per = atoi(argv[4]);
     pcap_t *p = pcap_open_live(argv[1], 65535, 0, 100, err);
     if (!p) { fprintf(stderr, "open: %s\n", err); return 1; }
     if (pcap_compile(p, &prog, argv[2], 1, PCAP_NETMASK_UNKNOWN) < 0 ||
@@ -52,7 +54,7 @@ int main(int argc, char **argv)
         int r = poll(&pfd, 1, 10000);
         if (r == 0) { printf("got %ld\nempty %ld\n", got, empty); return 2; }
         if (r < 0) { perror("poll"); return 1; }
-        int n = pcap_dispatch(p, -1, count, NULL);
+        int n = pcap_dispatch(p, per, count, NULL);
         if (n < 0) { fprintf(stderr, "dispatch: %s\n", pcap_geterr(p)); return 1; }
         if (n == 0) empty++;
     }

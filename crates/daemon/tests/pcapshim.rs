@@ -4,14 +4,18 @@
 //! root's tcpdump captures with `(framework) and (filter)` at the grant's
 //! snap cap — the same file, byte for byte — and stops by itself at `-c N`;
 //! on an interface no grant covers it fails with a libpcap-style message
-//! naming the rule; a C program that reads only when
-//! `pcap_get_selectable_fd` polls readable gets every packet, and the
-//! descriptor is not readable while nothing waits.
+//! naming the rule; interrupted, it writes what it had and ends its
+//! session; tshark (dumpcap) gets the same packets, tcpdump prints the same
+//! lines; a C program that reads only when `pcap_get_selectable_fd` polls
+//! readable gets every packet, and the descriptor is not readable while
+//! nothing waits; `pcap_sendpacket` sends what the grant's inject rules
+//! allow and reports the refusals. After each tool, ringcapd holds no
+//! session.
 
 mod common;
 
 use common::*;
-use ringcap_testkit::capture::{wait_for_stderr_match, ChildGuard};
+use ringcap_testkit::capture::{start_peer_tcpdump, wait_for_stderr_match, ChildGuard};
 use ringcap_testkit::{frames, TempDir, Testbed};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -214,20 +218,11 @@ fn selectable_fd_is_readable_exactly_when_packets_wait() {
     let tb = Testbed::new().expect("testbed");
     let d = Daemon::for_nobody(&tb, &format!("capture_filter = \"{FRAMEWORK}\"\n"));
     let dir = open_dir("pcapshim-select");
-    let src = dir.join("selectable.c");
-    std::fs::write(&src, include_str!("../../pcapshim/tests/selectable.c")).expect("write C");
-    let exe = dir.join("selectable");
-    let (st, log) = run_limited(
-        Command::new("cc")
-            .arg("-O1")
-            .arg("-o")
-            .arg(&exe)
-            .arg(&src)
-            .arg("-lpcap"),
-        Duration::from_secs(60),
+    let exe = compile_c(
+        &dir,
+        "selectable",
+        include_str!("../../pcapshim/tests/selectable.c"),
     );
-    assert!(st.success(), "cc: {log}");
-
     let filter = "udp";
     let sent = untagged_frames(&tb, 0..23 * 40);
     let want = Oracle::new(FRAMEWORK, filter).expect(&sent, 65535).len();
@@ -423,4 +418,133 @@ fn tshark_and_tcpdump_text_through_the_library_match_root_tcpdump() {
     assert_eq!(lines, root_lines, "tcpdump's lines against root tcpdump's");
     assert_idle(&tb, &d, "after tshark and tcpdump exited");
     assert_no_panic(&d.stop(), "ringcapd");
+}
+
+/// Compiles `crates/pcapshim/tests/NAME.c` against libpcap into `dir`.
+fn compile_c(dir: &TempDir, name: &str, source: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).expect("write C");
+    let exe = dir.join(name);
+    let (st, log) = run_limited(
+        Command::new("cc")
+            .arg("-O1")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&src)
+            .arg("-lpcap"),
+        Duration::from_secs(60),
+    );
+    assert!(st.success(), "cc {name}.c: {log}");
+    exe
+}
+
+#[test]
+fn pcap_sendpacket_goes_through_the_grants_inject_rights() {
+    if !can_run() {
+        return;
+    }
+    shim();
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(&tb, &binding_inject_grant(&tb));
+    let dir = open_dir("pcapshim-inject");
+    let exe = compile_c(
+        &dir,
+        "inject",
+        include_str!("../../pcapshim/tests/inject.c"),
+    );
+    let n = 60u16;
+    let input = binding_inject_frames(&tb, dir.path(), n);
+    let peer = dir.join("peer.pcap");
+    let mut td = start_peer_tcpdump(&tb, &peer, "udp").expect("tcpdump on the peer");
+    let (status, stdout, stderr) = run_limited_out(
+        &mut run_as_nobody(
+            &tb,
+            &d,
+            &[
+                exe.to_str().expect("path"),
+                &tb.capture_if,
+                input.to_str().expect("path"),
+            ],
+        ),
+        Duration::from_secs(60),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    td.terminate().expect("stop tcpdump");
+    assert!(status.success(), "inject: {status}\n{stdout}\n{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), usize::from(n), "{stdout}");
+    let arrived: std::collections::BTreeSet<u16> = read(&peer)
+        .iter()
+        .filter(|p| p.data.len() >= 42 && p.data[23] == 17)
+        .map(|p| u16::from_be_bytes([p.data[18], p.data[19]]))
+        .collect();
+    for (i, line) in lines.iter().enumerate() {
+        let i = i as u16;
+        if i % 10 == 9 {
+            assert!(
+                line.starts_with(&format!("{i} refused")) && line.contains("filter"),
+                "frame {i}: {line}"
+            );
+            assert!(!arrived.contains(&i), "refused frame {i} arrived");
+        } else {
+            assert_eq!(*line, format!("{i} sent"), "frame {i}");
+            assert!(arrived.contains(&i), "frame {i} never arrived");
+        }
+    }
+    assert_eq!(arrived.len(), usize::from(n - n / 10), "{arrived:?}");
+    assert_idle(&tb, &d, "after the injecting program exited");
+}
+
+#[test]
+fn tcpdump_interrupted_ends_its_session_and_keeps_its_packets() {
+    if !can_run() {
+        return;
+    }
+    shim();
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(&tb, "");
+    let out = open_dir("pcapshim-sigint");
+    let file = out.join("int.pcap");
+    let mut cmd = run_as_nobody(
+        &tb,
+        &d,
+        &[
+            "tcpdump",
+            "-i",
+            &tb.capture_if,
+            "-U",
+            "-w",
+            file.to_str().expect("path"),
+            "udp",
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn");
+    let (_, log) = wait_for_stderr_match(
+        &mut child,
+        |l| l.contains("listening on"),
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|e| panic!("tcpdump did not start: {e}"));
+    let sent = untagged_frames(&tb, 0..23 * 10);
+    let want = Oracle::new("", "udp").expect(&sent, 262_144);
+    tb.send_from_peer(&sent, 5_000).expect("send");
+    std::thread::sleep(SETTLE);
+    child.signal(libc::SIGINT).expect("SIGINT");
+    let status = child
+        .wait_timeout(Duration::from_secs(10))
+        .expect("wait")
+        .unwrap_or_else(|| panic!("tcpdump ignored SIGINT: {}", log.text()));
+    let stderr = log.wait_eof(Duration::from_secs(5));
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains(&format!("{} packets captured", want.len()))
+            && stderr.contains(&format!("{} packets received by filter", want.len()))
+            && stderr.contains("0 packets dropped by kernel"),
+        "tcpdump's summary: {stderr}"
+    );
+    assert_packets(&read(&file), &want, "tcpdump interrupted");
+    assert_idle(&tb, &d, "after SIGINT");
 }

@@ -547,3 +547,103 @@ fn tcpdump_interrupted_ends_its_session_and_keeps_its_packets() {
     assert_packets(&read(&file), &want, "tcpdump interrupted");
     assert_idle(&tb, &d, "after SIGINT");
 }
+
+/// CPU seconds (user + system) `/usr/bin/time -f "cpu %U %S"` reported.
+fn cpu_of(stderr: &str) -> f64 {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("cpu "))
+        .map(|l| l.split(' ').filter_map(|v| v.parse::<f64>().ok()).sum())
+        .next_back()
+        .unwrap_or_else(|| panic!("no cpu line in {stderr}"))
+}
+
+/// A measurement more than a check (run by hand: `cargo test -p
+/// ringcap-daemon --test pcapshim -- --ignored --nocapture`): N frames at
+/// tcpreplay's top rate, root tcpdump and tcpdump through the library side
+/// by side at a headers snap length; both must get every frame; prints the
+/// CPU per packet of each (the library's tool process only: the daemon's
+/// share is not counted here).
+#[test]
+#[ignore]
+fn throughput_against_root_tcpdump() {
+    if !can_run() || !Path::new("/usr/bin/time").exists() {
+        return;
+    }
+    shim();
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(&tb, "");
+    let out = open_dir("pcapshim-rate");
+    let n = 200_000usize;
+    let ep =
+        frames::Endpoints::new(tb.peer_mac, tb.capture_mac).with_ipv4(tb.peer_ip, tb.capture_ip);
+    let sent: Vec<Vec<u8>> = (0..n as u32)
+        .map(|i| frames::udp4(&ep, i, 4000, 5000, 18))
+        .collect();
+    let count = n.to_string();
+    let tool = |file: &str| -> Vec<String> {
+        [
+            "/usr/bin/time",
+            "-f",
+            "cpu %U %S",
+            "tcpdump",
+            "-i",
+            &tb.capture_if,
+            "-s",
+            "96",
+            "-c",
+            &count,
+            "-w",
+            file,
+            "udp",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let root_file = out.join("root.pcap");
+    let mut root = tb.in_capture_ns("/usr/bin/time");
+    root.args(&tool(root_file.to_str().expect("p"))[1..]);
+    let shim_file = out.join("shim.pcap");
+    let shim_args = tool(shim_file.to_str().expect("p"));
+    let shim_args: Vec<&str> = shim_args.iter().map(String::as_str).collect();
+    let mut lib = run_as_nobody(&tb, &d, &shim_args);
+    let mut started = Vec::new();
+    for (name, cmd) in [("root", &mut root), ("library", &mut lib)] {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut c = ChildGuard::spawn(cmd).expect("spawn");
+        let (_, log) = wait_for_stderr_match(
+            &mut c,
+            |l| l.contains("listening on"),
+            Duration::from_secs(20),
+        )
+        .unwrap_or_else(|e| panic!("{name} tcpdump: {e}"));
+        started.push((name, c, log));
+    }
+    let t0 = std::time::Instant::now();
+    tb.send_from_peer(&sent, 0).expect("send");
+    let secs = t0.elapsed().as_secs_f64();
+    for (name, mut c, log) in started {
+        let st = c.wait_timeout(Duration::from_secs(10)).expect("wait");
+        if st.is_none() {
+            let _ = c.signal(libc::SIGINT);
+            let _ = c.wait_timeout(Duration::from_secs(10));
+        }
+        let err = log.wait_eof(Duration::from_secs(5));
+        let file = if name == "root" {
+            &root_file
+        } else {
+            &shim_file
+        };
+        let got = read(file).len();
+        let cpu = cpu_of(&err);
+        println!(
+            "{name}: {got}/{n} packets at {:.0} frames/s, {:.0} ns CPU per packet",
+            n as f64 / secs,
+            cpu * 1e9 / n as f64
+        );
+        assert_eq!(got, n, "{name} lost packets: {err}");
+    }
+}

@@ -98,6 +98,9 @@ struct Shared {
     cond: Condvar,
     /// Readable while the queue holds packets or an end.
     wake: OwnedFd,
+    /// Whether `wake` is readable now; changed with the queue locked, so
+    /// that a tool reading with `pcap_loop` costs no system call on it.
+    armed: AtomicBool,
     stop: AtomicBool,
     /// Bumped when the filter changes: records read before are discarded.
     generation: AtomicU64,
@@ -111,14 +114,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    fn signal(&self) {
-        let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
-        self.cond.notify_all();
+    /// Makes the descriptor readable (a system call only if it was not).
+    fn arm(&self) {
+        if !self.armed.swap(true, Ordering::AcqRel) {
+            let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
+        }
     }
 
+    /// Makes it unreadable (a system call only if it was readable).
     fn clear(&self) {
-        let mut b = [0u8; 8];
-        let _ = rustix::io::read(&self.wake, &mut b);
+        if self.armed.swap(false, Ordering::AcqRel) {
+            let mut b = [0u8; 8];
+            let _ = rustix::io::read(&self.wake, &mut b);
+        }
     }
 }
 
@@ -169,7 +177,8 @@ fn reader(shared: Arc<Shared>) {
         }
         let stop = q.end.is_some();
         if !q.buf.is_empty() || stop {
-            shared.signal();
+            shared.arm();
+            shared.cond.notify_all();
         }
         drop(q);
         if stop {
@@ -261,6 +270,7 @@ impl Live {
             }),
             cond: Condvar::new(),
             wake,
+            armed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             generation: AtomicU64::new(0),
             last: Mutex::new(SessionCounters::default()),
@@ -342,7 +352,8 @@ impl Live {
         match &self.running {
             Some(r) => {
                 if !r.started {
-                    r.shared.signal();
+                    let _q = lock(&r.shared.queue);
+                    r.shared.arm();
                 }
                 r.shared.wake.as_fd().as_raw_fd()
             }
@@ -415,7 +426,8 @@ impl Live {
             return;
         };
         if self.local_off < self.local.len() {
-            let _ = rustix::io::write(&r.shared.wake, &1u64.to_ne_bytes());
+            let _q = lock(&r.shared.queue);
+            r.shared.arm();
             self.awake = true;
         } else if self.awake {
             // The batch is done: readable only if the reader queued more.

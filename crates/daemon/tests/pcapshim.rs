@@ -3,7 +3,8 @@
 //! with no capability, captures through libringcap_pcap.so exactly what
 //! root's tcpdump captures with `(framework) and (filter)` at the grant's
 //! snap cap — the same file, byte for byte — and stops by itself at `-c N`;
-//! on an interface no grant covers it fails with a libpcap-style message
+//! `tcpdump -D` lists only the granted interface; on one no grant covers it
+//! fails with a libpcap-style message
 //! naming the rule; interrupted, it writes what it had and ends its
 //! session; tshark (dumpcap) gets the same packets, tcpdump prints the same
 //! lines; a C program that reads only when `pcap_get_selectable_fd` polls
@@ -181,7 +182,7 @@ fn tcpdump_through_the_library_writes_what_root_tcpdump_writes() {
 }
 
 #[test]
-fn tcpdump_on_an_interface_no_grant_covers_names_the_rule() {
+fn tcpdump_lists_the_granted_interface_and_names_the_rule_for_others() {
     if !can_run() {
         return;
     }
@@ -206,6 +207,20 @@ fn tcpdump_on_an_interface_no_grant_covers_names_the_rule() {
         "tcpdump's message: {stderr}"
     );
     assert_no_panic(&stderr, "tcpdump");
+
+    // tcpdump -D lists only what the grant covers (libpcap's list probed).
+    let (status, stdout, stderr) = run_limited_out(
+        &mut run_as_nobody(&tb, &d, &["tcpdump", "-D"]),
+        Duration::from_secs(30),
+    );
+    assert!(status.success(), "tcpdump -D: {stderr}");
+    let names: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split_once('.').map(|(_, rest)| rest))
+        .map(|rest| rest.split(' ').next().unwrap_or_default())
+        .collect();
+    assert_eq!(names, [tb.capture_if.as_str()], "tcpdump -D:\n{stdout}");
+    assert_idle(&tb, &d, "after tcpdump -D");
 }
 
 #[test]

@@ -16,10 +16,9 @@
 //! snap length and timestamp precision, so a file a tool writes has the
 //! header libpcap would have written.
 //!
-//! `pcap_findalldevs` is libpcap's: it lists the system's interfaces (the
-//! client protocol has no request for the interfaces a user's grants
-//! cover); an open on an interface no grant covers is refused by the
-//! daemon, with the rule, as `PCAP_ERROR_PERM_DENIED`.
+//! `pcap_findalldevs` is libpcap's list cut down to the interfaces ringcapd
+//! admits the user on (`devs`); an open on an interface no grant covers is
+//! refused by the daemon, with the rule, as `PCAP_ERROR_PERM_DENIED`.
 //!
 //! The rules of the C boundary: no panic crosses it (each entry point runs
 //! under `catch_unwind`); one call at a time on a handle — a second one
@@ -29,6 +28,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod devs;
 mod ffi;
 mod live;
 mod registry;

@@ -579,3 +579,21 @@ impl Drop for Live {
         }
     }
 }
+
+/// Whether ringcapd admits this user on `device`: a probe session with the
+/// placeholder filter, closed at once (the protocol has no "which
+/// interfaces may I use" request; `ringcap extcap` probes the same way).
+/// `Err` only when the daemon cannot be asked at all.
+pub fn admitted(device: &str) -> Result<bool, ClientError> {
+    let client = Client::connect(&default_socket())?;
+    let mut req = OpenRequest::new(device, PLACEHOLDER);
+    req.snaplen = Snap::Bytes(64);
+    match client.open(req) {
+        Ok(s) => {
+            let _ = s.close();
+            Ok(true)
+        }
+        Err(ClientError::Io(e)) => Err(ClientError::Io(e)),
+        Err(_) => Ok(false),
+    }
+}

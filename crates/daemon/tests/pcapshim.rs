@@ -589,7 +589,11 @@ fn throughput_against_root_tcpdump() {
     let tb = Testbed::new().expect("testbed");
     let d = Daemon::for_nobody(&tb, "");
     let out = open_dir("pcapshim-rate");
-    let n = 200_000usize;
+    // RINGCAP_PCAPSHIM_FRAMES: more frames, less weight on start-up costs.
+    let n: usize = std::env::var("RINGCAP_PCAPSHIM_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
     let ep =
         frames::Endpoints::new(tb.peer_mac, tb.capture_mac).with_ipv4(tb.peer_ip, tb.capture_ip);
     let sent: Vec<Vec<u8>> = (0..n as u32)

@@ -666,3 +666,154 @@ fn throughput_against_root_tcpdump() {
         assert_eq!(got, n, "{name} lost packets: {err}");
     }
 }
+
+/// softflowd (unmodified, as nobody through the library) exports flows of
+/// exactly the IP packets the grant lets it see to an nfcapd the test runs
+/// (root, the capture namespace's loopback): as many packets as the oracle
+/// accepts, none on the port the framework filter excludes.
+#[test]
+fn softflowd_exports_flows_of_what_the_grant_allows() {
+    if !can_run() {
+        return;
+    }
+    for prog in ["softflowd", "softflowctl", "nfcapd", "nfdump"] {
+        if !ringcap_testkit::netns::have_program(prog) {
+            ringcap_testkit::skip(format!("`{prog}` is not installed"));
+            return;
+        }
+    }
+    shim();
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(&tb, &format!("capture_filter = \"{FRAMEWORK}\"\n"));
+    let dir = open_dir("pcapshim-flows");
+    let flows = dir.join("flows");
+    std::fs::create_dir_all(&flows).expect("flow dir");
+    // A port of our own in the capture namespace's loopback.
+    let port = (20_000 + std::process::id() % 20_000).to_string();
+    // The namespace's loopback (down in a new namespace) carries the export.
+    let up = tb
+        .in_capture_ns("ip")
+        .args(["link", "set", "lo", "up"])
+        .status()
+        .expect("ip link set lo up");
+    assert!(up.success(), "ip link set lo up");
+    let mut collector = tb.in_capture_ns("nfcapd");
+    collector
+        .args(["-b", "127.0.0.1", "-p", &port, "-t", "3600", "-w"])
+        .arg(&flows)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let collector = ChildGuard::spawn(&mut collector).expect("spawn nfcapd");
+    std::thread::sleep(Duration::from_millis(500));
+
+    let filter = "ip";
+    let target = format!("127.0.0.1:{port}");
+    let (pid, ctl) = (dir.join("softflowd.pid"), dir.join("softflowd.ctl"));
+    let mut probe = run_as_nobody(
+        &tb,
+        &d,
+        &[
+            "softflowd",
+            "-D",
+            "-i",
+            &tb.capture_if,
+            "-n",
+            &target,
+            "-v",
+            "10",
+            // Flows expire 1 s after their last packet, checked every second.
+            "-t",
+            "general=1",
+            "-t",
+            "udp=1",
+            "-t",
+            "tcp=1",
+            "-t",
+            "icmp=1",
+            "-t",
+            "expint=1",
+            "-p",
+            pid.to_str().expect("path"),
+            "-c",
+            ctl.to_str().expect("path"),
+            filter,
+        ],
+    );
+    probe
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut probe = ChildGuard::spawn(&mut probe).expect("spawn softflowd");
+    let (_, probe_log) = wait_for_stderr_match(&mut probe, |_| true, Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("softflowd said nothing: {e}"));
+    // Capturing once its session carries its filter.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !stats_json(&tb, &d, None)
+        .iter()
+        .any(|s| s.to_string().contains(&format!("\"{filter}\"")))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "softflowd never set its filter"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let sent = untagged_frames(&tb, 0..23 * 20);
+    let want = Oracle::new(FRAMEWORK, filter).expect(&sent, 65535);
+    tb.send_from_peer(&sent, 5_000).expect("send");
+    // Every flow expires and is exported (TCP flows without a FIN only
+    // when told).
+    std::thread::sleep(Duration::from_secs(2));
+    let mut ctl_cmd = as_user(&tb, NOBODY, Path::new("/usr/sbin/softflowctl"));
+    ctl_cmd.arg("-c").arg(&ctl).arg("expire-all");
+    let (st, _, err) = run_limited_out(&mut ctl_cmd, Duration::from_secs(20));
+    assert!(st.success(), "softflowctl expire-all: {err}");
+    std::thread::sleep(Duration::from_secs(1));
+    probe.signal(libc::SIGTERM).expect("SIGTERM softflowd");
+    let st = probe.wait_timeout(Duration::from_secs(10)).expect("wait");
+    let Some(exit) = st else {
+        panic!("softflowd did not exit on SIGTERM");
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let mut collector = collector;
+    collector.signal(libc::SIGTERM).expect("SIGTERM nfcapd");
+    let nfcapd = collector
+        .wait_output(Duration::from_secs(10))
+        .expect("nfcapd");
+    let nfcapd = format!(
+        "{}{}",
+        String::from_utf8_lossy(&nfcapd.stdout),
+        String::from_utf8_lossy(&nfcapd.stderr)
+    );
+    let (st, csv, err) = run_limited_out(
+        Command::new("nfdump")
+            .arg("-R")
+            .arg(&flows)
+            .args(["-q", "-o", "csv"]),
+        Duration::from_secs(30),
+    );
+    assert!(st.success(), "nfdump: {err}");
+    // ts,te,td,sa,da,sp,dp,pr,flg,fwd,stos,ipkt,ibyt,...
+    let mut packets = 0u64;
+    for line in csv.lines().filter(|l| l.contains(',')) {
+        let f: Vec<&str> = line.split(',').collect();
+        assert!(f.len() > 12, "nfdump line {line:?}");
+        assert!(
+            f[5] != "20001" && f[6] != "20001",
+            "a flow the framework excludes: {line}"
+        );
+        packets += f[11]
+            .parse::<u64>()
+            .unwrap_or_else(|_| panic!("ipkt in {line:?}"));
+    }
+    assert_eq!(
+        packets,
+        want.len() as u64,
+        "packets in the exported flows:\n{csv}\nnfcapd: {nfcapd}\nflow files: {:?}\nsoftflowd ({exit}):\n{}",
+        std::fs::read_dir(&flows).map(|r| r.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
+        probe_log.wait_eof(Duration::from_secs(2))
+    );
+    assert_idle(&tb, &d, "after softflowd exited");
+}

@@ -216,6 +216,9 @@ pub struct Live {
     local_off: usize,
     /// `keep_awake` made the descriptor readable for the batch's rest.
     awake: bool,
+    /// Packets handed to the tool (a floor for `pcap_stats`' received:
+    /// the daemon's counters can trail what it already delivered).
+    handed: u64,
     /// Header of the packet `pcap_next_ex` returned last.
     pub hdr: PktHdr,
     /// Programs `pcap_compile` made on this handle, with their text, newest last.
@@ -239,6 +242,7 @@ impl Live {
             local: Vec::new(),
             local_off: 0,
             awake: false,
+            handed: 0,
             hdr: PktHdr::default(),
             programs: Vec::new(),
         }
@@ -451,6 +455,7 @@ impl Live {
         let end = (RECORD + caplen as usize).min(p.len());
         let data = p[RECORD..end].as_ptr();
         self.local_off += end;
+        self.handed += 1;
         let frac = if self.config.nano { nsec } else { nsec / 1000 };
         let hdr = PktHdr {
             ts: Timeval {
@@ -510,9 +515,11 @@ impl Live {
     }
 
     /// The daemon's counters as `pcap_stats` reports them: received =
-    /// accepted by the combined filter, dropped = dropped in the daemon's
-    /// kernel ring + in this session's ring.
+    /// accepted by the combined filter (at least what was handed out),
+    /// dropped = dropped in the daemon's kernel ring + in this session's
+    /// ring.
     pub fn stats(&mut self) -> Result<Stat, String> {
+        let handed = self.handed;
         let r = self.running()?;
         let c = {
             // The reader holds the session for at most one SLICE at a time.
@@ -528,7 +535,7 @@ impl Live {
         };
         let clip = |v: u64| v as u32; // libpcap's counters are 32-bit and wrap
         Ok(Stat {
-            ps_recv: clip(c.packets_filter_accepted),
+            ps_recv: clip(c.packets_filter_accepted.max(handed)),
             ps_drop: clip(c.packets_dropped_ring + c.packets_dropped_client),
             ps_ifdrop: 0,
         })

@@ -384,6 +384,10 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "MIB", help_heading = "Output")]
     pub writer_buffer: Option<u32>,
 
+    /// Flow records (--flows URL, timeouts, table size): see `crate::flows`.
+    #[command(flatten)]
+    pub flow: crate::flows::FlowArgs,
+
     /// Filter expression (tcpdump syntax), after the options as in tcpdump.
     /// Options may also follow it; put `--` before an expression that starts
     /// with `-`.

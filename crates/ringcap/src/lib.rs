@@ -11,6 +11,7 @@ pub mod daemon_client;
 pub mod demo;
 pub mod extcap;
 pub mod failure;
+pub mod flows;
 pub mod inject;
 pub mod privacy;
 pub mod privileges;

@@ -182,6 +182,11 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     spec.sink.owner = owner.map(|o| (o.uid, o.gid));
     let signals = Signals::install();
     if let Some(socket) = crate::daemon_client::socket_for(args, &spec) {
+        if !args.flow.flows.is_empty() {
+            return Err(Failure::usage(
+                "--flows is not available through ringcapd yet: capture as root (or with CAP_NET_RAW), or read files with -r",
+            ));
+        }
         if args.hook != "packet" {
             return Err(Failure::usage(format!(
                 "--hook {} loads a BPF program, which needs root (CAP_BPF and CAP_NET_ADMIN); ringcapd captures with the packet hook only",
@@ -207,6 +212,9 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
             "--compress asks ringcapd to compress the stream it sends: use it with --daemon",
         ));
     }
+    // Flow records: the exporter starts first (its sockets and files are
+    // opened before privileges are dropped), the stage goes into the spec.
+    let flows = crate::flows::start(&args.flow, &mut spec)?;
     let capture = Capture::start(spec).map_err(Failure::from)?;
     // From now on the signals reach the capture directly: a stop sets the
     // flag its threads look at between ring blocks and rings the bell that
@@ -281,6 +289,8 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     }
     let outcome = capture.join();
     reporter.finish(&outcome.per_input, &outcome.total, outcome.seconds);
+    // Every capture thread has ended: the flows they left are queued.
+    crate::flows::finish(flows);
     match outcome.error {
         None => Ok(0),
         Some(e) if e.kind == ErrorKind::Usage => {

@@ -96,6 +96,14 @@ pub fn start(a: &FlowArgs, spec: &mut CaptureSpec) -> Result<Option<Exporter>, F
     let Some((cfg, targets)) = plan(a)? else {
         return Ok(None);
     };
+    let json_stdout = targets
+        .iter()
+        .any(|t| matches!(t, Target::Json(p) if p == "-"));
+    if json_stdout && spec.sink.output == ringcap_engine::OutputPlan::Stdout {
+        return Err(Failure::usage(
+            "--flows json:- and -w - would both write to standard output: give one a file",
+        ));
+    }
     let exporter = Exporter::start(&targets, ExportOptions::default()).map_err(Failure::usage)?;
     spec.observer = Some(FlowStage::factory(cfg, exporter.sender()));
     Ok(Some(exporter))

@@ -565,3 +565,52 @@ fn live_capture_exports_idle_flows_while_running() {
         diff(&want, &got)
     );
 }
+
+#[test]
+fn a_collector_that_is_down_does_not_hold_the_capture() {
+    let dir = TempDir::new("flows-down");
+    let pcap = dir.join("mixed.pcap");
+    ringcap_testkit::netns::write_pcap(&pcap, &traffic()).unwrap();
+    // Nothing listens on this port; a JSON target alongside still gets
+    // every flow.
+    let port = free_udp_port();
+    let out = dir.join("flows.json");
+    let t = Instant::now();
+    let run = common::ringcap(&[
+        "capture",
+        "-r",
+        pcap.to_str().unwrap(),
+        "--flows",
+        &format!("ipfix://127.0.0.1:{port}"),
+        "--flows",
+        &format!("json:{}", out.display()),
+    ]);
+    run.assert_ok("collector down");
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        t.elapsed()
+    );
+    let flows = std::fs::read_to_string(&out).unwrap().lines().count();
+    assert!(
+        run.stderr.contains(&format!("flows: {flows} exported")),
+        "{}",
+        run.stderr
+    );
+    // Both to standard output: refused.
+    let run = common::ringcap(&[
+        "capture",
+        "-r",
+        pcap.to_str().unwrap(),
+        "-w",
+        "-",
+        "--flows",
+        "json:-",
+    ]);
+    assert_eq!(
+        run.code(),
+        Some(ringcap::failure::exit::USAGE),
+        "{}",
+        run.stderr
+    );
+}

@@ -112,6 +112,9 @@ pub struct FlowTable {
     seed: u64,
     /// Latest time seen (packets may come slightly out of order).
     now_ns: u64,
+    /// No timeout falls before this (a bound kept so that a packet does not
+    /// load the list heads, two cache misses with many flows, to learn it).
+    next_check_ns: u64,
     counts: TableCounts,
 }
 
@@ -172,6 +175,7 @@ impl FlowTable {
             },
             seed,
             now_ns: 0,
+            next_check_ns: u64::MAX,
             counts: TableCounts::default(),
         }
     }
@@ -232,6 +236,9 @@ impl FlowTable {
     pub fn expire(&mut self, now_ns: u64, out: &mut impl FnMut(FlowRecord)) {
         self.now_ns = self.now_ns.max(now_ns);
         let now = self.now_ns;
+        if now < self.next_check_ns {
+            return;
+        }
         while self.lru.head != NIL {
             let h = self.lru.head;
             if now.saturating_sub(self.entries[h as usize].last_ns) < self.cfg.idle_ns {
@@ -246,6 +253,11 @@ impl FlowTable {
             }
             self.remove(h, EndReason::ActiveTimeout, out);
         }
+        // Heads only ever move to later deadlines between passes (a flow
+        // moved to the tail, or removed), so this bound stays safe.
+        self.next_check_ns = self
+            .now_ns
+            .saturating_add(self.next_deadline_ns().unwrap_or(u64::MAX));
     }
 
     /// Exports every flow (the end of the capture), oldest first.
@@ -329,6 +341,8 @@ impl FlowTable {
         self.age.tail = i;
         self.len += 1;
         self.counts.created += 1;
+        let soonest = ts_ns.saturating_add(self.cfg.idle_ns.min(self.cfg.active_ns));
+        self.next_check_ns = self.next_check_ns.min(soonest);
         i
     }
 

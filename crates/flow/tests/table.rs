@@ -297,3 +297,12 @@ fn vlan_ipv6_icmp_and_not_ip_are_read() {
     assert_eq!(cut.octets, info(&full).octets);
     assert_eq!((cut.key.sport, cut.key.dport), (1000, 53));
 }
+
+#[test]
+fn memory_per_flow_is_bounded_and_taken_up_front() {
+    // Entries and index for `max_flows`, whatever the traffic: ~150 bytes a flow.
+    let t = table(S, S, 100_000);
+    let per = t.memory_bytes() / 100_000;
+    println!("flow table: {per} bytes per flow");
+    assert!((100..=200).contains(&per), "{per} bytes per flow");
+}

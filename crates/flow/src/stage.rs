@@ -113,8 +113,11 @@ impl Observer for FlowStage {
     }
 
     fn finish(&mut self) {
-        let (out, wait) = (&self.out, !self.live);
-        self.table.flush(&mut |r: FlowRecord| out.send(r, wait));
+        // The capture is ending: the whole table goes to the queue, waiting
+        // for room even on a live capture (trying would drop most of a big
+        // table at once; the exporter thread never waits without bound).
+        let out = &self.out;
+        self.table.flush(&mut |r: FlowRecord| out.send(r, true));
         self.publish();
     }
 }

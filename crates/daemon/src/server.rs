@@ -315,6 +315,12 @@ impl Connection {
                     return;
                 }
                 Ok(a) => {
+                    // Injection too: guard, rates (ringcap_inject; see crate::inject).
+                    let rights = policy.grants.get(a.grant).and_then(|g| g.inject.as_ref());
+                    if let Some(change) = s.inject.as_mut().and_then(|i| i.hold_to(rights)) {
+                        audit::log("change", Some(s.id), peer.uid, &change);
+                    }
+                    s.admitted.grant = a.grant;
                     if a.effective != s.admitted.effective {
                         let id = s.id;
                         if let Err(e) = s.restart(a, key.as_ref()) {
@@ -608,6 +614,8 @@ impl Connection {
     /// Checks and queues frames under the session's grant's inject rights
     /// (`ringcap_inject::guard` is where they are enforced).
     fn inject(&mut self, frames: Vec<ringcap_proto::InjectFrame>, peer: &Peer) -> Response {
+        // A reload not yet looked at is looked at first (grant index, rights).
+        self.tick(peer);
         let Some(s) = &mut self.session else {
             return Response::error("no session: open one on the interface to inject on");
         };
@@ -624,7 +632,7 @@ impl Connection {
             };
         };
         if s.inject.is_none() {
-            match crate::inject::Injecting::start(rights, &s.request.interfaces[0]) {
+            match crate::inject::Injecting::start(rights, &s.request.interfaces[0], peer.uid) {
                 Ok(i) => {
                     audit::log(
                         "inject",
@@ -641,6 +649,9 @@ impl Connection {
             }
         }
         if let Some(i) = &mut s.inject {
+            if let Some(change) = i.hold_to(Some(rights)) {
+                audit::log("change", Some(s.id), peer.uid, &change);
+            }
             i.submit(frames);
         }
         Response::Ok

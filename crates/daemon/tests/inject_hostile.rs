@@ -318,12 +318,6 @@ fn the_rate_holds_on_the_wire_clock_across_sessions() {
         "3 sessions, {total} frames (back-dated, ahead, paced) in {elapsed:?}: {sent} sent, {over} refused by the rate, {} arrived",
         times.len()
     );
-    assert_eq!(
-        sent + over,
-        total,
-        "every frame sent or refused by the rate"
-    );
-    assert_eq!(times.len(), sent, "arrivals = frames reported sent");
     // Over the whole run and over every window, as the peer saw them.
     let span = elapsed.as_nanos() as u64;
     assert!(
@@ -331,6 +325,15 @@ fn the_rate_holds_on_the_wire_clock_across_sessions() {
         "{sent} frames in {elapsed:?}"
     );
     assert_bound(&times, rate, burst, 20_000_000);
+    assert_eq!(times.len(), sent, "arrivals = frames reported sent");
+    assert_eq!(
+        sent + over,
+        total,
+        "every frame sent or refused by the rate"
+    );
+    // And the rate is not wasted: the paced session alone asks for more
+    // than the grant for 0.5 s, the one ahead for 4 s after it.
+    assert!(sent >= 15, "only {sent} frames sent");
     d.stop();
 }
 

@@ -11,6 +11,9 @@
 //! frame leaves (`ringcap_inject::rate`). A new session does not bring a
 //! full bucket with it: an entry is forgotten only once nobody holds it and
 //! it has refilled to its depth (when a fresh one would be no different).
+//! The first grant that allows a user on an interface decides its rights,
+//! so its sessions there share one grant's rates; a reload retunes the
+//! bucket to the new grant's as each session looks at it.
 //!
 //! A reloaded policy reaches a running session through
 //! [`Injecting::hold_to`]: new rates retune the shared buckets (never
@@ -112,7 +115,12 @@ impl Injecting {
         self.limit.retune(rates);
         let shape = Shape::of(grant);
         if shape == self.shape && self.guard.is_ok() {
-            return retuned.then(|| format!("injection rate now {rates:?}"));
+            return retuned.then(|| {
+                format!(
+                    "injection rate now {} frames/s (bits/s: {:?}), burst {}",
+                    rates.packets_per_second, rates.bits_per_second, rates.burst
+                )
+            });
         }
         self.shape = shape;
         self.guard = Identity::of(&self.iface)

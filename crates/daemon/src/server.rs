@@ -315,6 +315,12 @@ impl Connection {
                     return;
                 }
                 Ok(a) => {
+                    // Injection too: guard, rates (ringcap_inject; see
+                    // crate::inject), from the new decision's rights.
+                    let rights = a.decision.inject.as_ref();
+                    if let Some(change) = s.inject.as_mut().and_then(|i| i.hold_to(rights)) {
+                        audit::log("change", Some(s.id), peer.uid, &change);
+                    }
                     if !a.decision.same_as(&s.admitted.decision)
                         || a.effective != s.admitted.effective
                     {
@@ -618,6 +624,8 @@ impl Connection {
     /// Checks and queues frames under the session's grant's inject rights
     /// (`ringcap_inject::guard` is where they are enforced).
     fn inject(&mut self, frames: Vec<ringcap_proto::InjectFrame>, peer: &Peer) -> Response {
+        // A reload not yet looked at is looked at first (grant index, rights).
+        self.tick(peer);
         let Some(s) = &mut self.session else {
             return Response::error("no session: open one on the interface to inject on");
         };
@@ -631,7 +639,7 @@ impl Connection {
             };
         };
         if s.inject.is_none() {
-            match crate::inject::Injecting::start(rights, &s.request.interfaces[0]) {
+            match crate::inject::Injecting::start(rights, &s.request.interfaces[0], peer.uid) {
                 Ok(i) => {
                     audit::log(
                         "inject",
@@ -648,6 +656,9 @@ impl Connection {
             }
         }
         if let Some(i) = &mut s.inject {
+            if let Some(change) = i.hold_to(Some(rights)) {
+                audit::log("change", Some(s.id), peer.uid, &change);
+            }
             i.submit(frames);
         }
         Response::Ok

@@ -33,6 +33,9 @@ pub enum BuildError {
     Io(PathBuf, io::Error),
     /// The capture file cannot be read (cut short, not a capture, ...).
     Format(PathBuf, FormatError),
+    /// ringcap's compressed format: its records are coded in blocks a
+    /// query cannot jump into, so it is not indexed (a query scans it).
+    Compressed(PathBuf),
 }
 
 impl fmt::Display for BuildError {
@@ -40,6 +43,11 @@ impl fmt::Display for BuildError {
         match self {
             BuildError::Io(p, e) => write!(f, "{}: {e}", p.display()),
             BuildError::Format(p, e) => write!(f, "{}: {e}", p.display()),
+            BuildError::Compressed(p) => write!(
+                f,
+                "{}: compressed files are not indexed (a query scans them)",
+                p.display()
+            ),
         }
     }
 }
@@ -78,6 +86,9 @@ pub fn collect(path: &Path) -> Result<Contents, BuildError> {
     let (head_crc, capture_len) = head_of(path).map_err(io_err)?;
     let f = File::open(path).map_err(io_err)?;
     let mut rd = Reader::new(f).map_err(|e| BuildError::Format(path.to_path_buf(), e))?;
+    if matches!(rd.format(), ringcap_format::FileFormat::Compressed { .. }) {
+        return Err(BuildError::Compressed(path.to_path_buf()));
+    }
     let mut c = Contents::default();
     let mut postings: HashMap<Key, Vec<u32>> = HashMap::new();
     let mut group_keys: Vec<Key> = Vec::new();

@@ -250,8 +250,9 @@ impl Indexer {
                 let _ = ringcap_source::sys::set_thread_nice(19);
                 for path in rx {
                     if let Err(e) = build_index(&path) {
-                        // Deleted by retention before its turn: nothing to say.
-                        if path.exists() {
+                        // Deleted by retention before its turn, or a
+                        // compressed file (scanned by queries): nothing to say.
+                        if path.exists() && !matches!(e, ringcap_index::BuildError::Compressed(_)) {
                             eprintln!("ringcap: warning: indexing {e}");
                         }
                     }
@@ -290,6 +291,7 @@ pub fn repair_index(file: &Path) -> Option<String> {
     };
     Some(match build_index(file) {
         Ok(r) => format!("index rebuilt ({why}): {} packets", r.packets),
+        Err(ringcap_index::BuildError::Compressed(_)) => return None,
         Err(e) => format!("index not rebuilt ({why}): {e}"),
     })
 }

@@ -194,6 +194,15 @@ fn cli_query_matches_tcpdump() {
         records(&std::fs::read(&out).unwrap()),
         tcpdump(&files[5..6], "udp", 0, u64::MAX)
     );
+    // `ringcap repair` rebuilds a missing index (and leaves a good one).
+    std::fs::remove_file(ringcap_index::index_path(&files[0])).unwrap();
+    let f0 = files[0].display().to_string();
+    let o = ringcap(&["repair", &f0, &f5]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{said}");
+    assert!(said.contains("index rebuilt (missing)"), "{said}");
+    assert_eq!(said.matches("index rebuilt").count(), 1, "{said}");
+    assert!(ringcap_index::load_index(&files[0]).is_ok());
     // Bad input: a clear message and exit status 2.
     for bad in [
         vec!["query", "-d", &dir_s, "--after", "yesterday", "udp"],

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::{self, File};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -71,6 +72,32 @@ pub struct BuildReport {
     pub index_len: u64,
 }
 
+/// A fast hash for keys (they come from the capture, but the map only
+/// lives while one file is indexed, and its size is bounded by the file).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_u128(&mut self, v: u128) {
+        self.write_u64(v as u64);
+        self.write_u64((v >> 64) as u64);
+    }
+}
+
 /// CRC-32 of the first [`HEAD_LEN`] bytes of `path` and its length.
 fn head_of(path: &Path) -> io::Result<(u32, u64)> {
     let mut f = File::open(path)?;
@@ -90,9 +117,10 @@ pub fn collect(path: &Path) -> Result<Contents, BuildError> {
         return Err(BuildError::Compressed(path.to_path_buf()));
     }
     let mut c = Contents::default();
-    let mut postings: HashMap<Key, Vec<u32>> = HashMap::new();
-    let mut group_keys: Vec<Key> = Vec::new();
+    let mut postings: HashMap<Key, Vec<u32>, BuildHasherDefault<KeyHasher>> = HashMap::default();
+    let mut keys: Vec<Key> = Vec::new();
     let mut data = Vec::new();
+    let mut linktypes: Vec<u32> = rd.interfaces().iter().map(|i| i.linktype).collect();
     let mut s = Summary {
         capture_len,
         head_crc,
@@ -101,34 +129,38 @@ pub fn collect(path: &Path) -> Result<Contents, BuildError> {
         min_ts: u64::MAX,
         max_ts: 0,
     };
-    let flush = |c: &mut Contents, keys: &mut Vec<Key>, postings: &mut HashMap<Key, Vec<u32>>| {
-        if let Some(g) = c.groups.len().checked_sub(1) {
-            keys.sort_unstable();
-            keys.dedup();
-            for k in keys.drain(..) {
-                postings.entry(k).or_default().push(g as u32);
-            }
-        }
-    };
     loop {
         let off = rd.offset();
         let epoch = (rd.sections() as u32, rd.interfaces().len() as u32);
-        let (iface, ts, wire) = match rd.next_packet() {
-            Ok(Some(p)) => {
-                data.clear();
-                data.extend_from_slice(p.data);
-                (p.interface, p.ts_ns, p.wire_len)
-            }
+        keys.clear();
+        // The keys are taken while the packet is borrowed from the reader
+        // (no copy), unless its interface was announced by a block read
+        // just now (then the copy waits for the reader to tell its link type).
+        let (iface, ts, copied) = match rd.next_packet() {
+            Ok(Some(p)) => match linktypes.get(p.interface) {
+                Some(&lt) => {
+                    packet_keys(lt, p.data, &mut keys);
+                    (p.interface, p.ts_ns, false)
+                }
+                None => {
+                    data.clear();
+                    data.extend_from_slice(p.data);
+                    (p.interface, p.ts_ns, true)
+                }
+            },
             Ok(None) => break,
             Err(e) => return Err(BuildError::Format(path.to_path_buf(), e)),
         };
-        let _ = wire;
+        if copied {
+            linktypes = rd.interfaces().iter().map(|i| i.linktype).collect();
+            let lt = linktypes.get(iface).copied().unwrap_or(u32::MAX);
+            packet_keys(lt, &data, &mut keys);
+        }
         let new_group = c
             .groups
             .last()
             .is_none_or(|g: &Group| g.records >= GROUP_RECORDS || off - g.offset >= GROUP_BYTES);
         if new_group {
-            flush(&mut c, &mut group_keys, &mut postings);
             let n = c.groups.len() as u32;
             if c.epochs.last().map(|e| (e.sections, e.interfaces)) != Some(epoch) {
                 c.epochs.push(Epoch {
@@ -155,10 +187,16 @@ pub fn collect(path: &Path) -> Result<Contents, BuildError> {
         s.packets += 1;
         s.min_ts = s.min_ts.min(ts);
         s.max_ts = s.max_ts.max(ts);
-        let linktype = rd.interfaces().get(iface).map_or(u32::MAX, |i| i.linktype);
-        packet_keys(linktype, &data, &mut group_keys);
+        // A key's list ends with the current group once it has been seen
+        // in it: later packets of the group add nothing.
+        let g = c.groups.len() as u32 - 1;
+        for k in &keys {
+            let list = postings.entry(*k).or_default();
+            if list.last() != Some(&g) {
+                list.push(g);
+            }
+        }
     }
-    flush(&mut c, &mut group_keys, &mut postings);
     if s.packets == 0 {
         s.min_ts = 0;
     }

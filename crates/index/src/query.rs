@@ -22,9 +22,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use ringcap_format::{FormatError, Reader};
-use ringcap_stages::bpf::Program;
 use ringcap_stages::compile;
 use ringcap_stages::filter::{dlt_of_linktype, Target};
+use ringcap_stages::CheckedProgram;
 
 use crate::build::{load_index, Unusable};
 use crate::file::Index;
@@ -213,7 +213,7 @@ pub fn run(
         });
     }
     sources.sort_by(|a, b| (a.first_ts, &a.path).cmp(&(b.first_ts, &b.path)));
-    let mut programs: HashMap<u32, Program> = HashMap::new();
+    let mut programs: HashMap<u32, CheckedProgram> = HashMap::new();
     for s in &sources {
         st.files += 1;
         st.file_bytes += std::fs::metadata(&s.path).map_or(0, |m| m.len());
@@ -241,7 +241,7 @@ fn query_indexed(
     q: &Query,
     s: &Source,
     idx: &Index,
-    programs: &mut HashMap<u32, Program>,
+    programs: &mut HashMap<u32, CheckedProgram>,
     out: &mut Output,
     st: &mut QueryStats,
 ) -> Result<(), QueryError> {
@@ -298,9 +298,9 @@ fn query_indexed(
 
 fn program_for<'p>(
     q: &Query,
-    programs: &'p mut HashMap<u32, Program>,
+    programs: &'p mut HashMap<u32, CheckedProgram>,
     linktype: u32,
-) -> Result<&'p Program, QueryError> {
+) -> Result<&'p CheckedProgram, QueryError> {
     use std::collections::hash_map::Entry;
     Ok(match programs.entry(linktype) {
         Entry::Occupied(o) => o.into_mut(),
@@ -308,6 +308,12 @@ fn program_for<'p>(
             let dlt = dlt_of_linktype(linktype as i32);
             let p = compile(q.filter, dlt, 262_144, Target::Offline)
                 .map_err(|e| QueryError::Filter(format!("{e} (link type {linktype})")))?;
+            // Checked once (libpcap's bpf_validate), not per packet.
+            let p = CheckedProgram::new(p).ok_or_else(|| {
+                QueryError::Filter(format!(
+                    "libpcap's program for link type {linktype} fails its check"
+                ))
+            })?;
             v.insert(p)
         }
     })
@@ -320,7 +326,7 @@ fn read_until(
     path: &Path,
     rd: &mut Reader<Bounded>,
     to: u64,
-    programs: &mut HashMap<u32, Program>,
+    programs: &mut HashMap<u32, CheckedProgram>,
     out: &mut Output,
     st: &mut QueryStats,
 ) -> Result<(), QueryError> {

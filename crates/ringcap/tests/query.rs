@@ -254,11 +254,21 @@ fn live_capture_indexes_what_it_publishes() {
             3,
             "one index per kept file: {indexes:?}\n{err}"
         );
+        let mut lag = Duration::ZERO;
         for f in &files {
             let idx =
                 ringcap_index::load_index(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
             assert_eq!(idx.summary.packets, 40, "{}", f.display());
+            // From the file's last write to its index's: how long after the
+            // file the index came.
+            let m = |p: &std::path::Path| std::fs::metadata(p).unwrap().modified().unwrap();
+            let after = m(&ringcap_index::index_path(f))
+                .duration_since(m(f))
+                .unwrap_or_default();
+            lag = lag.max(after);
         }
+        println!("index published at most {lag:?} after its file");
+        assert!(lag < Duration::from_secs(2), "index {lag:?} after its file");
         let dir_s = out.display().to_string();
         let q = d.join("q.pcap").display().to_string();
         let filter = format!("udp port 7000 and host {}", tb.sink_ip());

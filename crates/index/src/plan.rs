@@ -461,9 +461,14 @@ impl Parser {
             return self.slot_value(slot, &v);
         }
         if dir {
-            // `src 10.0.0.1`: a host.
+            // `src 10.0.0.1`: a host (`ether src MAC`: a link address).
             let v = self.value()?;
-            return self.slot_value(Slot::Host, &v);
+            let slot = if proto.as_deref() == Some("ether") {
+                Slot::Other
+            } else {
+                Slot::Host
+            };
+            return self.slot_value(slot, &v);
         }
         // The terms below give no qualifiers to a bare value after them.
         self.last = None;

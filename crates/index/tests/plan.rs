@@ -89,6 +89,7 @@ fn what_cannot_be_narrowed() {
         and(Expr::All, port(80))
     );
     assert_eq!(plan("port http"), Expr::All);
+    assert_eq!(plan("ether src 1:2:3:4:5:6:7:8"), Expr::All);
     assert_eq!(plan("host example.com"), Expr::All);
     assert_eq!(plan("ip and less 100"), and(Expr::All, Expr::All));
     // Offsets moved by vlan under or/not/parens, mpls, pppoes, geneve;

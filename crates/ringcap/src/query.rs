@@ -7,15 +7,18 @@
 //! `.NAME.ringcap-index` next to it, so a file is queryable through its
 //! index once that read is done; until then (or if the capture dies
 //! first) a query scans it, and `ringcap repair`/`ringcap index` build what
-//! is missing. At the end of a capture, ringcap waits for the files still
-//! queued.
+//! is missing. At most 64 files wait (beyond, a file is left unindexed,
+//! said once), and the end of a capture waits at most 5 s for them. Files
+//! written with O_DIRECT (in place) are read back from the disk, not the
+//! page cache: the cost of indexing after the fact rather than from the
+//! packets as they are written.
 
 use std::fs;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::thread::JoinHandle;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use ringcap_index::{
@@ -232,17 +235,30 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
+/// Files waiting for the indexer at most: beyond, a file is left without
+/// an index (said once; queries scan it, `ringcap index` builds it) rather
+/// than letting the indexer fall further and further behind.
+const QUEUE: usize = 64;
+
+/// How long the end of a capture waits for the files still queued.
+const FINISH_WAIT: Duration = Duration::from_secs(5);
+
 /// Indexes the files a capture publishes, one at a time, in the background.
 pub struct Indexer {
-    tx: Option<mpsc::Sender<PathBuf>>,
-    thread: Option<JoinHandle<()>>,
+    tx: Option<mpsc::SyncSender<PathBuf>>,
+    done: mpsc::Receiver<()>,
+    pending: Arc<AtomicUsize>,
+    behind: AtomicBool,
 }
 
 impl Indexer {
     /// Starts the indexing thread.
     pub fn start() -> Indexer {
-        let (tx, rx) = mpsc::channel::<PathBuf>();
-        let thread = std::thread::Builder::new()
+        let (tx, rx) = mpsc::sync_channel::<PathBuf>(QUEUE);
+        let (done_tx, done) = mpsc::channel();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let left = pending.clone();
+        let spawned = std::thread::Builder::new()
             .name("ringcap-index".into())
             .spawn(move || {
                 // The capture comes first: lowest priority; failing to lower
@@ -256,27 +272,53 @@ impl Indexer {
                             eprintln!("ringcap: warning: indexing {e}");
                         }
                     }
+                    left.fetch_sub(1, Ordering::Relaxed);
                 }
+                let _ = done_tx.send(());
             })
-            .ok();
+            .is_ok();
         Indexer {
-            tx: thread.as_ref().map(|_| tx),
-            thread,
+            tx: spawned.then_some(tx),
+            done,
+            pending,
+            behind: AtomicBool::new(false),
         }
     }
 
     /// Queues a published file.
     pub fn published(&self, path: &Path) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(path.to_path_buf());
+        let Some(tx) = &self.tx else {
+            return;
+        };
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        if tx.try_send(path.to_path_buf()).is_err() {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+            if !self.behind.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "ringcap: warning: indexing falls behind the capture: {} and later files \
+                     beyond {QUEUE} waiting are left without an index (queries scan them; \
+                     `ringcap index FILES` builds them)",
+                    path.display()
+                );
+            }
         }
     }
 
-    /// Waits for the queued files to be indexed.
+    /// Waits (up to a few seconds) for the queued files to be indexed; says
+    /// how many are left without an index if that is not enough.
     pub fn finish(mut self) {
-        self.tx = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        if self.tx.take().is_none() {
+            return;
+        }
+        if self.done.recv_timeout(FINISH_WAIT).is_err() {
+            let n = self.pending.load(Ordering::Relaxed);
+            if n > 0 {
+                eprintln!(
+                    "ringcap: warning: {n} file{} left without an index at exit \
+                     (queries scan them; `ringcap index FILES` builds them)",
+                    if n == 1 { "" } else { "s" }
+                );
+            }
         }
     }
 }

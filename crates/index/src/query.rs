@@ -278,8 +278,12 @@ fn query_indexed(
         let ep = idx.epoch_of(first);
         let state = |rd: &Reader<Bounded>| (rd.sections() as u32, rd.interfaces().len() as u32);
         if state(&rd) != (ep.sections, ep.interfaces) {
-            // Read up to the run (discarding) to meet its interface blocks.
+            // Read up to the run (discarding) to meet its interface blocks,
+            // from where the reader stands (a seek there clears an end of
+            // data met at the previous run's bound).
             end.set(from);
+            let here = rd.offset();
+            rd.seek_to(here).map_err(|e| file_err(&s.path, e))?;
             while rd.offset() < from && state(&rd) != (ep.sections, ep.interfaces) {
                 match rd.next_packet() {
                     Ok(Some(_)) => {}

@@ -137,9 +137,10 @@ fn files_of(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
 
 /// Whether `path` starts like a capture file ringcap reads.
 fn is_capture(path: &Path) -> bool {
+    // Its header is enough (the reader would otherwise read ahead a MiB).
     fs::File::open(path)
         .ok()
-        .and_then(|f| ringcap_format::Reader::new(f).ok())
+        .and_then(|f| ringcap_format::Reader::new(io::Read::take(f, 64 << 10)).ok())
         .is_some()
 }
 

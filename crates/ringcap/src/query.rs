@@ -170,6 +170,11 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
                 }
             }
         }
+        // Not the output itself, if it is written into a queried directory.
+        if let Some(out) = args.write.as_deref().filter(|w| *w != "-") {
+            let out = fs::canonicalize(out).ok();
+            files.retain(|f| out.is_none() || fs::canonicalize(f).ok() != out);
+        }
         let filter = args.filter.clone().unwrap_or_else(|| args.rest.join(" "));
         (files, filter)
     };

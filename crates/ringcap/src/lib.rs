@@ -14,4 +14,5 @@ pub mod failure;
 pub mod inject;
 pub mod privacy;
 pub mod privileges;
+pub mod query;
 pub mod session;

@@ -208,6 +208,13 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         ));
     }
     let capture = Capture::start(spec).map_err(Failure::from)?;
+    // Each published file gets its index (crate ringcap-index) in the background.
+    let indexer = (!args.no_index).then(crate::query::Indexer::start);
+    let published = |e: &Event| {
+        if let (Some(ix), Event::FileCompleted(p)) = (&indexer, e) {
+            ix.published(p);
+        }
+    };
     // From now on the signals reach the capture directly: a stop sets the
     // flag its threads look at between ring blocks and rings the bell that
     // wakes whichever of them waits (nothing in the capture, nor this
@@ -230,6 +237,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         capture.rotate_now();
     }
     for e in capture.events().try_iter() {
+        published(&e);
         print_event(&e);
     }
     if let Some(ids) = owner {
@@ -264,7 +272,10 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         };
         match event {
             Ok(Event::Finished) | Err(RecvTimeoutError::Disconnected) => break,
-            Ok(e) => print_event(&e),
+            Ok(e) => {
+                published(&e);
+                print_event(&e)
+            }
             Err(RecvTimeoutError::Timeout) => {}
         }
         if !stopping && signals.stop.load(Ordering::Relaxed) {
@@ -280,6 +291,9 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         }
     }
     let outcome = capture.join();
+    if let Some(ix) = indexer {
+        ix.finish();
+    }
     reporter.finish(&outcome.per_input, &outcome.total, outcome.seconds);
     match outcome.error {
         None => Ok(0),

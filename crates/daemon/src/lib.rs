@@ -16,6 +16,7 @@
 //! its ring (read-only, sealed) and its read-position page.
 
 pub mod audit;
+pub mod budget;
 pub mod dump;
 pub mod inject;
 pub mod metrics;

@@ -106,7 +106,10 @@ fn a_pooled_ring_serves_one_session_after_another() {
     assert!(w.recycle().is_err(), "recycled while running");
     let mut first = reader_for(&w).unwrap();
     assert!(w.append(b"first session", 1));
-    assert_eq!(first.next_chunk().unwrap().unwrap().payload, b"first session");
+    assert_eq!(
+        first.next_chunk().unwrap().unwrap().payload,
+        b"first session"
+    );
     first.release();
     assert!(w.append(b"never read", 1));
     w.finish();
@@ -119,14 +122,20 @@ fn a_pooled_ring_serves_one_session_after_another() {
     assert!(!second.ended());
     assert!(second.next_chunk().unwrap().is_none());
     assert!(w.append(b"second session", 1));
-    assert_eq!(second.next_chunk().unwrap().unwrap().payload, b"second session");
+    assert_eq!(
+        second.next_chunk().unwrap().unwrap().payload,
+        b"second session"
+    );
     second.release();
     assert_eq!(second.counters().packets_written, 1);
     // A reader kept from the first session sees the same user's new chunks
     // (never a position going backwards), and the daemon still clamps.
     assert_eq!(first.next_chunk().unwrap().unwrap().payload, b"never read");
     first.release();
-    assert_eq!(first.next_chunk().unwrap().unwrap().payload, b"second session");
+    assert_eq!(
+        first.next_chunk().unwrap().unwrap().payload,
+        b"second session"
+    );
     // A ring not made for the pool is never recycled.
     let mut plain = RingWriter::create(CAP).unwrap();
     plain.finish();

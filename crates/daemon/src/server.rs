@@ -5,6 +5,14 @@
 //! Every request is decoded by `ringcap_proto::decode_request` — the one
 //! place client bytes become a request — and answered; a connection that
 //! keeps sending garbage is closed.
+//!
+//! What a user can make the daemon hold is bounded here through
+//! [`crate::budget`]: a connection slot per connection (only for users a
+//! grant names; the rest get one refusal and the close), a session slot
+//! and a pooled ring per session, each taken when decided and given back
+//! when gone; a connection without a session is closed after the idle
+//! timeout. Replies whose size depends on other users' state (`Sessions`)
+//! are bounded ([`crate::listing`]): never an error for the asker.
 
 use crate::audit;
 use crate::budget::{Budgets, RingLease, SessionSlot};
@@ -42,10 +50,6 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a user no grant names has to send its first request (which is
 /// refused) before the connection is closed anyway.
 pub const NO_GRANT_GRACE: Duration = Duration::from_secs(2);
-/// Characters of a session's filter shown in a `Sessions` listing; longer
-/// ones are cut and marked, so that no user's filter can grow the listing
-/// another user (root) asks for past the message limit.
-pub const LISTED_FILTER_CHARS: usize = 256;
 /// Malformed messages in a row before a connection is closed.
 pub const MAX_BAD_MESSAGES: u32 = 8;
 /// Stack of a connection thread. Decoding a request recurses once per
@@ -545,7 +549,7 @@ impl Connection {
                     .filter(|s| peer.uid == 0 || s.uid == peer.uid)
                     .collect();
                 sessions.sort_by_key(|s| s.session);
-                sessions_reply(sessions)
+                crate::listing::sessions_reply(sessions)
             }
         };
         send(&self.conn, &reply).is_ok()
@@ -757,44 +761,6 @@ impl Connection {
     }
 }
 
-/// The `Sessions` answer for `sessions` (sorted), always within the message
-/// limit however many sessions other users run and whatever their filters:
-/// each filter cut to [`LISTED_FILTER_CHARS`] with a marker saying how much
-/// was left out, and entries that do not fit counted in `more`.
-pub fn sessions_reply(mut sessions: Vec<SessionInfo>) -> Response {
-    for s in &mut sessions {
-        if s.filter.chars().count() > LISTED_FILTER_CHARS {
-            let cut: String = s.filter.chars().take(LISTED_FILTER_CHARS).collect();
-            let left = s.filter.len() - cut.len();
-            s.filter = format!("{cut}... [{left} more bytes]");
-        }
-    }
-    // Headroom under the datagram limit for the envelope and `more`.
-    let room = MAX_DATAGRAM - 256;
-    let mut used = 64;
-    let mut fit = 0;
-    for s in &sessions {
-        let n = serde_json_len(s);
-        if used + n + 1 > room {
-            break;
-        }
-        used += n + 1;
-        fit += 1;
-    }
-    let more = (sessions.len() - fit) as u64;
-    sessions.truncate(fit);
-    Response::Sessions { sessions, more }
-}
-
-/// Bytes one listing entry takes in a reply (encoded alone).
-fn serde_json_len(s: &SessionInfo) -> usize {
-    encode_response(&Response::Sessions {
-        sessions: vec![s.clone()],
-        more: 0,
-    })
-    .len()
-}
-
 /// True when `conn` has something to read (or was closed) within `timeout`.
 fn ready(conn: &impl AsFd, timeout: Duration) -> std::io::Result<bool> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -851,41 +817,4 @@ pub fn listen(path: &Path) -> std::io::Result<OwnedFd> {
     let fd = transport::listen(path, 128);
     umask(old);
     fd
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sessions_replies_fit_whatever_others_run() {
-        let info = |i: u64, filter: String| SessionInfo {
-            session: i,
-            uid: 1000,
-            interfaces: vec!["eth0".into()],
-            filter,
-            counters: SessionCounters::default(),
-            started_s: 0,
-        };
-        // 2000 sessions with 16 KiB filters of tabs (JSON doubles them).
-        let many = (0..2000).map(|i| info(i, "\t".repeat(16 * 1024))).collect();
-        let reply = sessions_reply(many);
-        assert!(encode_response(&reply).len() <= MAX_DATAGRAM);
-        let Response::Sessions { sessions, more } = reply else {
-            panic!("not a Sessions reply");
-        };
-        assert!(sessions.len() > 50, "only {} listed", sessions.len());
-        assert_eq!(sessions.len() as u64 + more, 2000);
-        assert_eq!(sessions[0].session, 0, "the first ones, in order");
-        assert!(sessions[0]
-            .filter
-            .ends_with(&format!("[{} more bytes]", 16 * 1024 - 256)));
-        // Short filters are listed whole, and a few sessions all fit.
-        let few = (0..3).map(|i| info(i, "udp".into())).collect();
-        let Response::Sessions { sessions, more } = sessions_reply(few) else {
-            panic!("not a Sessions reply");
-        };
-        assert_eq!((sessions.len(), more), (3, 0));
-        assert_eq!(sessions[2].filter, "udp");
-    }
 }

@@ -14,9 +14,9 @@
 //! 8. metrics show a user only their own sessions;
 //! 9. an untrusted dump directory is refused at start, and a per-user
 //!    directory that is a symlink is never followed;
-//! 10. the socket's mode is set at bind (no chmod by path), per-user
-//!     connection cap, idle connections closed, a user without a grant gets
-//!     one refusal and the close.
+//! 10. the socket's mode is set at bind (no chmod by path); a per-user
+//!     connection cap; idle connections closed; a user without a grant
+//!     gets one refusal and the close (one test each).
 
 mod common;
 
@@ -744,25 +744,29 @@ fn untrusted_dump_directories_are_refused() {
     d.stop();
 }
 
-/// Finding 10: the socket gets its mode at bind (the daemon never chmods
-/// the path), one user holds at most 24 connections, a connection without
-/// a session is closed after --idle-timeout, and a user no grant names
-/// gets one refusal and the close.
+fn nobody_grant(tb: &Testbed) -> String {
+    format!(
+        "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\n",
+        tb.capture_if
+    )
+}
+
+/// Finding 10a: the socket gets its mode at bind: the daemon never chmods
+/// the path (strace sees every chmod-family call), and the socket is 0666.
 #[test]
-fn connections_are_bounded_and_need_a_grant() {
+fn the_socket_mode_is_set_at_bind() {
     if !can_run() {
         return;
     }
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     let tb = Testbed::new().expect("testbed");
-    let grant = format!(
-        "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\n",
-        tb.capture_if
-    );
-    // No chmod of any path at start (strace sees every chmod-family call).
     let dir = TempDir::new("sockmode");
     let config = dir.join("p.toml");
-    std::fs::write(&config, format!("{}{grant}", policy_head(dir.path()))).unwrap();
+    std::fs::write(
+        &config,
+        format!("{}{}", policy_head(dir.path()), nobody_grant(&tb)),
+    )
+    .unwrap();
     let mut cmd = tb.in_capture_ns("strace");
     cmd.args(["-f", "-e", "trace=chmod,fchmodat", "--"])
         .arg(ringcapd_bin())
@@ -791,9 +795,17 @@ fn connections_are_bounded_and_need_a_grant() {
             .any(|l| l.contains("chmod") && l.contains("ringcapd.sock")),
         "the socket was chmod'ed by path:\n{text}"
     );
+}
 
-    let d = Daemon::start_with(&tb, &grant, &["--idle-timeout", "1.5"]);
-    // Per-user cap: 40 connections, 24 served.
+/// Finding 10b: one user holds at most 24 connections (16 sessions and 8
+/// more): of 40, 16 are refused at once.
+#[test]
+fn one_user_holds_at_most_24_connections() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(&tb, &nobody_grant(&tb));
     let r = spawn_role(
         &tb,
         NOBODY,
@@ -802,7 +814,18 @@ fn connections_are_bounded_and_need_a_grant() {
     );
     assert_eq!(r.line(Duration::from_secs(30)), "refused 16 of 40");
     r.finish();
-    // Idle: closed after the timeout with a reason.
+    d.stop();
+}
+
+/// Finding 10c: a connection without a session that sends nothing is
+/// closed after the idle timeout (here 1.5 s), with the reason.
+#[test]
+fn idle_connections_are_closed() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start_with(&tb, &nobody_grant(&tb), &["--idle-timeout", "1.5"]);
     let r = spawn_role(&tb, NOBODY, "idle", &[socket_var(&d)]);
     let said = r.line(Duration::from_secs(30));
     assert!(
@@ -810,7 +833,18 @@ fn connections_are_bounded_and_need_a_grant() {
         "{said}"
     );
     r.finish();
-    // No grant: one refusal, then the close.
+    d.stop();
+}
+
+/// Finding 10d: a user no grant names gets one refusal (the policy's
+/// default deny), then the close: it holds no connection.
+#[test]
+fn a_user_without_a_grant_gets_one_refusal_and_the_close() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(&tb, &nobody_grant(&tb));
     let r = spawn_role(&tb, OTHER, "ask", &[socket_var(&d)]);
     let said = r.line(Duration::from_secs(30));
     assert!(

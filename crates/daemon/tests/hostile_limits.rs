@@ -759,6 +759,10 @@ fn the_socket_mode_is_set_at_bind() {
         return;
     }
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if !ringcap_testkit::netns::have_program("strace") {
+        ringcap_testkit::skip("`strace` is not installed (scripts/setup installs it)");
+        return;
+    }
     let tb = Testbed::new().expect("testbed");
     let dir = TempDir::new("sockmode");
     let config = dir.join("p.toml");

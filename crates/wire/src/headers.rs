@@ -167,6 +167,21 @@ pub trait Visitor {
     /// datagram, the end of the ICMP message).
     #[inline(always)]
     fn transport(&mut self, _off: usize, _proto: u8, _end: usize) {}
+    /// An extension header between an IP header and its upper layer: IPv6
+    /// hop-by-hop, routing or destination options (`kind` is its protocol
+    /// number: 0, 43, 60), or an authentication header (51, after IPv4 or
+    /// IPv6), whole or cut short by the end of the frame (at least its first
+    /// two bytes present).
+    #[inline(always)]
+    fn ext(&mut self, _off: usize, _kind: u8) {}
+    /// Whether a UDP payload whose first byte has VXLAN's I flag is walked as
+    /// VXLAN whatever the destination port. The privacy rewrite asks for it
+    /// when the ports are hidden: the walk, and so what the rewrite changes,
+    /// must not depend on a hidden value.
+    #[inline(always)]
+    fn vxlan_any_port(&self) -> bool {
+        false
+    }
 }
 
 /// The visitor of [`header_len`]: told nothing, costs nothing.
@@ -342,7 +357,7 @@ fn upper<V: Visitor>(buf: &[u8], mut off: usize, mut proto: u8, v6: bool, v: &mu
                     Err(e) => return Step::Done(cut(buf, off, e)),
                 };
                 off += udp::HEADER_LEN;
-                if u.dst_port() != vxlan::UDP_PORT {
+                if u.dst_port() != vxlan::UDP_PORT && !v.vxlan_any_port() {
                     return Step::Done(off);
                 }
                 return match VxlanPacket::new_checked(u.payload()) {
@@ -391,18 +406,30 @@ fn upper<V: Visitor>(buf: &[u8], mut off: usize, mut proto: u8, v6: bool, v: &mu
             }
             ip_proto::AH => match AuthHeader::new_checked(rest) {
                 Ok(ah) => {
+                    v.ext(off, proto);
                     off += ah.header_len();
                     proto = ah.next_header();
                 }
-                Err(e) => return Step::Done(cut(buf, off, e)),
+                Err(e) => {
+                    if e == Error::Truncated && rest.len() >= 2 {
+                        v.ext(off, proto);
+                    }
+                    return Step::Done(cut(buf, off, e));
+                }
             },
             ip_proto::HOP_BY_HOP | ip_proto::IPV6_ROUTING | ip_proto::IPV6_DEST_OPTS if v6 => {
                 match Ipv6ExtHeader::new_checked(rest) {
                     Ok(ext) => {
+                        v.ext(off, proto);
                         off += ext.header_len();
                         proto = ext.next_header();
                     }
-                    Err(e) => return Step::Done(cut(buf, off, e)),
+                    Err(e) => {
+                        if e == Error::Truncated && rest.len() >= 2 {
+                            v.ext(off, proto);
+                        }
+                        return Step::Done(cut(buf, off, e));
+                    }
                 }
             }
             ip_proto::IPV6_FRAGMENT if v6 => match Ipv6FragmentHeader::new_checked(rest) {

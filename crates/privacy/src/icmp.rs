@@ -16,7 +16,7 @@ use crate::rewrite::{AddrOp, IpCtx, Rewriter, Work};
 use ringcap_wire::ip::ip_proto;
 
 impl Rewriter {
-    fn hides_addresses(&self) -> bool {
+    pub(crate) fn hides_addresses(&self) -> bool {
         self.ip_op != AddrOp::Keep || self.eth_op != AddrOp::Keep
     }
 
@@ -61,7 +61,7 @@ impl Rewriter {
                         self.addr(w, a, 4, op);
                         a += 4;
                     }
-                    w.zero(a, i + len - a);
+                    w.zero(a, (i + len).saturating_sub(a));
                 }
                 68 if len >= 4 && matches!(w.byte(i + 3).map(|b| b & 0xf), Some(1 | 3)) => {
                     let mut a = i + 4;
@@ -69,7 +69,7 @@ impl Rewriter {
                         self.addr(w, a, 4, op);
                         a += 8;
                     }
-                    w.zero(a, i + len - a);
+                    w.zero(a, (i + len).saturating_sub(a));
                 }
                 68 => {}
                 _ => w.zero(i + 2, len - 2),

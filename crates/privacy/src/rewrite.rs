@@ -48,6 +48,8 @@ struct Recorder {
     hdrs: [Hdr; MAX_HEADERS],
     n: usize,
     overflow: Option<usize>,
+    /// Headers not understood from here on.
+    opaque: Option<usize>,
     vxlan_any_port: bool,
 }
 
@@ -88,6 +90,10 @@ impl Visitor for Recorder {
     fn vxlan_any_port(&self) -> bool {
         self.vxlan_any_port
     }
+    #[inline(always)]
+    fn opaque(&mut self, off: usize) {
+        self.opaque = Some(off);
+    }
 }
 
 /// What to do to an address field.
@@ -109,6 +115,10 @@ pub(crate) struct IpCtx {
     pub(crate) dst: usize,
     /// A routing header whose final destination is not understood.
     pub(crate) dst_unknown: bool,
+    /// The datagram an ICMP or ICMPv6 error quotes.
+    pub(crate) quoted: bool,
+    /// An IPv4 fragment other than the first.
+    pub(crate) later_fragment: bool,
 }
 
 /// The per-thread rewriter: masks and, with a key, anonymization.
@@ -147,6 +157,7 @@ impl Rewriter {
             hdrs: [Hdr::Eth(0); MAX_HEADERS],
             n: 0,
             overflow: None,
+            opaque: None,
             vxlan_any_port: self.mask.has(fields::UDP_PORT),
         };
         let end = visit_headers(frame, &mut rec);
@@ -161,7 +172,11 @@ impl Rewriter {
             src: 0,
             dst: 0,
             dst_unknown: false,
+            quoted: false,
+            later_fragment: false,
         };
+        // Where a datagram quoted by the last ICMP error would start.
+        let mut quote_at = usize::MAX;
         for h in &rec.hdrs[..rec.n] {
             match *h {
                 Hdr::Eth(off) => {
@@ -170,17 +185,99 @@ impl Rewriter {
                     self.mac(&mut w, off + 6, self.eth_op);
                 }
                 Hdr::Arp(off) => self.arp(&mut w, off as usize),
-                Hdr::Ip(off, v6) => ctx = self.ip(&mut w, off as usize, v6),
+                Hdr::Ip(off, v6) => {
+                    ctx = self.ip(&mut w, off as usize, v6);
+                    ctx.quoted = off as usize == quote_at;
+                }
                 Hdr::Ext(off, kind) => self.ext(&mut w, off as usize, kind, &mut ctx),
                 Hdr::L4(off, proto, end) => {
                     // Never past the datagram (into an Ethernet trailer).
-                    w.limit = end as usize;
-                    self.l4(&mut w, off as usize, proto, &ctx);
+                    let (off, end) = (off as usize, end as usize);
+                    w.limit = end;
+                    self.l4(&mut w, off, proto, &ctx);
+                    // What follows these in a quote is their payload (an
+                    // echo's data, not another quote).
+                    // (UDP's too, unless it may be VXLAN: to its port, or
+                    // any port when ports are hidden, with the I flag.)
+                    let vxlan = (rec.vxlan_any_port
+                        || w.frame.get(off + 2..off + 4) == Some(&[0x12, 0xb5]))
+                        && w.frame.get(off + 8).is_none_or(|f| f & 0x08 != 0);
+                    let handled = matches!(
+                        (proto, w.frame.get(off)),
+                        (ip_proto::TCP | ip_proto::SCTP, _)
+                            | (ip_proto::ICMP, Some(0 | 8))
+                            | (ip_proto::ICMPV6, Some(128 | 129))
+                    ) || proto == ip_proto::UDP && !vxlan;
+                    if ctx.quoted && ctx.later_fragment && self.mask.has(fields::PAYLOAD) {
+                        // The walk takes a quoted later fragment's first 8
+                        // bytes for a transport header; they are payload.
+                        w.zero(off, 8);
+                    }
+                    if ctx.quoted && matches!(proto, ip_proto::IPV4 | ip_proto::IPV6) {
+                        // The first 8 bytes of a quoted tunnel's inner IP
+                        // header.
+                        w.limit = off + 8;
+                        self.ip_fields(&mut w, off, proto == ip_proto::IPV6);
+                        w.limit = end;
+                    }
+                    if ctx.quoted {
+                        // Of the 8 bytes the walk takes for a quoted
+                        // transport header, those that are not one's.
+                        let own = match proto {
+                            // 4 bytes, and a word each for checksum, key
+                            // and sequence number.
+                            ip_proto::GRE => w
+                                .frame
+                                .get(off)
+                                .map_or(4, |&f| 4 + 4 * (f & 0xb0).count_ones() as usize),
+                            ip_proto::TCP
+                            | ip_proto::UDP
+                            | ip_proto::ICMP
+                            | ip_proto::ICMPV6
+                            | ip_proto::SCTP
+                            | ip_proto::ESP
+                            | ip_proto::AH
+                            | ip_proto::IPV4
+                            | ip_proto::IPV6
+                            | ip_proto::HOP_BY_HOP
+                            | ip_proto::IPV6_ROUTING
+                            | ip_proto::IPV6_DEST_OPTS => 8,
+                            _ => 0,
+                        };
+                        if own < 8 {
+                            w.zero(off + own, 8 - own);
+                        }
+                    }
+                    if ctx.quoted && !handled {
+                        // The walk stops 8 bytes into a quoted transport
+                        // header; what follows may hold anything (a
+                        // tunnel's inner headers): not understood, zeroed.
+                        // (TCP's fields are rewritten; what follows TCP,
+                        // ICMP and SCTP headers is theirs: payload.)
+                        w.zero(off + 8, end.saturating_sub(off + 8));
+                        if self.hides_addresses()
+                            && matches!(
+                                proto,
+                                ip_proto::HOP_BY_HOP
+                                    | ip_proto::IPV6_ROUTING
+                                    | ip_proto::IPV6_DEST_OPTS
+                            )
+                        {
+                            // An extension header's options or routing
+                            // data (not walked in a quote).
+                            w.zero(off + 2, 6);
+                        }
+                    }
                     w.limit = usize::MAX;
+                    quote_at = match (proto, w.frame.get(off)) {
+                        (ip_proto::ICMP, Some(3 | 4 | 5 | 11 | 12))
+                        | (ip_proto::ICMPV6, Some(1..=4)) => off + 8,
+                        _ => usize::MAX,
+                    };
                 }
             }
         }
-        let zero_from = match rec.overflow {
+        let zero_from = match rec.overflow.or(rec.opaque) {
             Some(off) => Some(off),
             None if self.mask.has(fields::PAYLOAD) => Some(end),
             None => None,
@@ -273,7 +370,6 @@ impl Rewriter {
     }
 
     fn ip(&mut self, w: &mut Work<'_>, off: usize, v6: bool) -> IpCtx {
-        let m = self.mask;
         let byte = |i: usize| w.frame.get(off + i).copied();
         let word = |i: usize| Some(u16::from_be_bytes([byte(i)?, byte(i + 1)?]));
         if !v6 {
@@ -282,6 +378,7 @@ impl Rewriter {
                 Some(tl) if usize::from(tl) >= hl => off + usize::from(tl),
                 _ => usize::MAX,
             };
+            let later_fragment = word(6).is_some_and(|f| f & 0x1fff != 0);
             // The header checksum covers this header only.
             w.sums.push(
                 off + 10,
@@ -290,16 +387,9 @@ impl Rewriter {
                 Kind::Inet { udp: false },
                 Pseudo::None,
                 false,
+                false,
             );
-            if m.has(fields::IP_TOS) {
-                w.zero(off + 1, 1);
-            }
-            if m.has(fields::IP_ID) {
-                w.zero(off + 4, 2);
-            }
-            if m.has(fields::IP_TTL) {
-                w.zero(off + 8, 1);
-            }
+            self.ip_fields(w, off, false);
             self.addr(w, off + 12, 4, self.ip_op);
             self.addr(w, off + 16, 4, self.ip_op);
             if hl > 20 {
@@ -311,27 +401,15 @@ impl Rewriter {
                 src: off + 12,
                 dst: off + 16,
                 dst_unknown: false,
+                quoted: false,
+                later_fragment,
             }
         } else {
             let end = match word(4) {
                 Some(pl) if pl != 0 => off + 40 + usize::from(pl),
                 _ => usize::MAX,
             };
-            if m.has(fields::IP_TOS) || m.has(fields::IPV6_FLOW) {
-                if let Some(b) = w.frame.get(off..off + 4) {
-                    let mut word = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-                    if m.has(fields::IP_TOS) {
-                        word &= !0x0ff0_0000;
-                    }
-                    if m.has(fields::IPV6_FLOW) {
-                        word &= !0x000f_ffff;
-                    }
-                    w.write(off, &word.to_be_bytes());
-                }
-            }
-            if m.has(fields::IP_TTL) {
-                w.zero(off + 7, 1);
-            }
+            self.ip_fields(w, off, true);
             self.addr(w, off + 8, 16, self.ip_op);
             self.addr(w, off + 24, 16, self.ip_op);
             IpCtx {
@@ -340,7 +418,47 @@ impl Rewriter {
                 src: off + 8,
                 dst: off + 24,
                 dst_unknown: false,
+                quoted: false,
+                later_fragment: false,
             }
+        }
+    }
+
+    /// The masked fields of an IP header other than its addresses.
+    fn ip_fields(&mut self, w: &mut Work<'_>, off: usize, v6: bool) {
+        let m = self.mask;
+        if !v6 {
+            if m.has(fields::IP_TOS) {
+                w.zero(off + 1, 1);
+            }
+            if m.has(fields::IP_ID) {
+                w.zero(off + 4, 2);
+            }
+            if m.has(fields::IP_TTL) {
+                w.zero(off + 8, 1);
+            }
+            return;
+        }
+        if m.has(fields::IP_TOS) || m.has(fields::IPV6_FLOW) {
+            // As much of the first word as was captured.
+            let mut b = [0u8; 4];
+            let avail = w.frame.len().saturating_sub(off).min(4);
+            if avail > 0 {
+                b[..avail].copy_from_slice(&w.frame[off..off + avail]);
+            }
+            {
+                let mut word = u32::from_be_bytes(b);
+                if m.has(fields::IP_TOS) {
+                    word &= !0x0ff0_0000;
+                }
+                if m.has(fields::IPV6_FLOW) {
+                    word &= !0x000f_ffff;
+                }
+                w.write(off, &word.to_be_bytes());
+            }
+        }
+        if m.has(fields::IP_TTL) {
+            w.zero(off + 7, 1);
         }
     }
 
@@ -360,6 +478,7 @@ impl Rewriter {
                 proto,
             }
         };
+        let m = self.mask;
         let hidden_pseudo = self.ip_op != AddrOp::Keep;
         let inet = Kind::Inet { udp: false };
         let sum = match proto {
@@ -386,9 +505,14 @@ impl Rewriter {
                 (ip_proto::UDP, _) => usize::MAX,
                 _ => ip.end,
             };
-            w.sums.push(field, off, end, kind, pseudo, tainted);
+            // TCP and SCTP hold only payload past their headers; the others
+            // may hold headers the walk did not reach when cut short (a
+            // quoted datagram, a tunnel's inner frame).
+            let opaque_tail =
+                !matches!(proto, ip_proto::TCP | ip_proto::SCTP) || m.has(fields::PAYLOAD);
+            w.sums
+                .push(field, off, end, kind, pseudo, tainted, opaque_tail);
         }
-        let m = self.mask;
         match proto {
             ip_proto::TCP => {
                 if m.has(fields::TCP_PORT) {
@@ -437,21 +561,23 @@ impl Work<'_> {
         if new.is_empty() {
             return;
         }
-        self.sums.taint(p);
+        self.sums.taint_span(p, p + new.len());
         let end = (p + new.len()).min(self.frame.len()).min(self.limit);
         if p < end {
             self.frame[p..end].copy_from_slice(&new[..end - p]);
         }
     }
 
+    /// Zeroes `n` bytes at `p` (as many as the frame holds), like
+    /// [`write`](Self::write).
     pub(crate) fn zero(&mut self, p: usize, n: usize) {
-        const ZEROS: [u8; 64] = [0; 64];
-        let (mut p, mut n) = (p, n);
-        while n > 0 {
-            let k = n.min(ZEROS.len());
-            self.write(p, &ZEROS[..k]);
-            p += k;
-            n -= k;
+        if n == 0 {
+            return;
+        }
+        self.sums.taint_span(p, p.saturating_add(n));
+        let end = p.saturating_add(n).min(self.frame.len()).min(self.limit);
+        if p < end {
+            self.frame[p..end].fill(0);
         }
     }
 

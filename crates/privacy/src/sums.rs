@@ -74,6 +74,9 @@ struct Entry {
     kind: Kind,
     pseudo: Pseudo,
     tainted: bool,
+    /// Covering bytes not captured is covering something hidden (they may
+    /// hold headers the walk never reached).
+    opaque_tail: bool,
 }
 
 const EMPTY: Entry = Entry {
@@ -83,6 +86,7 @@ const EMPTY: Entry = Entry {
     kind: Kind::Inet { udp: false },
     pseudo: Pseudo::None,
     tainted: false,
+    opaque_tail: false,
 };
 
 /// The checksums found so far, outermost first: every entry's range holds
@@ -101,7 +105,9 @@ impl Sums {
     }
 
     /// Adds the checksum at `field` covering `start..end` (plus `pseudo`);
-    /// `tainted` if its pseudo-header holds something hidden.
+    /// `tainted` if its pseudo-header holds something hidden; with
+    /// `opaque_tail`, tainted too if it covers bytes not captured.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn push(
         &mut self,
         field: usize,
@@ -110,6 +116,7 @@ impl Sums {
         kind: Kind,
         pseudo: Pseudo,
         tainted: bool,
+        opaque_tail: bool,
     ) {
         if self.n == MAX {
             return;
@@ -122,6 +129,7 @@ impl Sums {
             kind,
             pseudo,
             tainted,
+            opaque_tail,
         };
         self.n += 1;
     }
@@ -133,6 +141,18 @@ impl Sums {
         let p = u32::try_from(p).unwrap_or(u32::MAX);
         for e in &mut self.items[..self.n] {
             if e.start <= p && p < e.end {
+                e.tainted = true;
+            }
+        }
+    }
+
+    /// Every checksum covering a byte of `p..end`.
+    #[inline]
+    pub(crate) fn taint_span(&mut self, p: usize, end: usize) {
+        let p = u32::try_from(p).unwrap_or(u32::MAX);
+        let end = u32::try_from(end).unwrap_or(u32::MAX);
+        for e in &mut self.items[..self.n] {
+            if e.start < end && p < e.end {
                 e.tainted = true;
             }
         }
@@ -155,17 +175,24 @@ impl Sums {
     pub(crate) fn finish(&mut self, frame: &mut [u8]) {
         for i in (0..self.n).rev() {
             let e = self.items[i];
-            if !e.tainted {
+            let whole = (e.end as usize) <= frame.len();
+            if !(e.tainted || e.opaque_tail && !whole) {
                 continue;
             }
             let f = e.field as usize;
             let width = if e.kind == Kind::Crc32c { 4 } else { 2 };
             if f + width > frame.len() {
-                continue; // not captured: nothing to tell
+                // Cut short: whatever part of it was captured tells nothing.
+                if f < frame.len() {
+                    frame[f..].fill(0);
+                }
+                self.n = i;
+                self.taint(f);
+                continue;
             }
             frame[f..f + width].fill(0);
             let (start, end) = (e.start as usize, e.end as usize);
-            if end <= frame.len() && start <= f && f + width <= end {
+            if whole && start <= f && f + width <= end {
                 if let Some(p) = pseudo_sum(frame, e.pseudo, end - start) {
                     let range = &frame[start..end];
                     match e.kind {

@@ -70,6 +70,9 @@ def packets(path):
                 names = {f.get("name") for f in pr.iter("field")}
                 # A transport header tshark could not dissect to its checksum
                 # (cut short, or a bogus TCP data offset).
+                # A malformed IP header: the rewrite zeroes from it on.
+                if pr.get("name") == "ip" and "ip.bogus_header_length" in names:
+                    fields.append(("opaque:", int(pr.get("pos")), 0, "", ""))
                 if pr.get("name") in ("tcp", "udp") and pr.get("name") + ".checksum" not in names:
                     fields.append(("short:" + pr.get("name"), int(pr.get("pos")),
                                    int(pr.get("size")), "", ""))
@@ -151,6 +154,10 @@ def main():
                     allowed.update(span)
             elif name in CHECKSUMS:
                 allowed.update(span)
+            elif name == "opaque:":
+                allowed.update(range(pos, len(o)))
+                if any(n[pos:]):
+                    problems.append(f"packet {i}: bytes after a malformed IP header at {pos} not zeroed")
             elif name in ZEROED:
                 allowed.update(span)
                 if any(n[pos:pos + size]):

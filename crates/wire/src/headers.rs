@@ -151,7 +151,7 @@ pub fn header_len(frame: &[u8], max: usize) -> usize {
 /// TCP data offset). Any header may be cut short: a visitor must check
 /// lengths.
 pub trait Visitor {
-    /// An Ethernet II header (all 14 bytes present).
+    /// An Ethernet II header (possibly cut short by the end of the frame).
     #[inline(always)]
     fn ethernet(&mut self, _off: usize) {}
     /// An ARP packet (its fixed 8 bytes present).
@@ -174,6 +174,12 @@ pub trait Visitor {
     /// two bytes present).
     #[inline(always)]
     fn ext(&mut self, _off: usize, _kind: u8) {}
+    /// The walk stops at `off` before bytes that hold headers it does not
+    /// understand: a malformed IPv4 or IPv6 header (a wrong version or
+    /// IHL), an MPLS payload that is not IP (a pseudowire). The privacy
+    /// rewrite zeroes from there (fail closed).
+    #[inline(always)]
+    fn opaque(&mut self, _off: usize) {}
     /// Whether a UDP payload whose first byte has VXLAN's I flag is walked as
     /// VXLAN whatever the destination port. The privacy rewrite asks for it
     /// when the ports are hidden: the walk, and so what the rewrite changes,
@@ -232,7 +238,12 @@ fn link<V: Visitor>(buf: &mut &[u8], mut off: usize, resume: Resume, v: &mut V) 
                 off += eth.header_len();
                 eth.ethertype()
             }
-            Err(e) => return Step::Done(cut(buf, off, e)),
+            Err(e) => {
+                if e == Error::Truncated {
+                    v.ethernet(off);
+                }
+                return Step::Done(cut(buf, off, e));
+            }
         },
     };
     while ethertype::is_vlan(et) {
@@ -277,7 +288,11 @@ fn mpls<V: Visitor>(buf: &mut &[u8], mut off: usize, v: &mut V) -> Step {
             return match label.payload().first().map(|b| b >> 4) {
                 Some(4) => ipv4(buf, off, v),
                 Some(6) => ipv6(buf, off, v),
-                _ => Step::Done(off),
+                Some(_) => {
+                    v.opaque(off);
+                    Step::Done(off)
+                }
+                None => Step::Done(off),
             };
         }
     }
@@ -291,6 +306,8 @@ fn ipv4<V: Visitor>(buf: &mut &[u8], off: usize, v: &mut V) -> Step {
         Err(e) => {
             if e == Error::Truncated {
                 v.ip(off, false);
+            } else {
+                v.opaque(off);
             }
             return Step::Done(cut(buf, off, e));
         }
@@ -317,6 +334,8 @@ fn ipv6<V: Visitor>(buf: &mut &[u8], off: usize, v: &mut V) -> Step {
         Err(e) => {
             if e == Error::Truncated {
                 v.ip(off, true);
+            } else {
+                v.opaque(off);
             }
             return Step::Done(cut(buf, off, e));
         }

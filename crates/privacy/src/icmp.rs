@@ -12,6 +12,7 @@
 //! routing type or ND option, the packet a Redirected Header option
 //! quotes) is zeroed after its type and length: fail closed.
 
+use crate::fields;
 use crate::rewrite::{AddrOp, IpCtx, Rewriter, Work};
 use ringcap_wire::ip::ip_proto;
 
@@ -174,12 +175,79 @@ impl Rewriter {
         }
     }
 
+    /// The header an ICMP error's quoted datagram has after its IP header,
+    /// at `off`, in a message ending at `end` (`w.limit`). The walk takes 8
+    /// bytes for it, whatever it is, and stops: of those 8, what is not the
+    /// header's own is zeroed, and so is what follows, unless it is the
+    /// payload of a header the rewrite understands (TCP, SCTP, an echo,
+    /// UDP that cannot be VXLAN), since it may hold anything (a tunnel's
+    /// inner headers, another quote).
+    pub(crate) fn quoted_transport(
+        &mut self,
+        w: &mut Work<'_>,
+        off: usize,
+        proto: u8,
+        end: usize,
+        later_fragment: bool,
+    ) {
+        if later_fragment && self.mask.has(fields::PAYLOAD) {
+            // The 8 bytes of a later fragment are its payload.
+            w.zero(off, 8);
+        }
+        let own = match proto {
+            ip_proto::IPV4 | ip_proto::IPV6 => {
+                // A tunnel's inner IP header.
+                w.limit = off + 8;
+                self.ip_fields(w, off, proto == ip_proto::IPV6);
+                w.limit = end;
+                8
+            }
+            // 4 bytes, and a word each for checksum, key and sequence number.
+            ip_proto::GRE => w
+                .frame
+                .get(off)
+                .map_or(4, |&f| 4 + 4 * (f & 0xb0).count_ones() as usize),
+            ip_proto::HOP_BY_HOP | ip_proto::IPV6_ROUTING | ip_proto::IPV6_DEST_OPTS => {
+                if self.hides_addresses() {
+                    // Options or routing data, not walked here.
+                    w.zero(off + 2, 6);
+                }
+                8
+            }
+            ip_proto::TCP
+            | ip_proto::UDP
+            | ip_proto::ICMP
+            | ip_proto::ICMPV6
+            | ip_proto::SCTP
+            | ip_proto::ESP
+            | ip_proto::AH => 8,
+            _ => 0,
+        };
+        if own < 8 {
+            w.zero(off + own, 8 - own);
+        }
+        // UDP to VXLAN's port (any port when ports are hidden) with the I
+        // flag may carry a frame.
+        let vxlan = (self.mask.has(fields::UDP_PORT)
+            || w.frame.get(off + 2..off + 4) == Some(&[0x12, 0xb5]))
+            && w.frame.get(off + 8).is_none_or(|f| f & 0x08 != 0);
+        let understood = match (proto, w.frame.get(off)) {
+            (ip_proto::TCP | ip_proto::SCTP, _) => true,
+            (ip_proto::ICMP, Some(0 | 8)) | (ip_proto::ICMPV6, Some(128 | 129)) => true,
+            (ip_proto::UDP, _) => !vxlan,
+            _ => false,
+        };
+        if !understood {
+            w.zero(off + 8, end.saturating_sub(off + 8));
+        }
+    }
+
     /// ICMP: a redirect's gateway (type 5), a router advertisement's
     /// addresses (type 9, RFC 1256).
     pub(crate) fn icmp4(&mut self, w: &mut Work<'_>, off: usize) {
         let m = self.mask;
         let ty = w.byte(off);
-        if m.has(crate::fields::ICMP_ECHO) && matches!(ty, Some(0 | 8)) {
+        if m.has(fields::ICMP_ECHO) && matches!(ty, Some(0 | 8)) {
             w.zero(off + 4, 4);
         }
         let op = self.ip_op;
@@ -210,7 +278,7 @@ impl Rewriter {
     /// ICMPv6: neighbor discovery (133 to 137) and MLD (130 to 132, 143).
     pub(crate) fn icmp6(&mut self, w: &mut Work<'_>, off: usize) {
         let ty = w.byte(off);
-        if self.mask.has(crate::fields::ICMP_ECHO) && matches!(ty, Some(128 | 129)) {
+        if self.mask.has(fields::ICMP_ECHO) && matches!(ty, Some(128 | 129)) {
             w.zero(off + 4, 4);
         }
         if !self.hides_addresses() {

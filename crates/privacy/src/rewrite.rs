@@ -195,78 +195,8 @@ impl Rewriter {
                     let (off, end) = (off as usize, end as usize);
                     w.limit = end;
                     self.l4(&mut w, off, proto, &ctx);
-                    // What follows these in a quote is their payload (an
-                    // echo's data, not another quote).
-                    // (UDP's too, unless it may be VXLAN: to its port, or
-                    // any port when ports are hidden, with the I flag.)
-                    let vxlan = (rec.vxlan_any_port
-                        || w.frame.get(off + 2..off + 4) == Some(&[0x12, 0xb5]))
-                        && w.frame.get(off + 8).is_none_or(|f| f & 0x08 != 0);
-                    let handled = matches!(
-                        (proto, w.frame.get(off)),
-                        (ip_proto::TCP | ip_proto::SCTP, _)
-                            | (ip_proto::ICMP, Some(0 | 8))
-                            | (ip_proto::ICMPV6, Some(128 | 129))
-                    ) || proto == ip_proto::UDP && !vxlan;
-                    if ctx.quoted && ctx.later_fragment && self.mask.has(fields::PAYLOAD) {
-                        // The walk takes a quoted later fragment's first 8
-                        // bytes for a transport header; they are payload.
-                        w.zero(off, 8);
-                    }
-                    if ctx.quoted && matches!(proto, ip_proto::IPV4 | ip_proto::IPV6) {
-                        // The first 8 bytes of a quoted tunnel's inner IP
-                        // header.
-                        w.limit = off + 8;
-                        self.ip_fields(&mut w, off, proto == ip_proto::IPV6);
-                        w.limit = end;
-                    }
                     if ctx.quoted {
-                        // Of the 8 bytes the walk takes for a quoted
-                        // transport header, those that are not one's.
-                        let own = match proto {
-                            // 4 bytes, and a word each for checksum, key
-                            // and sequence number.
-                            ip_proto::GRE => w
-                                .frame
-                                .get(off)
-                                .map_or(4, |&f| 4 + 4 * (f & 0xb0).count_ones() as usize),
-                            ip_proto::TCP
-                            | ip_proto::UDP
-                            | ip_proto::ICMP
-                            | ip_proto::ICMPV6
-                            | ip_proto::SCTP
-                            | ip_proto::ESP
-                            | ip_proto::AH
-                            | ip_proto::IPV4
-                            | ip_proto::IPV6
-                            | ip_proto::HOP_BY_HOP
-                            | ip_proto::IPV6_ROUTING
-                            | ip_proto::IPV6_DEST_OPTS => 8,
-                            _ => 0,
-                        };
-                        if own < 8 {
-                            w.zero(off + own, 8 - own);
-                        }
-                    }
-                    if ctx.quoted && !handled {
-                        // The walk stops 8 bytes into a quoted transport
-                        // header; what follows may hold anything (a
-                        // tunnel's inner headers): not understood, zeroed.
-                        // (TCP's fields are rewritten; what follows TCP,
-                        // ICMP and SCTP headers is theirs: payload.)
-                        w.zero(off + 8, end.saturating_sub(off + 8));
-                        if self.hides_addresses()
-                            && matches!(
-                                proto,
-                                ip_proto::HOP_BY_HOP
-                                    | ip_proto::IPV6_ROUTING
-                                    | ip_proto::IPV6_DEST_OPTS
-                            )
-                        {
-                            // An extension header's options or routing
-                            // data (not walked in a quote).
-                            w.zero(off + 2, 6);
-                        }
+                        self.quoted_transport(&mut w, off, proto, end, ctx.later_fragment);
                     }
                     w.limit = usize::MAX;
                     quote_at = match (proto, w.frame.get(off)) {
@@ -425,7 +355,7 @@ impl Rewriter {
     }
 
     /// The masked fields of an IP header other than its addresses.
-    fn ip_fields(&mut self, w: &mut Work<'_>, off: usize, v6: bool) {
+    pub(crate) fn ip_fields(&mut self, w: &mut Work<'_>, off: usize, v6: bool) {
         let m = self.mask;
         if !v6 {
             if m.has(fields::IP_TOS) {

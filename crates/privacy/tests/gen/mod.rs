@@ -12,8 +12,13 @@
 
 #![allow(dead_code)]
 
+mod icmp;
+mod literal;
+
+#[allow(unused_imports)]
+pub use literal::*;
+
 use ringcap_privacy::fields::{self, Field, FieldSet};
-use ringcap_testkit::frames::internet_checksum;
 
 pub struct Rng(pub u64);
 
@@ -77,7 +82,7 @@ impl Gen {
     }
 
     /// A value of field `f`: hidden if the mask has it.
-    fn f(&mut self, f: Field) -> u64 {
+    pub(super) fn f(&mut self, f: Field) -> u64 {
         let (a, b) = (self.s.next(), self.h.next());
         if self.mask.has(f) {
             b
@@ -86,7 +91,7 @@ impl Gen {
         }
     }
 
-    fn fbytes(&mut self, f: Option<Field>, n: usize) -> Vec<u8> {
+    pub(super) fn fbytes(&mut self, f: Option<Field>, n: usize) -> Vec<u8> {
         (0..n)
             .map(|_| match f {
                 Some(f) => self.f(f) as u8,
@@ -95,20 +100,20 @@ impl Gen {
             .collect()
     }
 
-    fn ip4(&mut self) -> Vec<u8> {
+    pub(super) fn ip4(&mut self) -> Vec<u8> {
         self.fbytes(Some(fields::IP_ADDR), 4)
     }
-    fn ip6(&mut self) -> Vec<u8> {
+    pub(super) fn ip6(&mut self) -> Vec<u8> {
         self.fbytes(Some(fields::IP_ADDR), 16)
     }
-    fn mac(&mut self) -> Vec<u8> {
+    pub(super) fn mac(&mut self) -> Vec<u8> {
         self.fbytes(Some(fields::ETH_ADDR), 6)
     }
     fn u16f(&mut self, f: Field) -> [u8; 2] {
         (self.f(f) as u16).to_be_bytes()
     }
 
-    fn payload(&mut self, max: u64) -> Vec<u8> {
+    pub(super) fn payload(&mut self, max: u64) -> Vec<u8> {
         let n = self.v(max + 1) as usize;
         let mut p = self.fbytes(Some(fields::PAYLOAD), n);
         if let Some(b) = p.first_mut() {
@@ -119,7 +124,7 @@ impl Gen {
     }
 
     /// A checksum over `seg` at `field`, with an optional pseudo-header.
-    fn fill(
+    pub(super) fn fill(
         &mut self,
         seg: &mut [u8],
         field: usize,
@@ -223,7 +228,7 @@ impl Gen {
         m
     }
 
-    fn ipv4(&mut self) -> Vec<u8> {
+    pub(super) fn ipv4(&mut self) -> Vec<u8> {
         let (src, dst) = (self.ip4(), self.ip4());
         let opts = self.ipv4_options();
         let hl = 20 + opts.len();
@@ -291,7 +296,7 @@ impl Gen {
         o
     }
 
-    fn ipv6(&mut self) -> Vec<u8> {
+    pub(super) fn ipv6(&mut self) -> Vec<u8> {
         let (src, dst) = (self.ip6(), self.ip6());
         let mut chain: Vec<(u8, Vec<u8>)> = Vec::new();
         let mut stop = false;
@@ -501,140 +506,6 @@ impl Gen {
         u
     }
 
-    fn icmp4(&mut self, deep: bool) -> Vec<u8> {
-        let ty = [0u8, 8, 3, 11, 5, 9, 13][self.v(7) as usize];
-        let mut m = vec![ty, self.v(4) as u8, 0, 0];
-        match ty {
-            0 | 8 => {
-                m.extend(self.fbytes(Some(fields::ICMP_ECHO), 4));
-                m.extend(self.payload(30));
-            }
-            3 | 11 | 5 => {
-                if ty == 5 {
-                    m.extend(self.ip4());
-                } else {
-                    m.extend(self.fbytes(None, 4));
-                }
-                m.extend(self.quote(false, deep));
-            }
-            9 => {
-                let n = self.v(4) as u8;
-                m.extend([n, 2, 0, 30]);
-                for _ in 0..n {
-                    m.extend(self.ip4());
-                    m.extend(self.fbytes(None, 4));
-                }
-            }
-            _ => {
-                m.extend(self.fbytes(None, 4));
-                m.extend(self.payload(20));
-            }
-        }
-        self.fill(&mut m, 2, None, false);
-        m
-    }
-
-    /// The start of a datagram, as an ICMP error quotes it.
-    fn quote(&mut self, v6: bool, deep: bool) -> Vec<u8> {
-        if deep {
-            return self.payload(20);
-        }
-        self.depth += 2;
-        let mut d = if v6 { self.ipv6() } else { self.ipv4() };
-        self.depth -= 2;
-        let keep = self.v(d.len() as u64 + 1) as usize;
-        d.truncate(keep.max(d.len().min(48)));
-        d
-    }
-
-    fn icmp6(&mut self, src: &[u8], dst: &[u8], deep: bool) -> Vec<u8> {
-        let ty = [128u8, 129, 1, 3, 133, 134, 135, 136, 137, 130, 143][self.v(11) as usize];
-        let mut m = vec![ty, 0, 0, 0];
-        match ty {
-            128 | 129 => {
-                m.extend(self.fbytes(Some(fields::ICMP_ECHO), 4));
-                m.extend(self.payload(30));
-            }
-            1 | 3 => {
-                m.extend(self.fbytes(None, 4));
-                m.extend(self.quote(true, deep));
-            }
-            133..=137 => {
-                m.extend(self.fbytes(None, 4));
-                if ty == 134 {
-                    m.extend(self.fbytes(None, 8));
-                }
-                if ty >= 135 {
-                    m.extend(self.ip6());
-                }
-                if ty == 137 {
-                    m.extend(self.ip6());
-                }
-                self.nd_options(&mut m);
-            }
-            130 => {
-                m.extend(self.fbytes(None, 4));
-                m.extend(self.ip6());
-                if self.v(2) == 0 {
-                    let n = self.v(3) as u16;
-                    m.extend([0, 0]);
-                    m.extend(n.to_be_bytes());
-                    for _ in 0..n {
-                        m.extend(self.ip6());
-                    }
-                }
-            }
-            _ => {
-                let n = self.v(3) as u16;
-                m.extend([0, 0]);
-                m.extend(n.to_be_bytes());
-                for _ in 0..n {
-                    let srcs = self.v(3) as u16;
-                    let aux = self.v(2) as u8;
-                    m.extend([1 + self.v(6) as u8, aux]);
-                    m.extend(srcs.to_be_bytes());
-                    m.extend(self.ip6());
-                    for _ in 0..srcs {
-                        m.extend(self.ip6());
-                    }
-                    m.extend(self.fbytes(Some(fields::IP_ADDR), usize::from(aux) * 4));
-                }
-            }
-        }
-        self.fill(&mut m, 2, Some((src, dst, 58)), false);
-        m
-    }
-
-    fn nd_options(&mut self, m: &mut Vec<u8>) {
-        for _ in 0..self.v(4) {
-            match self.v(6) {
-                0 | 1 => {
-                    m.extend([1 + self.v(2) as u8, 1]);
-                    m.extend(self.mac());
-                }
-                2 => {
-                    m.extend([3, 4, 64, 0xc0]);
-                    m.extend(self.fbytes(None, 12));
-                    m.extend(self.ip6());
-                }
-                3 => {
-                    m.extend([5, 1, 0, 0]);
-                    m.extend(self.fbytes(None, 4));
-                }
-                4 => {
-                    // Redirected header: a quoted packet with addresses.
-                    m.extend([4, 3, 0, 0, 0, 0, 0, 0]);
-                    m.extend(self.fbytes(Some(fields::IP_ADDR), 16));
-                }
-                _ => {
-                    m.extend([25, 3, 0, 0]);
-                    m.extend(self.fbytes(None, 4));
-                    m.extend(self.ip6());
-                }
-            }
-        }
-    }
-
     fn gre(&mut self) -> Vec<u8> {
         let c = self.v(2) == 0;
         let k = self.v(2) == 0;
@@ -670,71 +541,4 @@ impl Gen {
         }
         g
     }
-}
-
-// Literal frames: an ICMP redirect and IPv6 neighbor discovery.
-
-pub fn eth_ipv4(proto: u8, src: [u8; 4], dst: [u8; 4], l4: &[u8]) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0];
-    let mut h = vec![0x45, 0];
-    h.extend(((20 + l4.len()) as u16).to_be_bytes());
-    h.extend([0, 1, 0x40, 0, 64, proto, 0, 0]);
-    h.extend(src);
-    h.extend(dst);
-    let c = internet_checksum(&h);
-    h[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend(h);
-    f.extend(l4);
-    f
-}
-
-/// An ICMP redirect from router `src` naming gateway `gw`, quoting a UDP
-/// datagram.
-pub fn redirect(src: [u8; 4], gw: [u8; 4]) -> Vec<u8> {
-    let inner = eth_ipv4(
-        17,
-        [198, 18, 0, 2],
-        [198, 19, 5, 5],
-        &[0x30, 0x39, 0, 53, 0, 8, 0, 0],
-    );
-    let mut m = vec![5, 1, 0, 0];
-    m.extend(gw);
-    m.extend(&inner[14..]);
-    let c = internet_checksum(&m);
-    m[2..4].copy_from_slice(&c.to_be_bytes());
-    eth_ipv4(1, src, [198, 18, 0, 2], &m)
-}
-
-pub fn icmp6_checksum(src: &[u8], dst: &[u8], msg: &[u8]) -> u16 {
-    let mut p = src.to_vec();
-    p.extend(dst);
-    p.extend((msg.len() as u32).to_be_bytes());
-    p.extend([0, 0, 0, 58]);
-    p.extend(msg);
-    internet_checksum(&p)
-}
-
-/// A neighbor advertisement (136) or solicitation (135) for `target` with a
-/// link-layer address option `ll`.
-pub fn nd(ty: u8, src: [u8; 16], target: [u8; 16], ll: [u8; 6]) -> Vec<u8> {
-    let dst = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 1];
-    let mut m = vec![ty, 0, 0, 0, 0x60, 0, 0, 0];
-    m.extend(target);
-    m.extend([if ty == 135 { 1 } else { 2 }, 1]);
-    m.extend(ll);
-    let c = icmp6_checksum(&src, &dst, &m);
-    m[2..4].copy_from_slice(&c.to_be_bytes());
-    let mut f = vec![0x33, 0x33, 0xff, 0, 0, 1];
-    f.extend(ll);
-    f.extend([0x86, 0xdd, 0x60, 0, 0, 0]);
-    f.extend((m.len() as u16).to_be_bytes());
-    f.extend([58, 255]);
-    f.extend(src);
-    f.extend(dst);
-    f.extend(m);
-    f
-}
-
-pub fn v6(last: u8) -> [u8; 16] {
-    [0xfd, 0x52, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last]
 }

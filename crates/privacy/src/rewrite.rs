@@ -175,8 +175,8 @@ impl Rewriter {
             quoted: false,
             later_fragment: false,
         };
-        // Where a datagram quoted by the last ICMP error would start.
-        let mut quote_at = usize::MAX;
+        // The quote of the last ICMP error (start, end), until its IP header.
+        let mut quote: Option<(usize, usize)> = None;
         for h in &rec.hdrs[..rec.n] {
             match *h {
                 Hdr::Eth(off) => {
@@ -187,7 +187,7 @@ impl Rewriter {
                 Hdr::Arp(off) => self.arp(&mut w, off as usize),
                 Hdr::Ip(off, v6) => {
                     ctx = self.ip(&mut w, off as usize, v6);
-                    ctx.quoted = off as usize == quote_at;
+                    ctx.quoted = quote.take().is_some_and(|(q, _)| q == off as usize);
                 }
                 Hdr::Ext(off, kind) => self.ext(&mut w, off as usize, kind, &mut ctx),
                 Hdr::L4(off, proto, end) => {
@@ -199,13 +199,18 @@ impl Rewriter {
                         self.quoted_transport(&mut w, off, proto, end, ctx.later_fragment);
                     }
                     w.limit = usize::MAX;
-                    quote_at = match (proto, w.frame.get(off)) {
+                    quote = match (proto, w.frame.get(off)) {
                         (ip_proto::ICMP, Some(3 | 4 | 5 | 11 | 12))
-                        | (ip_proto::ICMPV6, Some(1..=4)) => off + 8,
-                        _ => usize::MAX,
+                        | (ip_proto::ICMPV6, Some(1..=4)) => Some((off + 8, end)),
+                        _ => None,
                     };
                 }
             }
+        }
+        if let Some((q, end)) = quote {
+            // An error whose quote the walk could not take for an IP header
+            // (malformed): not understood, zeroed.
+            w.zero(q, end.saturating_sub(q));
         }
         let zero_from = match rec.overflow.or(rec.opaque) {
             Some(off) => Some(off),

@@ -43,6 +43,14 @@ impl Gen {
         if deep {
             return self.payload(20);
         }
+        if self.v(8) == 0 {
+            // Malformed (IHL 3, or version 5), addresses in it all the same.
+            let mut d = vec![if v6 { 0x50 } else { 0x43 }];
+            d.extend(self.fbytes(None, 11));
+            d.extend(self.ip4());
+            d.extend(self.ip6());
+            return d;
+        }
         self.depth += 2;
         let mut d = if v6 { self.ipv6() } else { self.ipv4() };
         self.depth -= 2;

@@ -84,6 +84,8 @@ fn partial_checksums_do_not_reveal_masked_addresses() {
     );
     // From each source address: 5 UDP datagrams and 3 TCP SYNs (to a port
     // nobody listens on: answered by a reset), same ports, same payload.
+    let dotted = |x: [u8; 4]| format!("{}.{}.{}.{}", x[0], x[1], x[2], x[3]);
+    let (sa, sb) = (dotted(a), dotted(b));
     let script = format!(
         "import socket,time\n\
          for src in ('{sa}', '{sb}'):\n\
@@ -97,8 +99,6 @@ fn partial_checksums_do_not_reveal_masked_addresses() {
          \x20       try: t.connect(('{peer}', 9))\n\
          \x20       except OSError: pass\n\
          \x20       t.close(); time.sleep(0.01)\n",
-        sa = format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3]),
-        sb = format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3]),
         peer = tb.peer_ip,
     );
     let sent = tb

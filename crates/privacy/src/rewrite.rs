@@ -1,7 +1,7 @@
 //! The packet rewrite: walk the headers as `-s headers` does
 //! ([`ringcap_wire::headers::visit_headers`]), then mask or anonymize the
 //! chosen fields of each header in place, and rewrite every checksum that
-//! covers one of them by the rule of [`crate::sums`] (recomputed from the
+//! covers one of them by the rule of the crate's [checksums](crate#checksums) (recomputed from the
 //! bytes the client gets when it covers only captured bytes, otherwise 0),
 //! never by updating its input value.
 //!
@@ -10,7 +10,7 @@
 //! advertisements, ICMPv6 neighbor discovery (targets, redirect
 //! destinations, link-layer address, prefix, route and DNS server options),
 //! MLD group and source addresses, IPv4 route-recording and timestamp
-//! options, IPv6 routing headers and the home address option ([`crate::icmp`]).
+//! options, IPv6 routing headers and the home address option.
 //! Structures there that it does not understand (an unknown option or
 //! routing type, the packet a redirect quotes) are zeroed when addresses
 //! are hidden, not passed through; so is an authentication header's

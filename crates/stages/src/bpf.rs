@@ -466,9 +466,9 @@ impl Asm {
 /// they agree). One VLAN tag left in the frame (the inner tag of QinQ; the
 /// kernel strips the outer) is skipped.
 ///
-/// Scratch memory: M[0] address (or MAC) hash, M[1] protocol (or
-/// EtherType) word, M[2] a port, M[3] the network header's offset, M[4] the
-/// EtherType.
+/// Scratch memory: `M[0]` address (or MAC) hash, `M[1]` protocol (or
+/// EtherType) word, `M[2]` a port, `M[3]` the network header's offset,
+/// `M[4]` the EtherType.
 pub fn flow_hash_tail(n: u32, snaplen: u32) -> Vec<Instruction> {
     const BOTTOM: [&str; crate::sample::MPLS_MAX_LABELS] = ["bos0", "bos1", "bos2", "bos3"];
     let ld_ind = |size: u16, k: u32| stmt(BPF_LD | size | BPF_IND, k);

@@ -16,11 +16,16 @@
 //! process); its text is a label. The program is checked
 //! ([`ringcap_stages::session::client_program`]) before anything runs it.
 
-use crate::admit::{cap_snap, force_sampling, Refusal, MAX_CLIENT_FILTER_LEN};
+use crate::admit::{
+    cap_snap, combined_filter_text, force_sampling, rate_text, sampling_text, snap_text, Refusal,
+    MAX_CLIENT_FILTER_LEN,
+};
 use crate::fields::HideField;
 use crate::policy::{Grant, InjectGrant, Peer, Policy};
+use crate::units;
 use ringcap_proto::{DumpRequest, OutputFormat, SampleRequest, SnapRequest};
 use ringcap_stages::{Instruction, SampleMode, Sampling, SessionFilter, Snap};
+use std::fmt;
 use std::time::Duration;
 
 /// Smallest shared-memory ring a session gets.
@@ -108,6 +113,37 @@ impl Decision {
     }
 }
 
+/// One line for the audit log: every setting in force.
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "grant {}, interfaces {}, filter \"{}\", exclude {}, snap {}, sampling {}, hide {}, anonymize {}, rate {}, duration {}, dump quota {}, ring {}",
+            self.grant + 1,
+            self.request.interfaces.join(","),
+            combined_filter_text(&self.framework_text, &self.request.filter),
+            if self.filter.exclude.is_some() { "yes" } else { "no" },
+            snap_text(self.snap),
+            sampling_text(self.sampling),
+            if self.hide.is_empty() {
+                "none".to_string()
+            } else {
+                self.hide.iter().map(|h| h.name()).collect::<Vec<_>>().join(",")
+            },
+            if self.anonymize { "yes" } else { "no" },
+            rate_text(self.max_packets_per_second, self.max_bits_per_second),
+            self.duration
+                .map_or("unlimited".to_string(), units::format_duration),
+            if self.dump_quota == 0 {
+                "none".to_string()
+            } else {
+                units::format_size(self.dump_quota)
+            },
+            units::format_size(self.ring_size),
+        )
+    }
+}
+
 fn snap_of(s: SnapRequest) -> Snap {
     match s {
         SnapRequest::Bytes(n) => Snap::Bytes(n),
@@ -179,7 +215,7 @@ fn refusal(grant: &Grant, rule: &'static str, reason: String) -> Refusal {
     }
 }
 
-fn not_allowed(grant: &Grant, iface: &str) -> String {
+pub(crate) fn not_allowed(grant: &Grant, iface: &str) -> String {
     format!(
         "interface \"{iface}\" is not one this grant allows ({})",
         grant.interfaces.join(", ")
@@ -187,7 +223,7 @@ fn not_allowed(grant: &Grant, iface: &str) -> String {
 }
 
 /// Holds `req` to `grant` (which allows every interface of it).
-fn decide_under(grant: &Grant, req: &OpenRequest) -> Result<Decision, Refusal> {
+pub(crate) fn decide_under(grant: &Grant, req: &OpenRequest) -> Result<Decision, Refusal> {
     let refuse = |rule: &'static str, reason: String| refusal(grant, rule, reason);
     if req.filter.len() > MAX_CLIENT_FILTER_LEN {
         return Err(refuse(

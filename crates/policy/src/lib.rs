@@ -5,8 +5,8 @@
 //! Pure: the only I/O is reading the file ([`Policy::load`]) and resolving
 //! user and group names to ids when it is loaded. The daemon loads a policy
 //! once (and again on SIGHUP, keeping the old one if the new one has an
-//! error) and hands each session the [`Effective`] settings it was admitted
-//! with.
+//! error). [`decide`] is the one admission point: request in, [`Decision`]
+//! (everything enforced for the session) or [`Refusal`] out.
 //!
 //! # The file
 //!
@@ -78,7 +78,7 @@
 //! | --- | --- | --- |
 //! | `filter` | every injected frame must match this tcpdump filter; `""` allows any frame (written out, so never by accident) | required |
 //! | `settable` | fields a client may set in its frames, from: `ip.ttl`, `ip.id`, `ip.tos`, `ipv6.hlim`, `ipv6.flow`, `udp.sport`, `udp.dport`, `tcp.sport`, `tcp.dport`, `tcp.seq`, `tcp.flags`, `icmp.id`, `icmp.seq`, `payload` ([`SettableField`]) | `[]` |
-//! | `max_packets_per_second` | token-bucket rate of injected frames, ≥ 1 | required |
+//! | `max_packets_per_second` | token-bucket rate of injected frames, ≥ 1; one bucket per user and interface, shared by all of that user's sessions there and charged when a frame leaves (the wire clock, not the times clients ask for): over any window T at most `burst` + rate·T frames leave | required |
 //! | `max_bits_per_second` | a second token bucket, on the frames' bits (same syntax as the grant's `max_bits_per_second`); a frame is sent only if both buckets have room | none |
 //! | `burst` | token-bucket depth in frames, ≥ 1; the bit bucket holds this many frames of the interface's largest size | 1 |
 //!
@@ -94,7 +94,7 @@
 //! So put narrow grants (a user, one interface) before broad ones (a group,
 //! `"*"`).
 //!
-//! # How a request is combined with its grant ([`Grant::admit`])
+//! # How a request is combined with its grant ([`decide`])
 //!
 //! - **Interface**: must be one the grant allows, else refused (rule
 //!   `interfaces`).
@@ -120,7 +120,7 @@
 //! client's own filter, or `default deny` when no grant applies.
 //!
 //! Grant numbers in texts ([`Policy::describe`], [`Refusal`]'s and
-//! [`Effective`]'s `Display`) count from 1, in file order; the `index`
+//! [`Decision`]'s `Display`) count from 1, in file order; the `index`
 //! fields of the API count from 0.
 //!
 //! [`Program::and`]: ringcap_stages::Program::and
@@ -133,10 +133,7 @@ pub mod fields;
 pub mod policy;
 pub mod units;
 
-pub use admit::{
-    cap_snap, combined_filter_text, force_sampling, CaptureRequest, Effective, Refusal,
-    MAX_CLIENT_FILTER_LEN,
-};
+pub use admit::{cap_snap, combined_filter_text, force_sampling, Refusal, MAX_CLIENT_FILTER_LEN};
 pub use decide::{decide, Decision, OpenRequest, MIN_RING};
 pub use error::PolicyError;
 pub use fields::{HideField, SettableField};

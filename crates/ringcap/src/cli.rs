@@ -28,8 +28,12 @@ pub enum Command {
     /// Capture packets from interfaces (or re-process files with -r) into pcap/pcapng files.
     #[command(after_help = EXIT_STATUSES)]
     Capture(Box<CaptureArgs>),
-    /// Make capture files cut short by a crash valid again: cut at the last complete record.
+    /// Make capture files cut short by a crash valid again: cut at the last complete record (and rebuild a missing or stale index).
     Repair(RepairArgs),
+    /// Build the index of capture files (pcap/pcapng written by anything), for `ringcap query`.
+    Index(crate::query::IndexArgs),
+    /// Find packets in capture files by tcpdump filter and time window, through their indexes.
+    Query(crate::query::QueryArgs),
     /// Make a pair of network namespaces, send traffic between them, capture it, and show the result.
     Demo(DemoArgs),
     /// Storage-only benchmark: synthetic packets straight into the sink, to
@@ -266,15 +270,14 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "FIELD,...", help_heading = "Privacy")]
     pub mask: Option<String>,
 
-    /// Output format: pcap, pcapng, or compressed (ringcap's lossless header compression, a few bytes per packet of -s headers traces; read back with -r; timestamps at --tstamp-precision).
+    /// Output format: pcap, pcapng, or compressed (ringcap's lossless header compression, a few bytes per packet of -s headers traces; read back with -r; timestamps at --tstamp-precision). Default: by the -w file's extension (.pcap, .pcapng, .rcz), else pcap.
     #[arg(
         long,
         value_name = "FORMAT",
-        default_value = "pcap",
         value_parser = ["pcap", "pcapng", "compressed"],
         help_heading = "Output"
     )]
-    pub format: String,
+    pub format: Option<String>,
 
     /// pcap timestamp precision: nano or micro (pcapng is always nanoseconds).
     #[arg(
@@ -379,6 +382,11 @@ pub struct CaptureArgs {
     /// Replace an existing output file.
     #[arg(long, help_heading = "Output")]
     pub overwrite: bool,
+
+    /// Do not index the files written (by default each published file gets
+    /// `.NAME.ringcap-index` beside it, for `ringcap query`).
+    #[arg(long, help_heading = "Output")]
+    pub no_index: bool,
 
     /// Output buffer per capture thread in MiB (packets are dropped, and counted, when it is full) [default: 256; through ringcapd 32, as the session's shared ring buffers before it].
     #[arg(long, value_name = "MIB", help_heading = "Output")]

@@ -83,7 +83,11 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
         }
     };
     // Compressed files are coded from pcap records of the chosen precision.
-    let (format, ext, compress) = match a.format.as_str() {
+    // An explicit --format wins; otherwise the output name's extension says
+    // (as dumpcap and tshark read `-w x.pcapng`); otherwise pcap.
+    let by_name = a.write.as_deref().and_then(format_of_name);
+    let chosen = a.format.as_deref().or(by_name).unwrap_or("pcap");
+    let (format, ext, compress) = match chosen {
         "pcap" => (RecordFormat::Pcap(resolution), "pcap", false),
         "pcapng" => (RecordFormat::Pcapng, "pcapng", false),
         "compressed" => (RecordFormat::Pcap(resolution), "rcz", true),
@@ -272,6 +276,21 @@ fn default_ring_mib(snap: Snap) -> u64 {
     }
 }
 
+/// The format an output file's extension names: `.pcap`, `.pcapng` (or
+/// `.ntar`), `.rcz`; None for anything else (a directory, `-`, no extension).
+pub fn format_of_name(path: &str) -> Option<&'static str> {
+    if path.ends_with('/') {
+        return None;
+    }
+    let ext = std::path::Path::new(path).extension()?.to_str()?;
+    match ext.to_ascii_lowercase().as_str() {
+        "pcap" | "cap" => Some("pcap"),
+        "pcapng" | "ntar" => Some("pcapng"),
+        "rcz" => Some("compressed"),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,5 +301,24 @@ mod tests {
         assert_eq!(default_ring_mib(Snap::Headers { max: 256 }), 256);
         assert_eq!(default_ring_mib(Snap::Bytes(513)), 1024);
         assert_eq!(default_ring_mib(Snap::Bytes(262_144)), 1024);
+    }
+
+    #[test]
+    fn the_output_name_says_the_format() {
+        assert_eq!(format_of_name("x.pcapng"), Some("pcapng"));
+        assert_eq!(format_of_name("/srv/a.b/X.PCAPNG"), Some("pcapng"));
+        assert_eq!(format_of_name("x.pcap"), Some("pcap"));
+        assert_eq!(format_of_name("h.rcz"), Some("compressed"));
+        for other in [
+            "-",
+            "/srv/pcap/",
+            "/srv/pcap",
+            "x.txt",
+            "x.pcapng/",
+            ".pcapng",
+        ] {
+            let got = format_of_name(other);
+            assert!(got.is_none(), "{other}: {got:?}");
+        }
     }
 }

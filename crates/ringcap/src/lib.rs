@@ -15,4 +15,5 @@ pub mod flows;
 pub mod inject;
 pub mod privacy;
 pub mod privileges;
+pub mod query;
 pub mod session;

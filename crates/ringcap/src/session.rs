@@ -216,6 +216,13 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     // opened before privileges are dropped), the stage goes into the spec.
     let flows = crate::flows::start(&args.flow, &mut spec)?;
     let capture = Capture::start(spec).map_err(Failure::from)?;
+    // Each published file gets its index (crate ringcap-index) in the background.
+    let indexer = (!args.no_index).then(crate::query::Indexer::start);
+    let published = |e: &Event| {
+        if let (Some(ix), Event::FileCompleted(p)) = (&indexer, e) {
+            ix.published(p);
+        }
+    };
     // From now on the signals reach the capture directly: a stop sets the
     // flag its threads look at between ring blocks and rings the bell that
     // wakes whichever of them waits (nothing in the capture, nor this
@@ -238,6 +245,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         capture.rotate_now();
     }
     for e in capture.events().try_iter() {
+        published(&e);
         print_event(&e);
     }
     if let Some(ids) = owner {
@@ -272,7 +280,10 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         };
         match event {
             Ok(Event::Finished) | Err(RecvTimeoutError::Disconnected) => break,
-            Ok(e) => print_event(&e),
+            Ok(e) => {
+                published(&e);
+                print_event(&e)
+            }
             Err(RecvTimeoutError::Timeout) => {}
         }
         if !stopping && signals.stop.load(Ordering::Relaxed) {
@@ -288,6 +299,9 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         }
     }
     let outcome = capture.join();
+    if let Some(ix) = indexer {
+        ix.finish();
+    }
     reporter.finish(&outcome.per_input, &outcome.total, outcome.seconds);
     // Every capture thread has ended: the flows they left are queued.
     crate::flows::finish(flows);

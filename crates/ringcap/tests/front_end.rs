@@ -280,3 +280,36 @@ fn demo_captures_every_frame() {
     assert!(text.contains("captured 200"), "{text}");
     assert_eq!(read(&out).len(), 200, "{text}");
 }
+
+/// `-w NAME.pcapng` writes pcapng and `-w NAME.pcap` pcap, as dumpcap and
+/// tshark read the name; an explicit `--format` wins over the name.
+#[test]
+fn the_output_name_chooses_the_format_unless_format_is_given() {
+    let dir = TempDir::new("format-by-name");
+    let input = dir.join("in.pcap");
+    let sent = frames::mixed_sequence(&endpoints(), 23);
+    ringcap_testkit::netns::write_pcap(&input, &sent).expect("write input");
+    let magic = |p: &str| {
+        let b = std::fs::read(p).expect("read output");
+        u32::from_le_bytes(b[..4].try_into().unwrap())
+    };
+    let run = |out: &str, extra: &[&str]| {
+        let mut args = vec!["capture", "-r", input.to_str().unwrap(), "-w", out];
+        args.extend_from_slice(extra);
+        ringcap(&args).assert_ok(out);
+    };
+    let ng = dir.file("by-name.pcapng");
+    run(&ng, &[]);
+    assert_eq!(magic(&ng), 0x0a0d_0d0a, "{ng} is not pcapng");
+    assert_eq!(read(&ng).len(), sent.len());
+    let pcap = dir.file("by-name.pcap");
+    run(&pcap, &[]);
+    assert_eq!(magic(&pcap), 0xa1b2_3c4d, "{pcap} is not nanosecond pcap");
+    let forced = dir.file("forced.pcapng");
+    run(&forced, &["--format", "pcap"]);
+    assert_eq!(
+        magic(&forced),
+        0xa1b2_3c4d,
+        "--format pcap lost to the name"
+    );
+}

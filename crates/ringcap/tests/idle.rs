@@ -68,7 +68,7 @@ fn an_idle_capture_sleeps_and_stops_at_once() {
 
     // One JSON record per second: the thread that writes them wakes once a
     // second, and nothing else does.
-    let out = dir.file("json.pcapng");
+    let out = dir.file("json.pcap");
     let json = dir.file("stats.json");
     let run = start(&tb, &["--stats-json", &json, "-w", &out]);
     let woke = idle_wakeups(&run, window);

@@ -277,7 +277,6 @@ impl MessageBuilder {
             let set_len = (self.buf.len() - at) as u16;
             self.buf[at + 2..at + 4].copy_from_slice(&set_len.to_be_bytes());
         }
-        let _ = export_secs;
     }
 
     fn close_set(&mut self) {

@@ -345,7 +345,7 @@ impl Client {
     pub fn sessions(&mut self) -> Result<Vec<SessionInfo>, ClientError> {
         self.send(&Request::Sessions)?;
         match self.answer()? {
-            (Response::Sessions { sessions }, _) => Ok(sessions),
+            (Response::Sessions { sessions, .. }, _) => Ok(sessions),
             (r, _) => Err(ClientError::Protocol(format!("{r:?} instead of Sessions"))),
         }
     }

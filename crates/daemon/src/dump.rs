@@ -5,6 +5,25 @@
 //! list, fetch (as a read-only descriptor) and delete only its own files, by
 //! names it cannot steer anywhere else: no `/`, no leading `.`, and the file
 //! opened with O_NOFOLLOW must be a regular file in that directory.
+//!
+//! **The directories are checked, not trusted.** `dump_dir` must be a real
+//! directory (no symlink anywhere in its path), owned by root or the
+//! daemon's user and writable by no one else ([`check_dump_dir`], also run
+//! at start so that the daemon says why it will not serve dumps); each
+//! user's directory is made and opened relative to it with `O_NOFOLLOW`
+//! and must be the daemon's own, private ([`user_dir`]). Since nobody else
+//! can write `dump_dir`, the checked per-user directory cannot be swapped
+//! afterwards, and the writer may use its path.
+//!
+//! **The quota counts the file being written.** The engine's retention
+//! deletes completed files only, so a dump that never rotates would grow
+//! past any quota. Every file is therefore cut at half the quota
+//! ([`file_cap`]: the client's own rotation applies when smaller), and
+//! completed files are kept to the other half: the user's files,
+//! the one being written included, stay within the quota. As a backstop
+//! (several dumps of one user at once), the connection measures the
+//! directory ([`bytes_held`]) and ends a dump that finds it over the quota,
+//! telling the client why.
 
 use ringcap_engine::{
     Board, Encoder, FileSink, OutputPlan, RecordFormat, Retention, Rotation, SinkInterface,
@@ -14,7 +33,7 @@ use ringcap_format::TsResolution;
 use ringcap_proto::{validate::is_dump_name, DumpFile, DumpRequest, OutputFormat};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -29,14 +48,118 @@ pub struct Dump {
     pub dir: PathBuf,
 }
 
-/// `dump_dir/<uid>`, made (mode 0700) if missing.
-pub fn user_dir(dump_dir: &Path, uid: u32) -> io::Result<PathBuf> {
-    let dir = dump_dir.join(uid.to_string());
-    if !dir.exists() {
-        std::fs::create_dir_all(&dir)?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+fn untrusted(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, msg)
+}
+
+/// Opens `dump_dir` (made, mode 0750, if missing) after checking that it
+/// can be trusted: an absolute path without symlinks, a directory owned by
+/// root or the daemon's user, writable by neither group nor others.
+pub fn check_dump_dir(dump_dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::{open, OFlag};
+    use nix::sys::stat::Mode;
+    if !dump_dir.is_absolute() {
+        return Err(untrusted(format!(
+            "dump_dir {} is not an absolute path",
+            dump_dir.display()
+        )));
     }
-    Ok(dir)
+    if std::fs::symlink_metadata(dump_dir).is_err() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o750)
+            .create(dump_dir)?;
+    }
+    let real = std::fs::canonicalize(dump_dir)?;
+    if real != dump_dir {
+        return Err(untrusted(format!(
+            "dump_dir {} goes through a symlink (it is {}): name the real directory",
+            dump_dir.display(),
+            real.display()
+        )));
+    }
+    let fd = open(
+        dump_dir,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| untrusted(format!("dump_dir {}: {e}", dump_dir.display())))?;
+    let st = nix::sys::stat::fstat(&fd).map_err(io::Error::from)?;
+    let me = nix::unistd::geteuid().as_raw();
+    if st.st_uid != 0 && st.st_uid != me {
+        return Err(untrusted(format!(
+            "dump_dir {} is owned by uid {}, not root or ringcapd's user (uid {me})",
+            dump_dir.display(),
+            st.st_uid
+        )));
+    }
+    if st.st_mode & 0o022 != 0 {
+        return Err(untrusted(format!(
+            "dump_dir {} is writable by its group or others (mode {:o}): another user could \
+             put files or links in it",
+            dump_dir.display(),
+            st.st_mode & 0o7777
+        )));
+    }
+    Ok(fd)
+}
+
+/// `dump_dir/<uid>`: made (mode 0700) relative to the checked `dump_dir`
+/// if missing, opened without following a symlink, and used only if it is
+/// the daemon's own directory, private to it.
+pub fn user_dir(dump_dir: &Path, uid: u32) -> io::Result<PathBuf> {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::{mkdirat, Mode};
+    let parent = check_dump_dir(dump_dir)?;
+    let name = uid.to_string();
+    match mkdirat(&parent, name.as_str(), Mode::from_bits_truncate(0o700)) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let fd = openat(
+        &parent,
+        name.as_str(),
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        untrusted(format!(
+            "{}/{name} is not a directory the daemon may use: {e}",
+            dump_dir.display()
+        ))
+    })?;
+    let st = nix::sys::stat::fstat(&fd).map_err(io::Error::from)?;
+    let me = nix::unistd::geteuid().as_raw();
+    if st.st_uid != me || st.st_mode & 0o077 != 0 {
+        return Err(untrusted(format!(
+            "{}/{name} is owned by uid {} with mode {:o}: not the daemon's private directory, \
+             not using it",
+            dump_dir.display(),
+            st.st_uid,
+            st.st_mode & 0o7777
+        )));
+    }
+    Ok(dump_dir.join(name))
+}
+
+/// The largest file a dump with `quota` writes: half the quota, so that
+/// the file being written and the completed files kept (the other half)
+/// stay within it together.
+pub fn file_cap(quota: u64) -> u64 {
+    (quota / 2).max(1)
+}
+
+/// Bytes of the regular files in `dir`, hidden ones (files being written)
+/// included.
+pub fn bytes_held(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::symlink_metadata(e.path()).ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
 }
 
 impl Dump {
@@ -55,15 +178,16 @@ impl Dump {
             OutputFormat::Pcap => (RecordFormat::Pcap(TsResolution::Nano), "pcap"),
             OutputFormat::Pcapng => (RecordFormat::Pcapng, "pcapng"),
         };
+        let cap = file_cap(quota);
         let sink = SinkSpec {
             rotation: Rotation {
                 packets: req.rotate_packets,
-                bytes: req.rotate_bytes,
+                bytes: Some(req.rotate_bytes.map_or(cap, |b| b.min(cap))),
                 seconds: req.rotate_seconds,
                 align: false,
             },
             retention: Retention {
-                max_total: Some(quota),
+                max_total: Some(quota.saturating_sub(cap)),
                 ..Retention::default()
             },
             // The page cache: dumps are small next to a sensor's own capture,

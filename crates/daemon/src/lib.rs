@@ -8,6 +8,8 @@
 //!   settings are decided;
 //! - [`ring_sink`]: the session's sink, the client's shared-memory ring
 //!   (`ringcap_shm`), with its rate limits ([`rate`]);
+//! - [`budget`]: what each user holds (connections, sessions, pooled
+//!   rings), reserved when decided and given back when gone;
 //! - [`audit`]: a line per session start, change, end and refusal;
 //! - [`sys`]: the one socket option read without a safe wrapper (the
 //!   daemon's only `unsafe`).
@@ -16,8 +18,10 @@
 //! its ring (read-only, sealed) and its read-position page.
 
 pub mod audit;
+pub mod budget;
 pub mod dump;
 pub mod inject;
+pub mod listing;
 pub mod metrics;
 pub mod privilege;
 pub mod ring_sink;

@@ -34,6 +34,10 @@ struct Args {
     /// CAP_NET_RAW and CAP_NET_ADMIN (the systemd unit does this itself).
     #[arg(long, value_name = "USER")]
     user: Option<String>,
+    /// Close a connection that has no session after this many seconds
+    /// without a request.
+    #[arg(long, value_name = "SECONDS", default_value_t = server::IDLE_TIMEOUT.as_secs_f64())]
+    idle_timeout: f64,
 }
 
 fn main() {
@@ -68,7 +72,27 @@ fn main() {
             ringcap_daemon::privilege::effective().join(", ")
         );
     }
+    // Checked as the user that will write there: a dump directory the
+    // daemon cannot trust is refused now, with the reason, not at the
+    // first dump.
+    if let Err(e) = ringcap_daemon::dump::check_dump_dir(&policy.dump_dir) {
+        if policy.grants.iter().any(|g| g.dump_quota > 0) {
+            eprintln!("ringcapd: not serving dumps from an untrusted directory: {e}");
+            let _ = std::fs::remove_file(&path);
+            std::process::exit(2);
+        }
+        eprintln!("ringcapd: warning: {e} (no grant allows dumps, so none is written)");
+    }
     let shared = Shared::new(policy, key);
+    if !(args.idle_timeout.is_finite() && args.idle_timeout > 0.0) {
+        eprintln!("ringcapd: --idle-timeout must be a positive number of seconds");
+        let _ = std::fs::remove_file(&path);
+        std::process::exit(2);
+    }
+    shared.idle_timeout_ms.store(
+        (args.idle_timeout * 1000.0).min(u64::MAX as f64) as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     if let Some(addr) = args.metrics {
         if let Err(e) = ringcap_daemon::metrics::start(addr, shared.clone()) {
             eprintln!("ringcapd: {e}");

@@ -1,8 +1,21 @@
-//! An optional Prometheus text endpoint (`--metrics 127.0.0.1:PORT`): every
-//! session's counters, labelled with its session number, uid and
+//! An optional Prometheus text endpoint (`--metrics 127.0.0.1:PORT`):
+//! sessions' counters, labelled with their session number, uid and
 //! interfaces, for a local scraper. Loopback only (the daemon has no network
 //! listener for clients, and this one refuses any other address); read-only;
-//! every request gets the same page, whatever it asks for.
+//! the request itself is ignored.
+//!
+//! **Each caller sees what `Sessions` would show it**: root every session,
+//! any other user only their own, and a caller the daemon cannot identify
+//! nothing but an empty page. The identity comes from the kernel: the
+//! owner uid of the connecting TCP socket, looked up with `NETLINK_SOCK_DIAG`
+//! (`inet_diag`, an exact lookup of the client's socket by its four-tuple,
+//! which on loopback lives in the daemon's own network namespace). Chosen
+//! over the alternatives because scrapers speak TCP (a Unix socket with
+//! SO_PEERCRED would need a proxy in front of every Prometheus) and because
+//! aggregate-only pages would leave root without per-session counters. The
+//! socket's owner is the uid that created it, which a process cannot
+//! choose; a socket passed to another process keeps its creator's uid, as
+//! a file descriptor keeps its rights.
 
 use crate::server::Shared;
 use std::fmt::Write as _;
@@ -33,7 +46,12 @@ pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<(), String> {
                 // The request is read (bounded) and ignored.
                 let mut buf = [0u8; 2048];
                 let _ = conn.read(&mut buf);
-                let body = page(&shared);
+                let viewer = conn
+                    .peer_addr()
+                    .and_then(|peer| Ok((peer, conn.local_addr()?)))
+                    .ok()
+                    .and_then(|(peer, local)| socket_owner(peer, local).ok());
+                let body = page(&shared, viewer);
                 let _ = write!(
                     conn,
                     "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
@@ -52,16 +70,112 @@ fn label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// The page: one gauge family per counter, a sample per session.
-pub fn page(shared: &Shared) -> String {
+/// The uid owning the TCP socket at `peer` connected to `local` (both in
+/// this network namespace), from the kernel (`NETLINK_SOCK_DIAG`).
+pub fn socket_owner(peer: SocketAddr, local: SocketAddr) -> std::io::Result<u32> {
+    use nix::sys::socket::{
+        recv, sendto, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol,
+        SockType,
+    };
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const NLM_F_REQUEST: u16 = 1;
+    const NLMSG_ERROR: u16 = 2;
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkSockDiag,
+    )?;
+    let timeout = nix::sys::time::TimeVal::new(1, 0);
+    nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::ReceiveTimeout, &timeout)?;
+    // struct nlmsghdr + struct inet_diag_req_v2 (linux/inet_diag.h).
+    let mut req = Vec::with_capacity(72);
+    req.extend_from_slice(&72u32.to_ne_bytes());
+    req.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    req.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    req.extend_from_slice(&1u32.to_ne_bytes()); // sequence
+    req.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel
+    let family = if peer.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    req.extend_from_slice(&[family as u8, libc::IPPROTO_TCP as u8, 0, 0]);
+    req.extend_from_slice(&u32::MAX.to_ne_bytes()); // any state
+                                                    // The client's socket: its source is the peer, its destination us.
+    req.extend_from_slice(&peer.port().to_be_bytes());
+    req.extend_from_slice(&local.port().to_be_bytes());
+    for a in [peer, local] {
+        let mut addr = [0u8; 16];
+        match a {
+            SocketAddr::V4(v4) => addr[..4].copy_from_slice(&v4.ip().octets()),
+            SocketAddr::V6(v6) => addr.copy_from_slice(&v6.ip().octets()),
+        }
+        req.extend_from_slice(&addr);
+    }
+    req.extend_from_slice(&0u32.to_ne_bytes()); // any interface
+    req.extend_from_slice(&[0xff; 8]); // INET_DIAG_NOCOOKIE
+    debug_assert_eq!(req.len(), 72);
+    sendto(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &req,
+        &NetlinkAddr::new(0, 0),
+        MsgFlags::empty(),
+    )?;
+    let mut buf = [0u8; 1024];
+    let n = recv(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &mut buf,
+        MsgFlags::empty(),
+    )?;
+    let field = |off: usize, len: usize| buf.get(off..off + len).filter(|_| off + len <= n);
+    let kind = field(4, 2)
+        .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+        .ok_or_else(|| std::io::Error::other("short sock_diag answer"))?;
+    if kind == NLMSG_ERROR {
+        let errno = field(16, 4)
+            .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .unwrap_or(0);
+        return Err(std::io::Error::from_raw_os_error(-errno));
+    }
+    if kind != SOCK_DIAG_BY_FAMILY {
+        return Err(std::io::Error::other(format!(
+            "sock_diag answered message type {kind}"
+        )));
+    }
+    // struct inet_diag_msg: 4 bytes, the 48-byte socket id, expires,
+    // rqueue, wqueue, then uid.
+    field(16 + 4 + 48 + 12, 4)
+        .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        .ok_or_else(|| std::io::Error::other("short inet_diag_msg"))
+}
+
+/// The page `viewer` may see (None: a caller that could not be
+/// identified): one gauge family per counter, a sample per session it may
+/// see — every session for root, its own for anyone else, as `Sessions`.
+pub fn page(shared: &Shared, viewer: Option<u32>) -> String {
     let mut sessions: Vec<_> = shared
         .sessions
         .lock()
-        .map(|m| m.values().cloned().collect())
+        .map(|m| {
+            m.values()
+                .filter(|s| viewer.is_some_and(|v| v == 0 || v == s.uid))
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default();
     sessions.sort_by_key(|s: &ringcap_proto::SessionInfo| s.session);
     let mut out = String::new();
-    let _ = writeln!(out, "# HELP ringcapd_sessions Sessions running now.");
+    if viewer.is_none() {
+        let _ = writeln!(
+            out,
+            "# the caller's uid could not be read from the kernel: no sessions shown"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP ringcapd_sessions Sessions running now that the caller may see."
+    );
     let _ = writeln!(out, "# TYPE ringcapd_sessions gauge");
     let _ = writeln!(out, "ringcapd_sessions {}", sessions.len());
     type Get = fn(&ringcap_proto::SessionCounters) -> u64;
@@ -118,4 +232,23 @@ pub fn page(shared: &Shared) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_names_a_loopback_callers_uid() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, peer) = l.accept().unwrap();
+        assert_eq!(peer, c.local_addr().unwrap());
+        let uid = socket_owner(peer, s.local_addr().unwrap()).unwrap();
+        assert_eq!(uid, nix::unistd::geteuid().as_raw());
+        // A four-tuple no socket has: not found, never a guess.
+        let mut gone = peer;
+        gone.set_port(peer.port().wrapping_add(1));
+        assert!(socket_owner(gone, s.local_addr().unwrap()).is_err());
+    }
 }

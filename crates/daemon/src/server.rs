@@ -5,8 +5,17 @@
 //! Every request is decoded by `ringcap_proto::decode_request` — the one
 //! place client bytes become a request — and answered; a connection that
 //! keeps sending garbage is closed.
+//!
+//! What a user can make the daemon hold is bounded here through
+//! [`crate::budget`]: a connection slot per connection (only for users a
+//! grant names; the rest get one refusal and the close), a session slot
+//! and a pooled ring per session, each taken when decided and given back
+//! when gone; a connection without a session is closed after the idle
+//! timeout. Replies whose size depends on other users' state (`Sessions`)
+//! are bounded ([`crate::listing`]): never an error for the asker.
 
 use crate::audit;
+use crate::budget::{Budgets, RingLease, SessionSlot};
 use crate::session::{admit, OpenRequest, Session};
 use nix::sys::socket::{getsockopt, sockopt};
 use ringcap_policy::{Peer, Policy};
@@ -28,8 +37,19 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// shared-memory ring).
 pub const MAX_SESSIONS_PER_USER: usize = 16;
 /// Connections one user may hold at once (root is not limited): the rest
-/// of the [`MAX_CONNECTIONS`] stay available to everyone else.
-pub const MAX_CONNECTIONS_PER_USER: usize = 64;
+/// of the [`MAX_CONNECTIONS`] stay available to everyone else. A
+/// connection carries at most one session, so this is the session limit
+/// and a few more for `stats`, dump listings and fetches. Only users a
+/// grant names hold connections at all (anyone else gets one refusal and
+/// the close), and a connection without a session is closed after
+/// [`IDLE_TIMEOUT`] without a request.
+pub const MAX_CONNECTIONS_PER_USER: usize = MAX_SESSIONS_PER_USER + 8;
+/// How long a connection without a session may stay silent before it is
+/// closed (`ringcapd --idle-timeout`).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a user no grant names has to send its first request (which is
+/// refused) before the connection is closed anyway.
+pub const NO_GRANT_GRACE: Duration = Duration::from_secs(2);
 /// Malformed messages in a row before a connection is closed.
 pub const MAX_BAD_MESSAGES: u32 = 8;
 /// Stack of a connection thread. Decoding a request recurses once per
@@ -54,12 +74,15 @@ pub struct Shared {
     pub policy: RwLock<(Arc<Policy>, u64, Option<Key>)>,
     /// Set when the daemon is stopping.
     pub stopping: AtomicBool,
-    /// Sessions, for `Sessions` and per-user limits.
+    /// Sessions, for `Sessions` and the metrics page.
     pub sessions: Mutex<HashMap<u64, SessionInfo>>,
     next_session: AtomicU64,
     connections: AtomicUsize,
-    /// Connections per uid, so that one user cannot hold every slot.
-    per_user: Mutex<HashMap<u32, usize>>,
+    /// What each user holds: connections, sessions, rings (reserved when
+    /// decided, given back when gone).
+    pub budgets: Arc<Budgets>,
+    /// [`IDLE_TIMEOUT`] unless `--idle-timeout` says otherwise, in ms.
+    pub idle_timeout_ms: AtomicU64,
 }
 
 impl Shared {
@@ -71,7 +94,8 @@ impl Shared {
             sessions: Mutex::new(HashMap::new()),
             next_session: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
-            per_user: Mutex::new(HashMap::new()),
+            budgets: Budgets::new(),
+            idle_timeout_ms: AtomicU64::new(IDLE_TIMEOUT.as_millis() as u64),
         })
     }
 
@@ -130,39 +154,15 @@ pub fn serve(listener: OwnedFd, shared: Arc<Shared>) {
         let Ok(uid) = getsockopt(&conn, sockopt::PeerCredentials).map(|c| c.uid()) else {
             continue;
         };
-        let over = {
-            let mut per = shared.per_user.lock().unwrap_or_else(|e| e.into_inner());
-            let n = per.entry(uid).or_insert(0);
-            if uid != 0 && *n >= MAX_CONNECTIONS_PER_USER {
-                true
-            } else {
-                *n += 1;
-                false
-            }
-        };
-        if over {
-            let _ = send(
-                &conn,
-                &Response::error(format!(
-                    "uid {uid} already holds {MAX_CONNECTIONS_PER_USER} connections, the most one user may"
-                )),
-            );
-            continue;
-        }
-        let release_user = {
-            let s = shared.clone();
-            move || {
-                let mut per = s.per_user.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(n) = per.get_mut(&uid) {
-                    *n = n.saturating_sub(1);
-                    if *n == 0 {
-                        per.remove(&uid);
-                    }
-                }
+        let limit = (uid != 0).then_some(MAX_CONNECTIONS_PER_USER);
+        let slot = match shared.budgets.connect(uid, limit) {
+            Ok(slot) => slot,
+            Err(e) => {
+                let _ = send(&conn, &Response::error(e));
+                continue;
             }
         };
         if shared.connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-            release_user();
             shared.connections.fetch_sub(1, Ordering::AcqRel);
             let _ = send(
                 &conn,
@@ -179,27 +179,21 @@ pub fn serve(listener: OwnedFd, shared: Arc<Shared>) {
         if let Err(e) = nix::sys::socket::setsockopt(&conn, sockopt::SendTimeout, &timeout) {
             eprintln!("ringcapd: cannot set a send timeout on a connection: {e}");
             shared.connections.fetch_sub(1, Ordering::AcqRel);
-            release_user();
             continue;
         }
         let s = shared.clone();
-        let release = std::sync::Arc::new(Mutex::new(Some(release_user)));
-        let release_in_thread = release.clone();
         let spawned = std::thread::Builder::new()
             .name("ringcapd-conn".into())
             .stack_size(CONNECTION_STACK)
             .spawn(move || {
                 Connection::new(conn, s.clone()).run();
                 s.connections.fetch_sub(1, Ordering::AcqRel);
-                if let Some(r) = release_in_thread.lock().ok().and_then(|mut r| r.take()) {
-                    r();
-                }
+                // The user's connection slot, given back last.
+                drop(slot);
             });
         if let Err(e) = spawned {
+            // The closure (and the slot in it) is dropped: the slot is back.
             shared.connections.fetch_sub(1, Ordering::AcqRel);
-            if let Some(r) = release.lock().ok().and_then(|mut r| r.take()) {
-                r();
-            }
             eprintln!("ringcapd: cannot start a connection thread: {e}");
         }
     }
@@ -214,6 +208,9 @@ struct Connection {
     conn: OwnedFd,
     shared: Arc<Shared>,
     session: Option<Session>,
+    /// The session's slot in its user's budget and its pooled ring, given
+    /// back (in that order: ring, then slot) once the session is gone.
+    held: Option<(SessionSlot, RingLease)>,
     generation: u64,
 }
 
@@ -223,6 +220,7 @@ impl Connection {
             conn,
             shared,
             session: None,
+            held: None,
             generation: 0,
         }
     }
@@ -236,15 +234,32 @@ impl Connection {
             }
         };
         let mut buf = Box::new([0u8; MAX_DATAGRAM]);
+        if peer.uid != 0 && !self.named_by_a_grant(&peer) {
+            self.refuse_stranger(&peer, &mut buf);
+            return;
+        }
         let mut bad = 0u32;
+        let mut last_request = std::time::Instant::now();
         loop {
             if self.shared.stopping.load(Ordering::Relaxed) {
                 self.end("the daemon is stopping", &peer);
                 return;
             }
+            let idle = Duration::from_millis(self.shared.idle_timeout_ms.load(Ordering::Relaxed));
+            if self.session.is_none() && last_request.elapsed() >= idle {
+                let _ = send(
+                    &self.conn,
+                    &Response::error(format!(
+                        "no request for {} s and no session: closing the connection",
+                        idle.as_secs_f64()
+                    )),
+                );
+                break;
+            }
             match ready(&self.conn, TICK) {
                 Ok(false) => {}
                 Ok(true) => {
+                    last_request = std::time::Instant::now();
                     // Requests carry no descriptors: any sent are closed here.
                     let request = match transport::recv(&self.conn, &mut buf) {
                         Ok(None) => break,
@@ -282,15 +297,60 @@ impl Connection {
         self.end("the client went away", &peer);
     }
 
+    /// True when some grant of the policy in force names `peer`.
+    fn named_by_a_grant(&self, peer: &Peer) -> bool {
+        let (policy, _) = self.shared.policy();
+        policy.grants.iter().any(|g| g.applies_to(peer))
+    }
+
+    /// A user no grant names holds no connection: its first request (or
+    /// none, after [`NO_GRANT_GRACE`]) gets the policy's default-deny
+    /// refusal, then the connection is closed. Waiting for the request
+    /// lets the client read the refusal as its answer instead of a reset.
+    fn refuse_stranger(&self, peer: &Peer, buf: &mut [u8; MAX_DATAGRAM]) {
+        if matches!(ready(&self.conn, NO_GRANT_GRACE), Ok(true)) {
+            let _ = transport::recv(&self.conn, buf);
+        }
+        audit::log("refuse", None, peer.uid, "no grant names this user");
+        let _ = send(
+            &self.conn,
+            &Response::Refused {
+                grant: None,
+                rule: "default deny".into(),
+                reason: format!(
+                    "no grant names uid {} (or its groups): ringcapd serves it nothing",
+                    peer.uid
+                ),
+            },
+        );
+    }
+
     /// Looks at the session: ended by itself, or no longer allowed.
     fn tick(&mut self, peer: &Peer) {
         let Some(s) = &mut self.session else {
             return;
         };
+        let quota = s.admitted.decision.dump_quota;
+        let mut over = None;
         if let Some(d) = s.dump() {
             for name in d.take_published() {
                 let _ = send(&self.conn, &Response::DumpPublished { name });
             }
+            let held = crate::dump::bytes_held(&d.dir);
+            if held > quota {
+                over = Some(held);
+            }
+        }
+        if let Some(held) = over {
+            self.end(
+                &format!(
+                    "the dump stopped at the quota: uid {}'s dump files hold {held} bytes, \
+                     the grant's dump_quota is {quota}",
+                    peer.uid
+                ),
+                peer,
+            );
+            return;
         }
         if s.finished() {
             self.end("the capture ended (count, duration or failure)", peer);
@@ -315,6 +375,12 @@ impl Connection {
                     return;
                 }
                 Ok(a) => {
+                    // Injection too: guard, rates (ringcap_inject; see
+                    // crate::inject), from the new decision's rights.
+                    let rights = a.decision.inject.as_ref();
+                    if let Some(change) = s.inject.as_mut().and_then(|i| i.hold_to(rights)) {
+                        audit::log("change", Some(s.id), peer.uid, &change);
+                    }
                     if !a.decision.same_as(&s.admitted.decision)
                         || a.effective != s.admitted.effective
                     {
@@ -358,6 +424,9 @@ impl Connection {
         if let Ok(mut all) = self.shared.sessions.lock() {
             all.remove(&id);
         }
+        // The session is gone (its captures left, its ring finished): the
+        // ring goes back to the user's pool, then the session slot.
+        self.held = None;
         audit::log(
             "end",
             Some(id),
@@ -496,7 +565,7 @@ impl Connection {
                     .filter(|s| peer.uid == 0 || s.uid == peer.uid)
                     .collect();
                 sessions.sort_by_key(|s| s.session);
-                Response::Sessions { sessions }
+                crate::listing::sessions_reply(sessions)
             }
         };
         send(&self.conn, &reply).is_ok()
@@ -521,23 +590,41 @@ impl Connection {
                 return send(&self.conn, &r).is_ok();
             }
         };
-        let running = self
+        // Checked and reserved in one step, now: a session slot, then a
+        // ring from the user's pool; both given back when the session is
+        // gone (or at once, if it does not start).
+        let slot = match self
             .shared
-            .sessions
-            .lock()
-            .map(|m| m.values().filter(|s| s.uid == peer.uid).count())
-            .unwrap_or(0);
-        if running >= MAX_SESSIONS_PER_USER {
-            let r = Response::Refused {
-                grant: Some(admitted.grant as u32),
-                rule: "sessions".into(),
-                reason: format!(
-                    "uid {} already runs {MAX_SESSIONS_PER_USER} sessions, the most one user may",
-                    peer.uid
-                ),
-            };
-            return send(&self.conn, &r).is_ok();
-        }
+            .budgets
+            .reserve_session(peer.uid, MAX_SESSIONS_PER_USER)
+        {
+            Ok(slot) => slot,
+            Err(reason) => {
+                let r = Response::Refused {
+                    grant: Some(admitted.grant as u32),
+                    rule: "sessions".into(),
+                    reason,
+                };
+                return send(&self.conn, &r).is_ok();
+            }
+        };
+        let ring_budget = (MAX_SESSIONS_PER_USER as u64)
+            .saturating_mul(admitted.decision.ring_size.max(crate::session::MIN_RING));
+        let lease = match self.shared.budgets.ring(
+            peer.uid,
+            crate::session::ring_size(&request, &admitted),
+            ring_budget,
+        ) {
+            Ok(l) => l,
+            Err(reason) => {
+                let r = Response::Refused {
+                    grant: Some(admitted.grant as u32),
+                    rule: "ring_size".into(),
+                    reason,
+                };
+                return send(&self.conn, &r).is_ok();
+            }
+        };
         let id = self.shared.next_session.fetch_add(1, Ordering::Relaxed);
         let effective = admitted.effective.clone();
         let session = match Session::start(
@@ -547,6 +634,7 @@ impl Connection {
             admitted,
             &policy.dump_dir,
             key.as_ref(),
+            lease.ring.clone(),
         ) {
             Ok(s) => s,
             Err(e) => {
@@ -554,6 +642,7 @@ impl Connection {
                 return send(&self.conn, &Response::error(e)).is_ok();
             }
         };
+        self.held = Some((slot, lease));
         self.generation = generation;
         let capacity = session
             .ring
@@ -618,6 +707,8 @@ impl Connection {
     /// Checks and queues frames under the session's grant's inject rights
     /// (`ringcap_inject::guard` is where they are enforced).
     fn inject(&mut self, frames: Vec<ringcap_proto::InjectFrame>, peer: &Peer) -> Response {
+        // A reload not yet looked at is looked at first (grant index, rights).
+        self.tick(peer);
         let Some(s) = &mut self.session else {
             return Response::error("no session: open one on the interface to inject on");
         };
@@ -631,7 +722,7 @@ impl Connection {
             };
         };
         if s.inject.is_none() {
-            match crate::inject::Injecting::start(rights, &s.request.interfaces[0]) {
+            match crate::inject::Injecting::start(rights, &s.request.interfaces[0], peer.uid) {
                 Ok(i) => {
                     audit::log(
                         "inject",
@@ -648,6 +739,9 @@ impl Connection {
             }
         }
         if let Some(i) = &mut s.inject {
+            if let Some(change) = i.hold_to(Some(rights)) {
+                audit::log("change", Some(s.id), peer.uid, &change);
+            }
             i.submit(frames);
         }
         Response::Ok
@@ -707,7 +801,8 @@ fn ready(conn: &impl AsFd, timeout: Duration) -> std::io::Result<bool> {
 
 /// Makes the socket's directory and the socket, replacing a stale socket
 /// (only a socket: never another kind of file) and letting every local user
-/// connect (the policy decides what they get).
+/// connect (the policy decides what they get). Called before any other
+/// thread starts (it sets the process's umask for the bind).
 pub fn listen(path: &Path) -> std::io::Result<OwnedFd> {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     if let Some(dir) = path.parent() {
@@ -737,7 +832,13 @@ pub fn listen(path: &Path) -> std::io::Result<OwnedFd> {
         }
         Err(_) => {}
     }
-    let fd = transport::listen(path, 128)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
-    Ok(fd)
+    // The mode is set by bind itself (the umask in force while it makes
+    // the socket), never by a chmod of the path afterwards: between the two
+    // someone able to write the directory could have put a link there, and
+    // the chmod would have followed it. The daemon has one thread here.
+    use nix::sys::stat::{umask, Mode};
+    let old = umask(Mode::from_bits_truncate(0o111));
+    let fd = transport::listen(path, 128);
+    umask(old);
+    fd
 }

@@ -128,6 +128,17 @@ pub fn admit(policy: &Policy, peer: &Peer, req: &OpenRequest) -> Result<Admitted
     })
 }
 
+/// Bytes of shared-memory ring a session needs: the grant's ring for a
+/// capture to the client; the smallest for a dump (its packets go to files,
+/// the ring only carries the end) and for inject-only (nothing is captured).
+pub fn ring_size(request: &OpenRequest, admitted: &Admitted) -> u64 {
+    if request.dump.is_some() || request.inject_only {
+        MIN_RING
+    } else {
+        admitted.decision.ring_size
+    }
+}
+
 /// A running session: a subscription to the shared capture of each of its
 /// interfaces (one kernel socket per interface for all clients, see
 /// `ringcap_engine::hub`), all feeding the client's one ring.
@@ -156,7 +167,8 @@ pub struct Session {
 }
 
 impl Session {
-    /// Starts the capture of an admitted request into a new ring.
+    /// Starts the capture of an admitted request into `ring` (of
+    /// [`ring_size`] bytes, from the user's pool: `crate::budget`).
     pub fn start(
         id: u64,
         peer: Peer,
@@ -164,18 +176,9 @@ impl Session {
         admitted: Admitted,
         dump_dir: &std::path::Path,
         key: Option<&Key>,
+        ring: Arc<Mutex<RingWriter>>,
     ) -> Result<Session, String> {
         let transforms = privacy_of(&admitted.decision, key)?;
-        // A dump session's packets go to files; its ring only carries the end.
-        let ring_size = if request.dump.is_some() {
-            MIN_RING
-        } else {
-            admitted.decision.ring_size
-        };
-        let mut ring = RingWriter::create(ring_size as usize)
-            .map_err(|e| format!("cannot make the shared-memory ring: {e}"))?;
-        ring.prefault();
-        let ring = Arc::new(Mutex::new(ring));
         let counters = Arc::new(SinkCounters::default());
         let (dump, file_sink) = match &request.dump {
             Some(d) => {

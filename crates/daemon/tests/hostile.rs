@@ -527,10 +527,15 @@ fn hostile_input_is_answered_and_a_good_client_loses_nothing() {
 
     // Nothing left behind: descriptors and threads back to where they were
     // with one session (now none).
-    let fds = settles(fds0, || fd_count(pid));
+    // Rings stay in their user's pool for its next session (a client may
+    // still hold them: ringcap_daemon::budget): root's scribbler's ring is
+    // four descriptors (data, consumer, both pipe ends) more than before;
+    // nobody's was already open then.
+    let pooled = 4;
+    let fds = settles(fds0 + pooled, || fd_count(pid));
     assert!(
-        fds <= fds0,
-        "ringcapd holds {fds} descriptors, {fds0} before"
+        fds <= fds0 + pooled,
+        "ringcapd holds {fds} descriptors, {fds0} before (+{pooled} for root's pooled ring)"
     );
     let t = settles(threads0, || threads(pid));
     assert!(

@@ -285,7 +285,27 @@ pub fn in_place_blocker(spec: &CaptureSpec) -> Option<&'static str> {
     if spec.count.is_some() {
         return Some("-c stops in the middle of a ring block");
     }
+    if spec.observer.is_some() {
+        return Some("flow records (or another observer) look at each packet in user space");
+    }
     None
+}
+
+/// The observer of capture thread `thread` on interface `interface`, if
+/// the spec has an observer stage.
+fn observer_for(
+    spec: &CaptureSpec,
+    live: bool,
+    interface: usize,
+    thread: usize,
+) -> Option<Box<dyn crate::stages::Observer>> {
+    spec.observer.as_ref().map(|f| {
+        f(crate::stages::ObserverContext {
+            live,
+            interface,
+            thread,
+        })
+    })
 }
 
 /// Opens each named interface; a name given twice is refused.
@@ -787,6 +807,7 @@ fn start_live(
                     slot: (i, t),
                     stop,
                     flush_interval,
+                    observer: observer_for(spec, true, i, t),
                 };
                 spawn(name, &bells.stop, move || worker.run())?
             }
@@ -804,6 +825,7 @@ fn start_live(
                     slot: (i, t),
                     stop,
                     flush_interval,
+                    observer: observer_for(spec, true, i, t),
                 };
                 spawn(name, &bells.stop, move || worker.run())?
             }
@@ -957,6 +979,7 @@ fn start_hook(
             slot: (i, 0),
             stop: stop.clone(),
             flush_interval: spec.sink.flush_interval,
+            observer: observer_for(spec, true, i, 0),
         };
         let name = format!("ringcap-{hook}-{}", interfaces[i].name);
         handles.push(spawn(name, stop, move || worker.run())?);
@@ -1125,15 +1148,25 @@ fn start_files(
     let stop2 = stop.clone();
     let writer_shared = writer.shared.clone();
     let flush_interval = spec.sink.flush_interval;
+    // One observer for all the files: their packets' time goes on from one
+    // to the next.
+    let mut observer = observer_for(spec, false, 0, 0);
     // The files one after another on one thread, so the output holds them
     // in order.
     let handle = spawn("ringcap-read".into(), stop, move || {
+        let mut result = Ok(());
         for (i, (path, stages, encoder)) in workers.into_iter().enumerate() {
             let quit = stop2.requested() || writer_shared.failure.lock().is_ok_and(|f| f.is_some());
             if quit || stages.count_reached() {
                 break;
             }
-            let source = FileSource::open(&path).map_err(SourceError::Input)?;
+            let source = match FileSource::open(&path) {
+                Ok(s) => s,
+                Err(e) => {
+                    result = Err(SourceError::Input(e));
+                    break;
+                }
+            };
             let worker = Worker {
                 source,
                 stages,
@@ -1142,10 +1175,19 @@ fn start_files(
                 slot: (i, 0),
                 stop: stop2.clone(),
                 flush_interval,
+                observer: observer.take(),
             };
-            worker.run()?;
+            let (r, back) = worker.run_keep();
+            observer = back;
+            if r.is_err() {
+                result = r;
+                break;
+            }
         }
-        Ok(())
+        if let Some(mut o) = observer {
+            o.finish();
+        }
+        result
     })?;
     let started = Started {
         inputs: names,

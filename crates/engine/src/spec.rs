@@ -37,6 +37,9 @@ pub struct CaptureSpec {
     pub count: Option<u64>,
     /// Stop after this long.
     pub duration: Option<Duration>,
+    /// A stage for the observer slot of each capture thread (flows, an
+    /// index): see `crate::stages::Observer`.
+    pub observer: Option<crate::stages::ObserverFactory>,
 }
 
 impl std::fmt::Debug for CaptureSpec {
@@ -52,6 +55,7 @@ impl std::fmt::Debug for CaptureSpec {
             .field("stream", &self.stream.is_some())
             .field("count", &self.count)
             .field("duration", &self.duration)
+            .field("observer", &self.observer.is_some())
             .finish()
     }
 }

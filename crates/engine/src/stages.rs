@@ -3,6 +3,12 @@
 //! not already run it), sample (what the kernel could not), the `-c` count,
 //! truncate (exact header lengths, VLAN tags put back), encode into the
 //! sink's batch, then the transform chain on the encoded bytes in place.
+//!
+//! Between the cut and the encoding sits the observer slot ([`Observer`]):
+//! a stage that looks at every kept packet (a flow table, an index) without
+//! changing it. It is one direct call per packet on the capture thread, with
+//! no lock; the thread owns its observer, so an observer keeps per-thread
+//! state and hands results elsewhere itself.
 
 use crate::sink::PacketSink;
 use crate::source::{Flow, Packet};
@@ -11,6 +17,60 @@ use ringcap_stages::{CheckedProgram, Snap, Transform, UserSampler};
 use ringcap_stats::CaptureCounts;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// A stage that sees each kept packet after filter, sampling, `-c` and the
+/// snap length, before encoding, and cannot change it. One per capture
+/// thread, owned by it (see [`ObserverFactory`]).
+pub trait Observer: Send {
+    /// One kept packet: `data` is what the record keeps of it (cut to the
+    /// snap length; without the VLAN tag the kernel took out, which is in
+    /// `vlan`), `wire_len` its length on the wire (tag included),
+    /// `ts_ns` its time (ns since the epoch), `linktype` its link type.
+    fn packet(
+        &mut self,
+        data: &[u8],
+        vlan: Option<[u8; 4]>,
+        wire_len: u32,
+        ts_ns: u64,
+        linktype: u32,
+    );
+    /// Called between batches at most every few hundred milliseconds while
+    /// packets come, and when the thread runs out of them: time-driven work
+    /// (live captures).
+    fn idle(&mut self) {}
+    /// The longest the thread may sleep without calling [`idle`](Self::idle)
+    /// (`None`: until packets come).
+    fn wake_within(&self) -> Option<Duration> {
+        None
+    }
+    /// The capture thread's source has ended (the last file, or the capture
+    /// stopped): whatever is held is handed on now.
+    fn finish(&mut self) {}
+}
+
+/// Where a capture thread's observer comes from.
+#[derive(Debug, Clone, Copy)]
+pub struct ObserverContext {
+    /// Live packets (time goes on without them) rather than files (time is
+    /// the packets' own).
+    pub live: bool,
+    /// The capture's interface (board entry) and thread on it.
+    pub interface: usize,
+    /// Thread number on that interface.
+    pub thread: usize,
+}
+
+/// Makes one [`Observer`] per capture thread.
+pub type ObserverFactory = Arc<dyn Fn(ObserverContext) -> Box<dyn Observer> + Send + Sync>;
+
+/// The empty observer: [`Stages::handle`] runs with it, at no cost.
+struct NoObserver;
+
+impl Observer for NoObserver {
+    #[inline(always)]
+    fn packet(&mut self, _: &[u8], _: Option<[u8; 4]>, _: u32, _: u64, _: u32) {}
+}
 
 /// One capture thread's stages.
 pub struct Stages {
@@ -94,6 +154,19 @@ impl Stages {
         encoder: &mut K,
         counts: &mut CaptureCounts,
     ) -> Flow {
+        self.handle_observed(p, encoder, counts, &mut NoObserver)
+    }
+
+    /// [`handle`](Self::handle), with `observer` shown each kept packet
+    /// before it is encoded.
+    #[inline]
+    pub fn handle_observed<K: PacketSink, O: Observer + ?Sized>(
+        &mut self,
+        p: Packet<'_>,
+        encoder: &mut K,
+        counts: &mut CaptureCounts,
+        observer: &mut O,
+    ) -> Flow {
         if let Some(filters) = &self.filters {
             // Source interface indexes come from the source, which only hands
             // over packets of interfaces it described; the fallback keeps a
@@ -133,10 +206,13 @@ impl Stages {
         let caplen = self.snap.keep_len(p.data, tag_len);
         counts.delivered += 1;
         counts.bytes_on_wire += u64::from(wire_len);
+        // The observer slot: what the record keeps, before encoding.
+        let seen = caplen.saturating_sub(tag_len).min(p.data.len());
+        let linktype = self.linktypes.get(p.interface).copied().unwrap_or(1);
+        observer.packet(&p.data[..seen], p.vlan, wire_len, p.ts_ns, linktype);
         let kept = encoder.push(p.ts_ns, wire_len, p.data, p.vlan, caplen);
         if !self.transforms.is_empty() {
             if let Some(bytes) = kept {
-                let linktype = self.linktypes.get(p.interface).copied().unwrap_or(1);
                 apply_all(&mut self.transforms, linktype, bytes, wire_len);
             }
         }

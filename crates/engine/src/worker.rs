@@ -24,7 +24,7 @@
 
 use crate::sink::PacketSink;
 use crate::source::{Flow, Next, Source, SourceError};
-use crate::stages::Stages;
+use crate::stages::{Observer, Stages};
 use crate::stop::Stop;
 use ringcap_stats::{Board, CaptureCounts};
 use std::sync::Arc;
@@ -60,6 +60,8 @@ pub struct Worker<S: Source, K: PacketSink> {
     pub stop: Stop,
     /// Ship a partial batch after this long.
     pub flush_interval: Duration,
+    /// The observer slot (`crate::stages::Observer`), if a stage is in it.
+    pub observer: Option<Box<dyn Observer>>,
 }
 
 /// How long an idle capture thread waits for packets: while stopping, until
@@ -98,8 +100,19 @@ fn idle_wait<S: Source>(
 }
 
 impl<S: Source, K: PacketSink> Worker<S, K> {
-    /// Runs until the source ends or the capture stops.
-    pub fn run(mut self) -> Result<(), SourceError> {
+    /// Runs until the source ends or the capture stops; then the observer,
+    /// if any, finishes.
+    pub fn run(self) -> Result<(), SourceError> {
+        let (result, observer) = self.run_keep();
+        if let Some(mut o) = observer {
+            o.finish();
+        }
+        result
+    }
+
+    /// [`run`](Self::run), handing the observer back unfinished (files read
+    /// one after another share one).
+    pub fn run_keep(mut self) -> (Result<(), SourceError>, Option<Box<dyn Observer>>) {
         let mut counts = CaptureCounts::default();
         let mut last_publish = Instant::now();
         // Packets came since the source's own counters were last read.
@@ -129,7 +142,12 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
                 self.source.next_batch(|_| Flow::Stop)
             } else {
                 let (stages, encoder, c) = (&mut self.stages, &mut self.encoder, &mut counts);
-                self.source.next_batch(|p| stages.handle(p, encoder, c))
+                match self.observer.as_deref_mut() {
+                    Some(o) => self
+                        .source
+                        .next_batch(|p| stages.handle_observed(p, encoder, c, o)),
+                    None => self.source.next_batch(|p| stages.handle(p, encoder, c)),
+                }
             };
             let next = match next {
                 Ok(n) => n,
@@ -179,12 +197,20 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
                 {
                     self.encoder.flush();
                 }
+                if let Some(o) = self.observer.as_deref_mut() {
+                    o.idle();
+                }
                 self.publish(&counts);
             }
             if held {
                 self.encoder.wait_room(HOLD_NAP);
             } else if !got {
-                let flush_by = self.encoder.oldest().map(|t| t + self.flush_interval);
+                let mut flush_by = self.encoder.oldest().map(|t| t + self.flush_interval);
+                // An observer with time-driven work wakes the thread too.
+                if let Some(w) = self.observer.as_deref().and_then(|o| o.wake_within()) {
+                    let t = Instant::now() + w;
+                    flush_by = Some(flush_by.map_or(t, |f| f.min(t)));
+                }
                 if let Err(e) = idle_wait(&mut self.source, &self.stop, draining_since, flush_by) {
                     result = Err(e);
                     break;
@@ -196,7 +222,7 @@ impl<S: Source, K: PacketSink> Worker<S, K> {
             result = result.and(Err(e));
         }
         self.publish(&counts);
-        result
+        (result, self.observer.take())
     }
 
     fn publish(&self, counts: &CaptureCounts) {

@@ -61,6 +61,7 @@ fn spec(iface: &str, filter: &str, snap: Snap, out: PathBuf, format: RecordForma
         },
         count: None,
         duration: None,
+        observer: None,
     }
 }
 

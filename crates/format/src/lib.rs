@@ -10,6 +10,7 @@
 //! - [`pcapng`]: pcapng blocks (writing).
 //! - [`walk`]: record boundaries and timestamps in files ringcap wrote.
 //! - [`read`]: [`Reader`] for any pcap or pcapng file.
+//! - [`sidecar`]: names of the files kept next to a capture (its index).
 //! - [`repair`](mod@repair): [`check`] and [`repair`](fn@repair) files cut short by a crash.
 
 #![forbid(unsafe_code)]
@@ -19,6 +20,7 @@ pub mod pcap;
 pub mod pcapng;
 pub mod read;
 pub mod repair;
+pub mod sidecar;
 pub mod walk;
 
 pub use read::{

@@ -1093,5 +1093,7 @@ fn parse_idb_options(
     Ok(())
 }
 
+mod seek;
+
 #[cfg(test)]
 pub(crate) mod tests;

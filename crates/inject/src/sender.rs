@@ -2,6 +2,16 @@
 //! fed through a bounded queue, that sends each frame at its requested
 //! time and reports when it left.
 //!
+//! Rate: a sender started with a [`RateLimit`] charges it for each frame
+//! right before handing it to the kernel, on the monotonic clock read then
+//! — whatever time the client asked for and however late it tolerates —
+//! and refuses a frame that finds no tokens (`max_packets_per_second` or
+//! `max_bits_per_second`). This is the only place injected frames are
+//! counted against a rate.
+//!
+//! Withdrawal: [`Sender::withdraw_queued`] (a reloaded policy) refuses every
+//! frame queued so far that has not left yet, when its turn comes.
+//!
 //! Timing: an absolute-time `clock_nanosleep` on CLOCK_REALTIME (with the
 //! thread's timer slack at 1 ns) to [`SPIN_NS`] before the deadline, then a
 //! spin on the clock; a frame already later than its tolerance is reported
@@ -11,6 +21,7 @@
 //! predecessor's goes as soon as it can (or is missed).
 
 use crate::now_ns;
+use crate::rate::{monotonic_ns, RateLimit};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, TrySendError};
 use nix::sys::time::TimeSpec;
 use nix::time::{clock_nanosleep, ClockId, ClockNanosleepFlags};
@@ -18,7 +29,7 @@ use ringcap_proto::{InjectReport, InjectStatus};
 use ringcap_source::inject::Injector;
 use ringcap_source::interface::Interface;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -50,12 +61,48 @@ pub struct Sender {
     reports: Arc<Mutex<VecDeque<InjectReport>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// Jobs queued so far (the queue is FIFO: the thread's count of jobs
+    /// taken is the same numbering).
+    submitted: AtomicU64,
+    withdrawn: Arc<Withdrawn>,
+}
+
+/// Jobs numbered below `before` are refused with `reason` when their turn
+/// comes.
+#[derive(Default)]
+struct Withdrawn {
+    before: AtomicU64,
+    reason: Mutex<String>,
+}
+
+impl Withdrawn {
+    fn reason(&self) -> String {
+        lock(&self.reason).clone()
+    }
 }
 
 impl Sender {
     /// Opens a sending socket on `iface` (needs CAP_NET_RAW) and starts the
-    /// scheduler with room for `queue` frames.
+    /// scheduler with room for `queue` frames, with no rate limit (root's
+    /// `ringcap inject`).
     pub fn start(iface: &str, queue: usize) -> Result<Sender, String> {
+        Sender::start_with(iface, queue, None)
+    }
+
+    /// [`Sender::start`], charging `limit` for every frame as it leaves.
+    pub fn start_limited(
+        iface: &str,
+        queue: usize,
+        limit: Arc<RateLimit>,
+    ) -> Result<Sender, String> {
+        Sender::start_with(iface, queue, Some(limit))
+    }
+
+    fn start_with(
+        iface: &str,
+        queue: usize,
+        limit: Option<Arc<RateLimit>>,
+    ) -> Result<Sender, String> {
         let i = Interface::open(iface).map_err(|e| e.to_string())?;
         let injector = Injector::open(&i).map_err(|e| e.to_string())?;
         injector
@@ -64,11 +111,20 @@ impl Sender {
         let (tx, rx) = bounded(queue.max(1));
         let reports = Arc::new(Mutex::new(VecDeque::new()));
         let stop = Arc::new(AtomicBool::new(false));
+        let withdrawn = Arc::new(Withdrawn::default());
         let thread = {
-            let (reports, stop) = (reports.clone(), stop.clone());
+            let (reports, stop, withdrawn) = (reports.clone(), stop.clone(), withdrawn.clone());
+            let ctx = Context {
+                injector,
+                jobs: rx,
+                reports,
+                stop,
+                limit,
+                withdrawn,
+            };
             std::thread::Builder::new()
                 .name("ringcap-inject".into())
-                .spawn(move || run(injector, rx, reports, stop))
+                .spawn(move || run(ctx))
                 .map_err(|e| format!("cannot start the sender: {e}"))?
         };
         Ok(Sender {
@@ -76,13 +132,18 @@ impl Sender {
             reports,
             stop,
             thread: Some(thread),
+            submitted: AtomicU64::new(0),
+            withdrawn,
         })
     }
 
     /// Queues `job`; gives it back when the queue is full (never waits).
     pub fn submit(&self, job: Job) -> Result<(), Job> {
         match self.jobs.as_ref().map(|j| j.try_send(job)) {
-            Some(Ok(())) => Ok(()),
+            Some(Ok(())) => {
+                self.submitted.fetch_add(1, Ordering::AcqRel);
+                Ok(())
+            }
             Some(Err(TrySendError::Full(j) | TrySendError::Disconnected(j))) => Err(j),
             None => unreachable!("jobs is only taken by Drop"),
         }
@@ -92,6 +153,16 @@ impl Sender {
     /// report comes out of one queue.
     pub fn report(&self, r: InjectReport) {
         lock(&self.reports).push_back(r);
+    }
+
+    /// Refuses, with `reason` (a rule, a colon, words), every frame queued
+    /// so far that has not left yet: frames held to a grant no longer in
+    /// force.
+    pub fn withdraw_queued(&self, reason: &str) {
+        *lock(&self.withdrawn.reason) = reason.to_string();
+        self.withdrawn
+            .before
+            .store(self.submitted.load(Ordering::Acquire), Ordering::Release);
     }
 
     /// Up to `max` reports, oldest first.
@@ -144,12 +215,27 @@ fn wait_until(t: u64, stop: &AtomicBool) -> bool {
     }
 }
 
-fn run(
+/// What the scheduler thread owns.
+struct Context {
     injector: Injector,
     jobs: Receiver<Job>,
     reports: Arc<Mutex<VecDeque<InjectReport>>>,
     stop: Arc<AtomicBool>,
-) {
+    limit: Option<Arc<RateLimit>>,
+    withdrawn: Arc<Withdrawn>,
+}
+
+fn run(ctx: Context) {
+    let Context {
+        injector,
+        jobs,
+        reports,
+        stop,
+        limit,
+        withdrawn,
+    } = ctx;
+    // The number of the next job taken from the queue (as `submitted`).
+    let mut taken: u64 = 0;
     // Wake-ups as close to the asked time as the kernel can (default slack
     // 50 µs), and not behind other threads where we may be real-time (it
     // spins at most SPIN_NS per frame, so it cannot starve the machine).
@@ -166,6 +252,8 @@ fn run(
             Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Relaxed) => continue,
             Err(_) => break,
         };
+        let number = taken;
+        taken += 1;
         let requested = if job.at_ns == 0 { now_ns() } else { job.at_ns };
         let report = |status, reason: Option<String>| InjectReport {
             tag: job.tag,
@@ -174,6 +262,10 @@ fn run(
             status,
             reason,
         };
+        if number < withdrawn.before.load(Ordering::Acquire) {
+            push(report(InjectStatus::Refused, Some(withdrawn.reason())));
+            continue;
+        }
         // Collect stamps while there is time, then sleep and spin.
         if requested > now_ns() + 2 * SPIN_NS {
             stamps.collect(&injector, &push);
@@ -196,6 +288,21 @@ fn run(
                 )),
             ));
             continue;
+        }
+        // Withdrawn while it waited?
+        if number < withdrawn.before.load(Ordering::Acquire) {
+            push(report(InjectStatus::Refused, Some(withdrawn.reason())));
+            continue;
+        }
+        // The rate, on the wire clock: charged now, as the frame leaves.
+        if let Some(limit) = &limit {
+            if let Err(over) = limit.charge(monotonic_ns(), job.frame.len()) {
+                push(report(
+                    InjectStatus::Refused,
+                    Some(format!("{}: {}", over.rule, over.reason)),
+                ));
+                continue;
+            }
         }
         if let Err(e) = injector.send(&job.frame) {
             push(report(InjectStatus::Failed, Some(format!("send: {e}"))));

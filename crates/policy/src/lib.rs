@@ -78,7 +78,7 @@
 //! | --- | --- | --- |
 //! | `filter` | every injected frame must match this tcpdump filter; `""` allows any frame (written out, so never by accident) | required |
 //! | `settable` | fields a client may set in its frames, from: `ip.ttl`, `ip.id`, `ip.tos`, `ipv6.hlim`, `ipv6.flow`, `udp.sport`, `udp.dport`, `tcp.sport`, `tcp.dport`, `tcp.seq`, `tcp.flags`, `icmp.id`, `icmp.seq`, `payload` ([`SettableField`]) | `[]` |
-//! | `max_packets_per_second` | token-bucket rate of injected frames, ≥ 1 | required |
+//! | `max_packets_per_second` | token-bucket rate of injected frames, ≥ 1; one bucket per user and interface, shared by all of that user's sessions there and charged when a frame leaves (the wire clock, not the times clients ask for): over any window T at most `burst` + rate·T frames leave | required |
 //! | `max_bits_per_second` | a second token bucket, on the frames' bits (same syntax as the grant's `max_bits_per_second`); a frame is sent only if both buckets have room | none |
 //! | `burst` | token-bucket depth in frames, ≥ 1; the bit bucket holds this many frames of the interface's largest size | 1 |
 //!

@@ -46,8 +46,8 @@ macro_rules! fields {
 }
 
 fields! {
-    ETH_ADDR = 0, "eth.addr", "Ethernet source and destination addresses (every Ethernet header, inner ones too) and ARP hardware addresses";
-    IP_ADDR = 1, "ip.addr", "IPv4 and IPv6 source and destination addresses (outer, tunnelled and quoted by ICMP errors) and ARP protocol addresses";
+    ETH_ADDR = 0, "eth.addr", "Ethernet source and destination addresses (every Ethernet header, inner ones too), ARP hardware addresses and ICMPv6 neighbor discovery link-layer address options";
+    IP_ADDR = 1, "ip.addr", "IPv4 and IPv6 source and destination addresses (outer, tunnelled and quoted by ICMP errors), ARP protocol addresses, ICMP redirect gateways and router advertisement addresses, ICMPv6 neighbor discovery targets, redirect destinations and prefix/route/DNS server options, MLD addresses, IPv4 route-recording options, IPv6 routing headers and home address options";
     IP_TOS = 2, "ip.tos", "IPv4 DSCP/ECN byte and IPv6 traffic class";
     IP_ID = 3, "ip.id", "IPv4 identification";
     IP_TTL = 4, "ip.ttl", "IPv4 time to live and IPv6 hop limit";

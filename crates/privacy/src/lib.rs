@@ -2,7 +2,34 @@
 //! slot so the real values never reach a file or a client: field masks
 //! (zeroing a documented vocabulary of fields, [`fields`]) and
 //! prefix-preserving address anonymization ([`cryptopan`], Crypto-PAn),
-//! with every checksum kept right ([`rewrite`]).
+//! of every header the `-s headers` walk knows and of the addresses ICMP,
+//! ICMPv6 neighbor discovery, MLD and IP options carry ([`rewrite`]).
+//!
+//! The promise: nothing the client receives depends on a hidden field's
+//! value (for an anonymized address: on anything but its Crypto-PAn image).
+//! Checksums are where that is easiest to break; one covering a hidden or
+//! anonymized field is recomputed from the delivered bytes when all it
+//! covers was captured, and set to 0 otherwise, never updated from its
+//! input value (which may be a partial offload checksum, wrong, or
+//! unverifiable): see [Checksums](#checksums) below.
+//!
+//! # Checksums
+//!
+//! * Recomputed (right for the bytes delivered) when the whole range it
+//!   covers is in the captured frame: IPv4 header checksums (outer,
+//!   tunnelled, quoted by ICMP errors), TCP, UDP, ICMP, ICMPv6, GRE and
+//!   SCTP (CRC-32c) over the segment or message up to the end its IP header
+//!   announces. A wrong input checksum comes out right.
+//! * Set to 0 when it covers hidden bytes that were not captured (snap
+//!   length), when the IP length is unknown (0, as in segmentation offload
+//!   captures), or when the pseudo-header's destination comes from an IPv6
+//!   routing type that is not understood. For UDP over IPv4 0 means "no
+//!   checksum" (and a UDP-over-IPv4 checksum of 0 stays 0).
+//! * `payload` hidden means every transport checksum covering payload is
+//!   covering hidden bytes: recomputed over the zeroed payload, or 0.
+//! * Left as it came when it covers nothing hidden (e.g. the IPv4 header
+//!   checksum when only ports are masked).
+//! * An authentication header's integrity value is always zeroed.
 //!
 //! ```
 //! use ringcap_privacy::{fields::FieldSet, Key, Privacy};
@@ -14,10 +41,13 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod anon;
 pub mod cryptopan;
 pub mod fields;
+mod icmp;
 pub mod key;
 pub mod rewrite;
+mod sums;
 
 pub use key::Key;
 
@@ -82,7 +112,7 @@ impl Privacy {
                 self.mask,
                 self.anon
                     .as_ref()
-                    .map(|(c, f)| rewrite::Anon::new(c.clone(), *f)),
+                    .map(|(c, f)| anon::Anon::new(c.clone(), *f)),
             ),
         }
     }

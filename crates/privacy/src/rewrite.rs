@@ -1,27 +1,31 @@
 //! The packet rewrite: walk the headers as `-s headers` does
 //! ([`ringcap_wire::headers::visit_headers`]), then mask or anonymize the
-//! chosen fields of each header in place, correcting every checksum that
-//! covers a changed byte.
+//! chosen fields of each header in place, and rewrite every checksum that
+//! covers one of them by the rule of the crate's [checksums](crate#checksums) (recomputed from the
+//! bytes the client gets when it covers only captured bytes, otherwise 0),
+//! never by updating its input value.
 //!
-//! Checksums kept right, incrementally (so only the checksum field itself
-//! must have been captured, not the bytes it covers):
-//! * the IPv4 header checksum (also of tunnelled and ICMP-quoted headers);
-//! * TCP, UDP and ICMPv6 checksums for changes to their own headers, to the
-//!   addresses of their pseudo-header and to the payload (`payload` mask);
-//! * the ICMP checksum, which covers the quoted datagram of an error;
-//! * the UDP checksum of a VXLAN tunnel and the optional GRE checksum, which
-//!   cover the whole inner frame.
+//! Addresses are hidden wherever the rewrite knows them to be, not only in
+//! the IP and Ethernet headers: ARP, ICMP redirect gateways and router
+//! advertisements, ICMPv6 neighbor discovery (targets, redirect
+//! destinations, link-layer address, prefix, route and DNS server options),
+//! MLD group and source addresses, IPv4 route-recording and timestamp
+//! options, IPv6 routing headers and the home address option.
+//! Structures there that it does not understand (an unknown option or
+//! routing type, the packet a redirect quotes) are zeroed when addresses
+//! are hidden, not passed through; so is an authentication header's
+//! integrity value (it is computed over hidden fields).
 //!
-//! Not kept: SCTP's CRC-32c (so `sctp` packets with rewritten addresses
-//! fail their check: SCTP has no pseudo-header, but its ports are not masked
-//! either, so only its payload mask breaks it), the AH integrity value
-//! (cryptographic, it cannot be), and an IPv6 pseudo-header whose
-//! destination comes from a routing header. A UDP-over-IPv4 checksum of 0
-//! (none) stays 0.
+//! What is rewritten never depends on a hidden value: the walk decides by
+//! lengths, types and protocol numbers, and with the UDP ports masked a UDP
+//! payload that looks like VXLAN is walked as VXLAN whatever its port.
+//! Known limit: which bytes are payload is the walk's decision, which reads
+//! the first bytes of a would-be header (a VXLAN flag, an MPLS payload's
+//! first nibble); with `payload` masked, those bytes decide what is shown.
 
-use crate::cryptopan::{Cache, CryptoPan};
+use crate::anon::Anon;
 use crate::fields::{self, FieldSet};
-use ringcap_wire::checksum::{add, delta, sum, update};
+use crate::sums::{Kind, Pseudo, Sums};
 use ringcap_wire::ethernet::ethertype;
 use ringcap_wire::headers::{visit_headers, Visitor};
 use ringcap_wire::ip::ip_proto;
@@ -36,6 +40,7 @@ enum Hdr {
     Eth(u32),
     Arp(u32),
     Ip(u32, bool),
+    Ext(u32, u8),
     L4(u32, u8, u32),
 }
 
@@ -43,6 +48,9 @@ struct Recorder {
     hdrs: [Hdr; MAX_HEADERS],
     n: usize,
     overflow: Option<usize>,
+    /// Headers not understood from here on.
+    opaque: Option<usize>,
+    vxlan_any_port: bool,
 }
 
 impl Recorder {
@@ -74,177 +82,70 @@ impl Visitor for Recorder {
     fn transport(&mut self, off: usize, proto: u8, end: usize) {
         self.push(Hdr::L4(off as u32, proto, end as u32), off);
     }
-}
-
-/// A checksum field at `field` over bytes counted from `base` (for the
-/// byte parity of a change), with the changes not yet applied to it.
-#[derive(Clone, Copy)]
-struct Csum {
-    field: u32,
-    base: u32,
-    /// UDP over IPv4: 0 means "no checksum" and a computed 0 is sent as
-    /// 0xffff.
-    udp4: bool,
-    /// Sum of the changes of the bytes it covers since it was pushed.
-    pending: u16,
-}
-
-/// The checksums covering the bytes being rewritten, outermost first. A
-/// change is added to every entry's pending sum (one's-complement sums
-/// commute), and each field is written once, when its entry is popped:
-/// innermost first, so that the change of an inner checksum field reaches
-/// the outer ones.
-struct Stack {
-    items: [Csum; MAX_HEADERS],
-    n: usize,
-}
-
-impl Stack {
-    /// Pushes the checksum at `field` over bytes from `base`, if the frame
-    /// holds it before `limit` (and, for UDP over IPv4, it is not 0).
-    fn push(&mut self, frame: &[u8], field: usize, base: usize, udp4: bool, limit: usize) -> bool {
-        if field + 2 > frame.len().min(limit) || self.n == MAX_HEADERS {
-            return false;
-        }
-        if udp4 && frame[field] == 0 && frame[field + 1] == 0 {
-            return false;
-        }
-        self.items[self.n] = Csum {
-            field: field as u32,
-            base: base as u32,
-            udp4,
-            pending: 0,
-        };
-        self.n += 1;
-        true
+    #[inline(always)]
+    fn ext(&mut self, off: usize, kind: u8) {
+        self.push(Hdr::Ext(off as u32, kind), off);
     }
-
-    /// Adds a change `d` of the bytes at `p` (as if at an even offset) to
-    /// every entry.
-    #[inline]
-    fn add(&mut self, p: usize, d: u16) {
-        if d == 0 || d == 0xffff {
-            return;
-        }
-        for c in &mut self.items[..self.n] {
-            let odd = (p as u32).wrapping_sub(c.base) & 1 == 1;
-            c.pending = add(c.pending, if odd { d.swap_bytes() } else { d });
-        }
+    #[inline(always)]
+    fn vxlan_any_port(&self) -> bool {
+        self.vxlan_any_port
     }
-
-    /// Applies the innermost entry's changes to its field and removes it;
-    /// the field's own change goes to the entries enclosing it.
-    fn pop(&mut self, frame: &mut [u8]) {
-        self.n -= 1;
-        let c = self.items[self.n];
-        if c.pending == 0 || c.pending == 0xffff {
-            return;
-        }
-        let f = c.field as usize;
-        let old = u16::from_be_bytes([frame[f], frame[f + 1]]);
-        let mut new = update(old, c.pending);
-        if c.udp4 && new == 0 {
-            new = 0xffff;
-        }
-        frame[f..f + 2].copy_from_slice(&new.to_be_bytes());
-        self.add(f, delta(old, new));
-    }
-}
-
-/// Address anonymization state: the key's anonymizer and caches of recent
-/// translations, per thread.
-pub(crate) struct Anon {
-    pub(crate) cpan: CryptoPan,
-    pub(crate) fields: FieldSet,
-    v4: Cache<4, 65536>,
-    /// Images of /24 prefixes: a new address in a known /24 costs 8 AES
-    /// blocks instead of 32.
-    v4_24: Cache<3, 4096>,
-    v6: Cache<16, 4096>,
-    /// Images of /64 prefixes (64 AES blocks saved per new address).
-    v6_64: Cache<8, 1024>,
-    mac: Cache<6, 4096>,
-}
-
-impl Anon {
-    pub(crate) fn new(cpan: CryptoPan, fields: FieldSet) -> Anon {
-        Anon {
-            cpan,
-            fields,
-            v4: Cache::default(),
-            v4_24: Cache::default(),
-            v6: Cache::default(),
-            v6_64: Cache::default(),
-            mac: Cache::default(),
-        }
-    }
-
-    fn ipv4(&mut self, a: [u8; 4]) -> [u8; 4] {
-        let Anon {
-            cpan, v4, v4_24, ..
-        } = self;
-        v4.get(a, |a| {
-            let p = v4_24.get([a[0], a[1], a[2]], |p| {
-                let i = cpan.ipv4([p[0], p[1], p[2], 0]);
-                [i[0], i[1], i[2]]
-            });
-            let orig = u128::from(u32::from_be_bytes(a)) << 96;
-            let last = (cpan.flips(orig, 24, 32) >> 96) as u8 ^ a[3];
-            [p[0], p[1], p[2], last]
-        })
-    }
-
-    fn ipv6(&mut self, a: [u8; 16]) -> [u8; 16] {
-        let Anon {
-            cpan, v6, v6_64, ..
-        } = self;
-        v6.get(a, |a| {
-            let mut hi = [0u8; 8];
-            hi.copy_from_slice(&a[..8]);
-            let p = v6_64.get(hi, |p| {
-                let mut full = [0u8; 16];
-                full[..8].copy_from_slice(&p);
-                let i = cpan.ipv6(full);
-                let mut out = [0u8; 8];
-                out.copy_from_slice(&i[..8]);
-                out
-            });
-            let orig = u128::from_be_bytes(a);
-            let low = (orig ^ cpan.flips(orig, 64, 128)) as u64;
-            let mut out = [0u8; 16];
-            out[..8].copy_from_slice(&p);
-            out[8..].copy_from_slice(&low.to_be_bytes());
-            out
-        })
+    #[inline(always)]
+    fn opaque(&mut self, off: usize) {
+        self.opaque = Some(off);
     }
 }
 
 /// What to do to an address field.
 #[derive(Clone, Copy, PartialEq)]
-enum AddrOp {
+pub(crate) enum AddrOp {
     Keep,
     Zero,
     Anonymize,
 }
 
+/// The IP header a transport header belongs to.
+#[derive(Clone, Copy)]
+pub(crate) struct IpCtx {
+    pub(crate) v6: bool,
+    /// The datagram's end as its header announces it (`usize::MAX`: unknown).
+    pub(crate) end: usize,
+    pub(crate) src: usize,
+    /// The pseudo-header's destination (an IPv6 routing header's final one).
+    pub(crate) dst: usize,
+    /// A routing header whose final destination is not understood.
+    pub(crate) dst_unknown: bool,
+    /// The datagram an ICMP or ICMPv6 error quotes.
+    pub(crate) quoted: bool,
+    /// An IPv4 fragment other than the first.
+    pub(crate) later_fragment: bool,
+}
+
 /// The per-thread rewriter: masks and, with a key, anonymization.
 pub struct Rewriter {
-    mask: FieldSet,
+    pub(crate) mask: FieldSet,
     anon: Option<Anon>,
+    pub(crate) ip_op: AddrOp,
+    pub(crate) eth_op: AddrOp,
 }
 
 impl Rewriter {
     pub(crate) fn new(mask: FieldSet, anon: Option<Anon>) -> Rewriter {
-        Rewriter { mask, anon }
-    }
-
-    fn op(&self, f: fields::Field) -> AddrOp {
-        if self.mask.has(f) {
-            AddrOp::Zero
-        } else if self.anon.as_ref().is_some_and(|a| a.fields.has(f)) {
-            AddrOp::Anonymize
-        } else {
-            AddrOp::Keep
+        let op = |f| {
+            if mask.has(f) {
+                AddrOp::Zero
+            } else if anon.as_ref().is_some_and(|a| a.fields.has(f)) {
+                AddrOp::Anonymize
+            } else {
+                AddrOp::Keep
+            }
+        };
+        let (ip_op, eth_op) = (op(fields::IP_ADDR), op(fields::ETH_ADDR));
+        Rewriter {
+            mask,
+            anon,
+            ip_op,
+            eth_op,
         }
     }
 
@@ -256,92 +157,107 @@ impl Rewriter {
             hdrs: [Hdr::Eth(0); MAX_HEADERS],
             n: 0,
             overflow: None,
+            opaque: None,
+            vxlan_any_port: self.mask.has(fields::UDP_PORT),
         };
         let end = visit_headers(frame, &mut rec);
         let mut w = Work {
             frame,
-            stack: Stack {
-                items: [Csum {
-                    field: 0,
-                    base: 0,
-                    udp4: false,
-                    pending: 0,
-                }; MAX_HEADERS],
-                n: 0,
-            },
-            pseudo: 0,
+            sums: Sums::new(),
             limit: usize::MAX,
         };
-        let eth = self.op(fields::ETH_ADDR);
-        let ip = self.op(fields::IP_ADDR);
-        let mut last_v6 = false;
+        let mut ctx = IpCtx {
+            v6: false,
+            end: usize::MAX,
+            src: 0,
+            dst: 0,
+            dst_unknown: false,
+            quoted: false,
+            later_fragment: false,
+        };
+        // The quote of the last ICMP error (start, end), until its IP header.
+        let mut quote: Option<(usize, usize)> = None;
         for h in &rec.hdrs[..rec.n] {
             match *h {
                 Hdr::Eth(off) => {
                     let off = off as usize;
-                    for p in [off, off + 6] {
-                        self.mac(&mut w, p, eth);
-                    }
+                    self.mac(&mut w, off, self.eth_op);
+                    self.mac(&mut w, off + 6, self.eth_op);
                 }
-                Hdr::Arp(off) => self.arp(&mut w, off as usize, eth, ip),
+                Hdr::Arp(off) => self.arp(&mut w, off as usize),
                 Hdr::Ip(off, v6) => {
-                    last_v6 = v6;
-                    self.ip(&mut w, off as usize, v6, ip)
+                    ctx = self.ip(&mut w, off as usize, v6);
+                    ctx.quoted = quote.take().is_some_and(|(q, _)| q == off as usize);
                 }
+                Hdr::Ext(off, kind) => self.ext(&mut w, off as usize, kind, &mut ctx),
                 Hdr::L4(off, proto, end) => {
                     // Never past the datagram (into an Ethernet trailer).
-                    w.limit = end as usize;
-                    self.l4(&mut w, off as usize, proto, last_v6);
+                    let (off, end) = (off as usize, end as usize);
+                    w.limit = end;
+                    self.l4(&mut w, off, proto, &ctx);
+                    if ctx.quoted {
+                        self.quoted_transport(&mut w, off, proto, end, ctx.later_fragment);
+                    }
                     w.limit = usize::MAX;
+                    quote = match (proto, w.frame.get(off)) {
+                        (ip_proto::ICMP, Some(3 | 4 | 5 | 11 | 12))
+                        | (ip_proto::ICMPV6, Some(1..=4)) => Some((off + 8, end)),
+                        _ => None,
+                    };
                 }
             }
         }
-        let zero_from = match rec.overflow {
+        if let Some((q, end)) = quote {
+            // An error whose quote the walk could not take for an IP header
+            // (malformed): not understood, zeroed.
+            w.zero(q, end.saturating_sub(q));
+        }
+        let zero_from = match rec.overflow.or(rec.opaque) {
             Some(off) => Some(off),
             None if self.mask.has(fields::PAYLOAD) => Some(end),
             None => None,
         };
         if let Some(p) = zero_from {
+            // Hidden from `p` on, captured or not.
+            w.sums.taint_from(p);
             if p < w.frame.len() {
-                let d = delta(sum(&w.frame[p..]), 0);
                 w.frame[p..].fill(0);
-                w.stack.add(p, d);
             }
         }
-        while w.stack.n > 0 {
-            w.stack.pop(w.frame);
-        }
+        w.sums.finish(w.frame);
     }
 
-    fn mac(&mut self, w: &mut Work<'_>, p: usize, op: AddrOp) {
-        let Some(cur) = w.frame.get(p..p + 6) else {
-            return;
-        };
+    /// The Ethernet address at `p` (as much of it as was captured).
+    pub(crate) fn mac(&mut self, w: &mut Work<'_>, p: usize, op: AddrOp) {
         let new = match op {
             AddrOp::Keep => return,
             AddrOp::Zero => [0u8; 6],
-            AddrOp::Anonymize => {
-                let a = self.anon.as_mut().expect("anonymize without a key");
-                let cpan = &a.cpan;
-                a.mac.get(cur.try_into().expect("6 bytes"), |m| cpan.mac(m))
-            }
+            AddrOp::Anonymize => match w.frame.get(p..p + 6) {
+                Some(cur) => {
+                    let a = self.anon.as_mut().expect("anonymize without a key");
+                    a.mac(cur.try_into().expect("6 bytes"))
+                }
+                // Cut short: its image cannot be known from a part.
+                None => [0u8; 6],
+            },
         };
         w.write(p, &new);
     }
 
-    /// An IPv4 (`n == 4`) or IPv6 address at `p`, as far as it was captured
-    /// (Crypto-PAn's image of a prefix is the prefix of the image). Returns
-    /// the change of its sum, for the pseudo-header.
-    fn addr(&mut self, w: &mut Work<'_>, p: usize, n: usize, op: AddrOp) -> u16 {
-        let avail = w.frame.len().saturating_sub(p).min(n);
-        if avail == 0 || op == AddrOp::Keep {
-            return 0;
+    /// An IPv4 (`n == 4`) or IPv6 address (or a prefix of `n` bytes) at
+    /// `p`, as far as it was captured (Crypto-PAn's image of a prefix is the
+    /// prefix of the image).
+    pub(crate) fn addr(&mut self, w: &mut Work<'_>, p: usize, n: usize, op: AddrOp) {
+        if op == AddrOp::Keep {
+            return;
         }
+        let avail = w.frame.len().min(w.limit).saturating_sub(p).min(n);
         let mut a = [0u8; 16];
-        a[..avail].copy_from_slice(&w.frame[p..p + avail]);
+        if avail > 0 {
+            a[..avail].copy_from_slice(&w.frame[p..p + avail]);
+        }
         let new = match op {
-            AddrOp::Zero => [0u8; 16],
-            _ => {
+            AddrOp::Anonymize if avail > 0 => {
                 let an = self.anon.as_mut().expect("anonymize without a key");
                 if n == 4 {
                     let v = an.ipv4([a[0], a[1], a[2], a[3]]);
@@ -352,15 +268,15 @@ impl Rewriter {
                     an.ipv6(a)
                 }
             }
+            _ => [0u8; 16],
         };
-        w.write(p, &new[..avail])
+        w.write(p, &new[..n]);
     }
 
-    fn arp(&mut self, w: &mut Work<'_>, off: usize, eth: AddrOp, ip: AddrOp) {
-        let f = &w.frame[off..];
-        if f.len() < 8 {
+    fn arp(&mut self, w: &mut Work<'_>, off: usize) {
+        let Some(f) = w.frame.get(off..off + 8) else {
             return;
-        }
+        };
         let (htype, ptype) = (
             u16::from_be_bytes([f[0], f[1]]),
             u16::from_be_bytes([f[2], f[3]]),
@@ -370,22 +286,83 @@ impl Rewriter {
         let spa = sha + hlen;
         let tha = spa + plen;
         let tpa = tha + hlen;
+        let hidden = self.ip_op != AddrOp::Keep || self.eth_op != AddrOp::Keep;
         if htype == 1 && hlen == 6 {
-            self.mac(w, sha, eth);
-            self.mac(w, tha, eth);
+            self.mac(w, sha, self.eth_op);
+            self.mac(w, tha, self.eth_op);
+        } else if hidden {
+            w.zero(sha, hlen);
+            w.zero(tha, hlen);
         }
         if ptype == ethertype::IPV4 && plen == 4 {
-            self.addr(w, spa, 4, ip);
-            self.addr(w, tpa, 4, ip);
+            self.addr(w, spa, 4, self.ip_op);
+            self.addr(w, tpa, 4, self.ip_op);
+        } else if hidden {
+            // Addresses of a kind not understood.
+            w.zero(spa, plen);
+            w.zero(tpa, plen);
         }
     }
 
-    fn ip(&mut self, w: &mut Work<'_>, off: usize, v6: bool, ip: AddrOp) {
-        w.pseudo = 0;
+    fn ip(&mut self, w: &mut Work<'_>, off: usize, v6: bool) -> IpCtx {
+        let byte = |i: usize| w.frame.get(off + i).copied();
+        let word = |i: usize| Some(u16::from_be_bytes([byte(i)?, byte(i + 1)?]));
+        if !v6 {
+            let hl = usize::from(byte(0).unwrap_or(0x45) & 0xf) * 4;
+            let end = match word(2) {
+                Some(tl) if usize::from(tl) >= hl => off + usize::from(tl),
+                _ => usize::MAX,
+            };
+            let later_fragment = word(6).is_some_and(|f| f & 0x1fff != 0);
+            // The header checksum covers this header only.
+            w.sums.push(
+                off + 10,
+                off,
+                off + hl,
+                Kind::Inet { udp: false },
+                Pseudo::None,
+                false,
+                false,
+            );
+            self.ip_fields(w, off, false);
+            self.addr(w, off + 12, 4, self.ip_op);
+            self.addr(w, off + 16, 4, self.ip_op);
+            if hl > 20 {
+                self.ipv4_options(w, off + 20, off + hl);
+            }
+            IpCtx {
+                v6,
+                end,
+                src: off + 12,
+                dst: off + 16,
+                dst_unknown: false,
+                quoted: false,
+                later_fragment,
+            }
+        } else {
+            let end = match word(4) {
+                Some(pl) if pl != 0 => off + 40 + usize::from(pl),
+                _ => usize::MAX,
+            };
+            self.ip_fields(w, off, true);
+            self.addr(w, off + 8, 16, self.ip_op);
+            self.addr(w, off + 24, 16, self.ip_op);
+            IpCtx {
+                v6,
+                end,
+                src: off + 8,
+                dst: off + 24,
+                dst_unknown: false,
+                quoted: false,
+                later_fragment: false,
+            }
+        }
+    }
+
+    /// The masked fields of an IP header other than its addresses.
+    pub(crate) fn ip_fields(&mut self, w: &mut Work<'_>, off: usize, v6: bool) {
         let m = self.mask;
         if !v6 {
-            // The header checksum covers this header only.
-            let pushed = w.stack.push(w.frame, off + 10, off, false, usize::MAX);
             if m.has(fields::IP_TOS) {
                 w.zero(off + 1, 1);
             }
@@ -395,57 +372,82 @@ impl Rewriter {
             if m.has(fields::IP_TTL) {
                 w.zero(off + 8, 1);
             }
-            let d = add(self.addr(w, off + 12, 4, ip), self.addr(w, off + 16, 4, ip));
-            w.pseudo = d;
-            if pushed {
-                w.stack.pop(w.frame);
+            return;
+        }
+        if m.has(fields::IP_TOS) || m.has(fields::IPV6_FLOW) {
+            // As much of the first word as was captured.
+            let mut b = [0u8; 4];
+            let avail = w.frame.len().saturating_sub(off).min(4);
+            if avail > 0 {
+                b[..avail].copy_from_slice(&w.frame[off..off + avail]);
             }
-        } else {
-            if m.has(fields::IP_TOS) || m.has(fields::IPV6_FLOW) {
-                if let Some(b) = w.frame.get(off..off + 4) {
-                    let mut word = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-                    if m.has(fields::IP_TOS) {
-                        word &= !0x0ff0_0000;
-                    }
-                    if m.has(fields::IPV6_FLOW) {
-                        word &= !0x000f_ffff;
-                    }
-                    w.write(off, &word.to_be_bytes());
+            {
+                let mut word = u32::from_be_bytes(b);
+                if m.has(fields::IP_TOS) {
+                    word &= !0x0ff0_0000;
                 }
+                if m.has(fields::IPV6_FLOW) {
+                    word &= !0x000f_ffff;
+                }
+                w.write(off, &word.to_be_bytes());
             }
-            if m.has(fields::IP_TTL) {
-                w.zero(off + 7, 1);
-            }
-            let d = add(
-                self.addr(w, off + 8, 16, ip),
-                self.addr(w, off + 24, 16, ip),
-            );
-            w.pseudo = d;
+        }
+        if m.has(fields::IP_TTL) {
+            w.zero(off + 7, 1);
         }
     }
 
-    fn l4(&mut self, w: &mut Work<'_>, off: usize, proto: u8, v6: bool) {
-        let pseudo = std::mem::take(&mut w.pseudo);
-        let (field, has_pseudo) = match proto {
-            ip_proto::TCP => (Some(off + 16), true),
-            ip_proto::UDP => (Some(off + 6), true),
-            ip_proto::ICMP => (Some(off + 2), false),
-            ip_proto::ICMPV6 => (Some(off + 2), true),
-            ip_proto::GRE => match w.frame.get(off) {
-                Some(b) if b & 0x80 != 0 => (Some(off + 4), false),
-                _ => (None, false),
-            },
-            _ => (None, false),
-        };
-        if let Some(field) = field {
-            let udp4 = proto == ip_proto::UDP && !v6;
-            if w.stack.push(w.frame, field, off, udp4, w.limit) && has_pseudo {
-                // The pseudo-header is this checksum's alone (even-aligned).
-                let top = &mut w.stack.items[w.stack.n - 1];
-                top.pending = add(top.pending, pseudo);
+    fn l4(&mut self, w: &mut Work<'_>, off: usize, proto: u8, ip: &IpCtx) {
+        let pseudo = if ip.dst_unknown {
+            Pseudo::Unknown
+        } else if ip.v6 {
+            Pseudo::V6 {
+                src: ip.src as u32,
+                dst: ip.dst as u32,
+                proto,
             }
-        }
+        } else {
+            Pseudo::V4 {
+                src: ip.src as u32,
+                dst: ip.dst as u32,
+                proto,
+            }
+        };
         let m = self.mask;
+        let hidden_pseudo = self.ip_op != AddrOp::Keep;
+        let inet = Kind::Inet { udp: false };
+        let sum = match proto {
+            ip_proto::TCP => Some((off + 16, inet, pseudo)),
+            // UDP over IPv4 without a checksum (0) keeps none.
+            ip_proto::UDP if !ip.v6 && w.frame.get(off + 6..off + 8) == Some(&[0, 0]) => None,
+            ip_proto::UDP => Some((off + 6, Kind::Inet { udp: true }, pseudo)),
+            ip_proto::ICMP => Some((off + 2, inet, Pseudo::None)),
+            ip_proto::ICMPV6 => Some((off + 2, inet, pseudo)),
+            ip_proto::GRE => match w.frame.get(off) {
+                Some(b) if b & 0x80 != 0 => Some((off + 4, inet, Pseudo::None)),
+                _ => None,
+            },
+            ip_proto::SCTP => Some((off + 8, Kind::Crc32c, Pseudo::None)),
+            _ => None,
+        };
+        if let Some((field, kind, pseudo)) = sum {
+            let tainted = hidden_pseudo && !matches!(pseudo, Pseudo::None);
+            // UDP covers what its own length says.
+            let end = match (proto, w.frame.get(off + 4..off + 6)) {
+                (ip_proto::UDP, Some(&[hi, lo])) if u16::from_be_bytes([hi, lo]) >= 8 => {
+                    off + usize::from(u16::from_be_bytes([hi, lo]))
+                }
+                (ip_proto::UDP, _) => usize::MAX,
+                _ => ip.end,
+            };
+            // TCP and SCTP hold only payload past their headers; the others
+            // may hold headers the walk did not reach when cut short (a
+            // quoted datagram, a tunnel's inner frame).
+            let opaque_tail =
+                !matches!(proto, ip_proto::TCP | ip_proto::SCTP) || m.has(fields::PAYLOAD);
+            w.sums
+                .push(field, off, end, kind, pseudo, tainted, opaque_tail);
+        }
         match proto {
             ip_proto::TCP => {
                 if m.has(fields::TCP_PORT) {
@@ -458,65 +460,68 @@ impl Rewriter {
                     w.zero(off + 14, 2);
                 }
                 if m.has(fields::TCP_OPTIONS) {
-                    if let Some(&doff) = w.frame.get(off + 12) {
-                        let hl = usize::from(doff >> 4) * 4;
-                        if hl > 20 {
-                            w.zero(off + 20, hl - 20);
+                    match w.frame.get(off + 12) {
+                        Some(&doff) => {
+                            let hl = usize::from(doff >> 4) * 4;
+                            if hl > 20 {
+                                w.zero(off + 20, hl - 20);
+                            }
                         }
+                        // Options hidden past the capture.
+                        None => w.sums.taint(off + 20),
                     }
                 }
             }
             ip_proto::UDP if m.has(fields::UDP_PORT) => w.zero(off, 4),
-            ip_proto::ICMP | ip_proto::ICMPV6 if m.has(fields::ICMP_ECHO) => {
-                let echo = matches!(
-                    (proto, w.frame.get(off)),
-                    (ip_proto::ICMP, Some(0 | 8)) | (ip_proto::ICMPV6, Some(128 | 129))
-                );
-                if echo {
-                    w.zero(off + 4, 4);
-                }
-            }
+            ip_proto::ICMP => self.icmp4(w, off),
+            ip_proto::ICMPV6 => self.icmp6(w, off),
             _ => {}
         }
     }
 }
 
 /// One frame being rewritten.
-struct Work<'a> {
-    frame: &'a mut [u8],
-    stack: Stack,
-    /// Change of the last IP header's address sum, for its transport's
-    /// pseudo-header.
-    pseudo: u16,
-    /// Where the transport header being rewritten must end (its datagram's end).
-    limit: usize,
+pub(crate) struct Work<'a> {
+    pub(crate) frame: &'a mut [u8],
+    pub(crate) sums: Sums,
+    /// Where the transport message being rewritten ends (its datagram's end).
+    pub(crate) limit: usize,
 }
 
 impl Work<'_> {
-    /// Writes `new` at `p` (as much as the frame holds) and corrects the
-    /// enclosing checksums; returns the change of the bytes' sum (as if at
-    /// an even offset).
-    fn write(&mut self, p: usize, new: &[u8]) -> u16 {
-        let end = (p + new.len()).min(self.frame.len()).min(self.limit);
-        if p >= end {
-            return 0;
+    /// Writes `new` at `p` (as much as the frame holds); the checksums
+    /// covering `p` may no longer keep their value, whether or not a byte
+    /// changed (and whether or not it was captured).
+    pub(crate) fn write(&mut self, p: usize, new: &[u8]) {
+        if new.is_empty() {
+            return;
         }
-        let new = &new[..end - p];
-        let d = delta(sum(&self.frame[p..end]), sum(new));
-        self.frame[p..end].copy_from_slice(new);
-        self.stack.add(p, d);
-        d
+        self.sums.taint_span(p, p + new.len());
+        let end = (p + new.len()).min(self.frame.len()).min(self.limit);
+        if p < end {
+            self.frame[p..end].copy_from_slice(&new[..end - p]);
+        }
     }
 
-    fn zero(&mut self, p: usize, n: usize) {
-        const ZEROS: [u8; 64] = [0; 64];
-        let mut p = p;
-        let mut n = n;
-        while n > 0 {
-            let k = n.min(ZEROS.len());
-            self.write(p, &ZEROS[..k]);
-            p += k;
-            n -= k;
+    /// Zeroes `n` bytes at `p` (as many as the frame holds), like
+    /// [`write`](Self::write).
+    pub(crate) fn zero(&mut self, p: usize, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.sums.taint_span(p, p.saturating_add(n));
+        let end = p.saturating_add(n).min(self.frame.len()).min(self.limit);
+        if p < end {
+            self.frame[p..end].fill(0);
+        }
+    }
+
+    /// The byte at `p`, if captured and inside the current message.
+    pub(crate) fn byte(&self, p: usize) -> Option<u8> {
+        if p < self.limit {
+            self.frame.get(p).copied()
+        } else {
+            None
         }
     }
 }

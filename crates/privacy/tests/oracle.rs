@@ -5,6 +5,8 @@
 //! extension headers, fragments, ARP, SCTP, broken headers) and ICMP and
 //! ICMPv6 errors quoting a datagram.
 
+mod gen;
+
 use ringcap_privacy::fields::FieldSet;
 use ringcap_privacy::{Key, Privacy};
 use ringcap_testkit::frames::{self, Endpoints, Shape};
@@ -39,6 +41,23 @@ fn sample_frames(vxlan: bool) -> Vec<Vec<u8>> {
             5353,
             40000 + seq as u16,
             40,
+        ));
+    }
+    // Addresses outside the IP header: a redirect's gateway, neighbor
+    // discovery targets and link-layer address options.
+    for k in 0..3u8 {
+        out.push(gen::redirect([198, 18, 0, 1], [198, 18, k, 254]));
+        out.push(gen::nd(
+            135,
+            gen::v6(1),
+            gen::v6(10 + k),
+            [2, 0x52, 0, 0, 1, k],
+        ));
+        out.push(gen::nd(
+            136,
+            gen::v6(10 + k),
+            gen::v6(10 + k),
+            [2, 0x52, 0, 0, 1, k],
         ));
     }
     out

@@ -312,6 +312,10 @@ pub enum Response {
     Sessions {
         /// One entry per session.
         sessions: Vec<SessionInfo>,
+        /// Sessions the caller may see that did not fit in this reply (the
+        /// reply is bounded whatever other users run; absent when 0).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        more: u64,
     },
     /// Transmit reports, in the order the frames were given (at most
     /// [`MAX_REPORTS`](crate::validate::MAX_REPORTS) per message; ask again
@@ -571,4 +575,8 @@ fn no_fields<'de, D: Deserializer<'de>>(deserializer: D) -> Result<(), D::Error>
     #[serde(deny_unknown_fields)]
     struct NoFields {}
     NoFields::deserialize(deserializer).map(|NoFields {}| ())
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -267,7 +267,7 @@ impl Response {
                 }
                 Ok(())
             }
-            Response::Sessions { sessions } => {
+            Response::Sessions { sessions, .. } => {
                 for (i, session) in sessions.iter().enumerate() {
                     check_session(&format!("sessions[{i}]"), session)?;
                 }

@@ -673,6 +673,7 @@ fn responses_are_bounded_too() {
             counters: SessionCounters::default(),
             started_s: 0,
         }],
+        more: 0,
     };
     assert!(response_error(&encode_response(&session)).starts_with("sessions[0].interfaces[0]: "));
 }

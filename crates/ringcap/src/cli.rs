@@ -28,8 +28,12 @@ pub enum Command {
     /// Capture packets from interfaces (or re-process files with -r) into pcap/pcapng files.
     #[command(after_help = EXIT_STATUSES)]
     Capture(Box<CaptureArgs>),
-    /// Make capture files cut short by a crash valid again: cut at the last complete record.
+    /// Make capture files cut short by a crash valid again: cut at the last complete record (and rebuild a missing or stale index).
     Repair(RepairArgs),
+    /// Build the index of capture files (pcap/pcapng written by anything), for `ringcap query`.
+    Index(crate::query::IndexArgs),
+    /// Find packets in capture files by tcpdump filter and time window, through their indexes.
+    Query(crate::query::QueryArgs),
     /// Make a pair of network namespaces, send traffic between them, capture it, and show the result.
     Demo(DemoArgs),
     /// Storage-only benchmark: synthetic packets straight into the sink, to
@@ -381,9 +385,18 @@ pub struct CaptureArgs {
     #[arg(long, help_heading = "Output")]
     pub overwrite: bool,
 
+    /// Do not index the files written (by default each published file gets
+    /// `.NAME.ringcap-index` beside it, for `ringcap query`).
+    #[arg(long, help_heading = "Output")]
+    pub no_index: bool,
+
     /// Output buffer per capture thread in MiB (packets are dropped, and counted, when it is full) [default: 256; through ringcapd 32, as the session's shared ring buffers before it].
     #[arg(long, value_name = "MIB", help_heading = "Output")]
     pub writer_buffer: Option<u32>,
+
+    /// Flow records (--flows URL, timeouts, table size): see `crate::flows`.
+    #[command(flatten)]
+    pub flow: crate::flows::FlowArgs,
 
     /// Filter expression (tcpdump syntax), after the options as in tcpdump.
     /// Options may also follow it; put `--` before an expression that starts

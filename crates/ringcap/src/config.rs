@@ -251,6 +251,7 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
             sink,
             count: a.count,
             duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
+            observer: None,
         },
         stats_json: a.stats_json.clone(),
         stats_interval: secs("--stats-interval", a.stats_interval)?,

@@ -19,6 +19,7 @@ pub fn repair(args: &RepairArgs) -> Result<i32, Failure> {
         } else {
             ringcap_format::repair::repair(f)
         };
+        let indexable = r.is_ok() && !args.check;
         match r {
             Ok(rep) if rep.original_len == rep.valid_len => {
                 println!("{}: intact, {} packets", f.display(), rep.packets)
@@ -34,6 +35,11 @@ pub fn repair(args: &RepairArgs) -> Result<i32, Failure> {
             Err(e) => {
                 eprintln!("ringcap: {}: {e} (file left untouched)", f.display());
                 status = crate::failure::exit::USAGE;
+            }
+        }
+        if indexable {
+            if let Some(m) = crate::query::repair_index(f) {
+                println!("{}: {m}", f.display());
             }
         }
     }

@@ -17,6 +17,8 @@ fn main() {
     let result = match cli.command {
         Command::Capture(args) => ringcap::session::capture(&args, command_line),
         Command::Repair(args) => ringcap::demo::repair(&args),
+        Command::Index(args) => ringcap::query::index(&args),
+        Command::Query(args) => ringcap::query::query(&args),
         Command::AnonymizeKey(args) => ringcap::privacy::anonymize_key(&args),
         Command::Inject(args) => ringcap::inject::run(&args),
         Command::Stats(args) => ringcap::daemon_client::stats(&args),

@@ -182,6 +182,11 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     spec.sink.owner = owner.map(|o| (o.uid, o.gid));
     let signals = Signals::install();
     if let Some(socket) = crate::daemon_client::socket_for(args, &spec) {
+        if !args.flow.flows.is_empty() {
+            return Err(Failure::usage(
+                "--flows is not available through ringcapd yet: capture as root (or with CAP_NET_RAW), or read files with -r",
+            ));
+        }
         if args.hook != "packet" {
             return Err(Failure::usage(format!(
                 "--hook {} loads a BPF program, which needs root (CAP_BPF and CAP_NET_ADMIN); ringcapd captures with the packet hook only",
@@ -207,7 +212,17 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
             "--compress asks ringcapd to compress the stream it sends: use it with --daemon",
         ));
     }
+    // Flow records: the exporter starts first (its sockets and files are
+    // opened before privileges are dropped), the stage goes into the spec.
+    let flows = crate::flows::start(&args.flow, &mut spec)?;
     let capture = Capture::start(spec).map_err(Failure::from)?;
+    // Each published file gets its index (crate ringcap-index) in the background.
+    let indexer = (!args.no_index).then(crate::query::Indexer::start);
+    let published = |e: &Event| {
+        if let (Some(ix), Event::FileCompleted(p)) = (&indexer, e) {
+            ix.published(p);
+        }
+    };
     // From now on the signals reach the capture directly: a stop sets the
     // flag its threads look at between ring blocks and rings the bell that
     // wakes whichever of them waits (nothing in the capture, nor this
@@ -230,6 +245,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         capture.rotate_now();
     }
     for e in capture.events().try_iter() {
+        published(&e);
         print_event(&e);
     }
     if let Some(ids) = owner {
@@ -264,7 +280,10 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         };
         match event {
             Ok(Event::Finished) | Err(RecvTimeoutError::Disconnected) => break,
-            Ok(e) => print_event(&e),
+            Ok(e) => {
+                published(&e);
+                print_event(&e)
+            }
             Err(RecvTimeoutError::Timeout) => {}
         }
         if !stopping && signals.stop.load(Ordering::Relaxed) {
@@ -280,7 +299,12 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         }
     }
     let outcome = capture.join();
+    if let Some(ix) = indexer {
+        ix.finish();
+    }
     reporter.finish(&outcome.per_input, &outcome.total, outcome.seconds);
+    // Every capture thread has ended: the flows they left are queued.
+    crate::flows::finish(flows);
     match outcome.error {
         None => Ok(0),
         Some(e) if e.kind == ErrorKind::Usage => {

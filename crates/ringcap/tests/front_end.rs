@@ -307,5 +307,9 @@ fn the_output_name_chooses_the_format_unless_format_is_given() {
     assert_eq!(magic(&pcap), 0xa1b2_3c4d, "{pcap} is not nanosecond pcap");
     let forced = dir.file("forced.pcapng");
     run(&forced, &["--format", "pcap"]);
-    assert_eq!(magic(&forced), 0xa1b2_3c4d, "--format pcap lost to the name");
+    assert_eq!(
+        magic(&forced),
+        0xa1b2_3c4d,
+        "--format pcap lost to the name"
+    );
 }

@@ -333,6 +333,11 @@ fn rotation_splits_blocks_between_files() {
     let mut files: Vec<_> = std::fs::read_dir(&out_dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        // Not the hidden indexes beside the files.
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
         .collect();
     files.sort();
     assert!(files.len() >= 7, "{} files: {files:?}", files.len());

@@ -13,7 +13,8 @@
 //! |      8 |    4 | version = 1          | once                                        |
 //! |     12 |    4 | header size = 4096   | once (the data area starts here)            |
 //! |     16 |    8 | capacity             | once (bytes in the data area, power of two) |
-//! |     24 |   40 | reserved, zero       |                                             |
+//! |     24 |    4 | flags                | once: bit 0 = pooled (see below)            |
+//! |     28 |   36 | reserved, zero       |                                             |
 //! |     64 |    8 | write position       | Release, after each append                  |
 //! |     72 |    8 | chunks written       | Relaxed, before the write position          |
 //! |     80 |    8 | packets written      | Relaxed, before the write position          |
@@ -50,6 +51,15 @@
 //! |     64 |    4 | waiting: non-zero while the client sleeps and wants a wake-up |
 //!
 //! Both are untrusted on the daemon's side (see [`crate::writer`]).
+//!
+//! # Pooled rings (flag bit 0)
+//!
+//! A ring the daemon reuses for the same user's next session
+//! ([`crate::RingWriter::create_pooled`]): its consumer region is sealed
+//! `SHRINK | GROW | SEAL` by the daemon, so no reader can claim it with
+//! `FUTURE_WRITE` (which would lock the next session's reader out), and
+//! on reuse the daemon sets the read position to the write position, so the
+//! next reader starts after everything the previous session wrote.
 
 /// The first 8 bytes of the header.
 pub const MAGIC: [u8; 8] = *b"RCRING01";
@@ -74,6 +84,8 @@ pub mod hdr {
     pub const HEADER_SIZE: usize = 12;
     /// `u64` capacity.
     pub const CAPACITY: usize = 16;
+    /// `u32` flags ([`super::FLAG_POOLED`]).
+    pub const FLAGS: usize = 24;
     /// `u64` write position.
     pub const WRITE_POSITION: usize = 64;
     /// `u64` chunks written.
@@ -97,6 +109,10 @@ pub mod consumer {
     /// `u32` waiting flag.
     pub const WAITING: usize = 64;
 }
+
+/// `flags` bit: the ring is reused across sessions of one user (see
+/// "Pooled rings" above).
+pub const FLAG_POOLED: u32 = 1;
 
 /// `state`: the daemon is still appending.
 pub const STATE_RUNNING: u32 = 0;

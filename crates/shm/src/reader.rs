@@ -98,7 +98,9 @@ impl RingReader {
     /// - the consumer region is a memfd of 4096 bytes sealed `SHRINK` that
     ///   this reader can map read-write and then seal `FUTURE_WRITE | SEAL`
     ///   (so it is the only writer of its read position from then on; a
-    ///   second reader of the same ring is refused here);
+    ///   second reader of the same ring is refused here) — except a pooled
+    ///   ring's (header flag, region sealed `SEAL` by the daemon without
+    ///   `FUTURE_WRITE`), which each session's reader maps in turn;
     /// - the wake-up descriptor is non-blocking (so [`RingReader::wait`]
     ///   never blocks longer than its timeout);
     /// - the read position already in the consumer region (0 for a fresh
@@ -171,13 +173,22 @@ impl RingReader {
         let cmap = Mapping::new(consumer.as_fd(), CONSUMER_SIZE, true).map_err(context(
             "consumer region: mmap read-write (already claimed?)",
         ))?;
-        sys::add_seals(
-            consumer.as_fd(),
-            libc::F_SEAL_GROW | libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SEAL,
-        )
-        .map_err(context(
-            "consumer region: claiming it with F_SEAL_FUTURE_WRITE",
-        ))?;
+        let flags = u32::from_le(map.atomic_u32(hdr::FLAGS).load(Ordering::Relaxed));
+        let pooled = flags & layout::FLAG_POOLED != 0
+            && cseals & libc::F_SEAL_SEAL != 0
+            && cseals & (libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_WRITE) == 0;
+        // A pooled ring's consumer region was frozen by the daemon so that
+        // it can serve the same user's next session: it cannot be claimed,
+        // and need not be (only that user's own descriptors reach it).
+        if !pooled {
+            sys::add_seals(
+                consumer.as_fd(),
+                libc::F_SEAL_GROW | libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SEAL,
+            )
+            .map_err(context(
+                "consumer region: claiming it with F_SEAL_FUTURE_WRITE",
+            ))?;
+        }
 
         let flags = sys::status_flags(event.as_fd()).map_err(context("wake-up fd: F_GETFL"))?;
         if flags & libc::O_NONBLOCK == 0 {

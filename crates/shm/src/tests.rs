@@ -100,6 +100,48 @@ fn consumer_region_is_sealed_and_claimed_by_one_reader() {
     assert!(e.to_string().contains("consumer region"), "{e}");
 }
 
+#[test]
+fn a_pooled_ring_serves_one_session_after_another() {
+    let mut w = RingWriter::create_pooled(CAP).unwrap();
+    assert!(w.recycle().is_err(), "recycled while running");
+    let mut first = reader_for(&w).unwrap();
+    assert!(w.append(b"first session", 1));
+    assert_eq!(
+        first.next_chunk().unwrap().unwrap().payload,
+        b"first session"
+    );
+    first.release();
+    assert!(w.append(b"never read", 1));
+    w.finish();
+    assert!(first.ended());
+    w.recycle().unwrap();
+    assert_eq!(w.counters().packets_written, 0);
+    // The next session's reader maps the same descriptors and starts after
+    // everything the first session wrote, read or not.
+    let mut second = reader_for(&w).unwrap();
+    assert!(!second.ended());
+    assert!(second.next_chunk().unwrap().is_none());
+    assert!(w.append(b"second session", 1));
+    assert_eq!(
+        second.next_chunk().unwrap().unwrap().payload,
+        b"second session"
+    );
+    second.release();
+    assert_eq!(second.counters().packets_written, 1);
+    // A reader kept from the first session sees the same user's new chunks
+    // (never a position going backwards), and the daemon still clamps.
+    assert_eq!(first.next_chunk().unwrap().unwrap().payload, b"never read");
+    first.release();
+    assert_eq!(
+        first.next_chunk().unwrap().unwrap().payload,
+        b"second session"
+    );
+    // A ring not made for the pool is never recycled.
+    let mut plain = RingWriter::create(CAP).unwrap();
+    plain.finish();
+    assert!(plain.recycle().is_err());
+}
+
 // ---------------------------------------------------- hand-made regions
 
 /// A data region as a daemon would make it, with `edit` applied to the

@@ -55,6 +55,8 @@ pub struct RingWriter {
     released: u64,
     counters: RingCounters,
     finished: bool,
+    /// Reused across sessions ([`RingWriter::create_pooled`]).
+    pooled: bool,
 }
 
 fn context(what: &'static str) -> impl FnOnce(io::Error) -> io::Error {
@@ -77,6 +79,25 @@ impl RingWriter {
     /// Memory is not touched up front: pages are allocated (and charged to
     /// the daemon) as the ring first fills them.
     pub fn create(capacity: usize) -> io::Result<RingWriter> {
+        Self::make(capacity, false)
+    }
+
+    /// Like [`RingWriter::create`], for a ring the daemon reuses for the
+    /// same user's sessions one after another ([`RingWriter::recycle`]):
+    /// descriptors a client keeps after its session then pin this one ring,
+    /// never a new one per session. The consumer region is sealed
+    /// `SHRINK | GROW | SEAL` here (no reader can claim it with
+    /// `FUTURE_WRITE`, which would lock the next session's reader out) and
+    /// mapped read-write by the daemon, which writes its read position only
+    /// when it recycles the ring; the header's flags say "pooled" (see
+    /// [`crate::layout`]). Whoever keeps an old descriptor can still move
+    /// the read position or read the data region: only that same user's
+    /// later sessions, and the daemon clamps the position as always.
+    pub fn create_pooled(capacity: usize) -> io::Result<RingWriter> {
+        Self::make(capacity, true)
+    }
+
+    fn make(capacity: usize, pooled: bool) -> io::Result<RingWriter> {
         let cap = u64::try_from(capacity).unwrap_or(u64::MAX);
         if !layout::valid_capacity(cap) {
             return Err(io::Error::new(
@@ -101,6 +122,10 @@ impl RingWriter {
             .store((HEADER_SIZE as u32).to_le(), Ordering::Relaxed);
         data.atomic_u64(hdr::CAPACITY)
             .store(cap.to_le(), Ordering::Relaxed);
+        if pooled {
+            data.atomic_u32(hdr::FLAGS)
+                .store(layout::FLAG_POOLED.to_le(), Ordering::Relaxed);
+        }
         sys::add_seals(
             data_fd.as_fd(),
             libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_FUTURE_WRITE,
@@ -112,9 +137,14 @@ impl RingWriter {
         let consumer_fd = sys::memfd(c"ringcap-consumer").map_err(context("memfd_create"))?;
         sys::set_len(consumer_fd.as_fd(), layout::CONSUMER_SIZE as u64)
             .map_err(context("ftruncate"))?;
-        sys::add_seals(consumer_fd.as_fd(), libc::F_SEAL_SHRINK | libc::F_SEAL_GROW)
+        let seals = if pooled {
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL
+        } else {
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW
+        };
+        sys::add_seals(consumer_fd.as_fd(), seals)
             .map_err(context("sealing the consumer region"))?;
-        let consumer = Mapping::new(consumer_fd.as_fd(), layout::CONSUMER_SIZE, false)
+        let consumer = Mapping::new(consumer_fd.as_fd(), layout::CONSUMER_SIZE, pooled)
             .map_err(context("mmap"))?;
 
         let (wake_read, wake_write) = sys::pipe().map_err(context("pipe"))?;
@@ -130,7 +160,56 @@ impl RingWriter {
             released: 0,
             counters: RingCounters::default(),
             finished: false,
+            pooled,
         })
+    }
+
+    /// Makes a finished pooled ring ready for the same user's next session:
+    /// counters back to zero, state running, the read position set to the
+    /// write position (the next reader starts after everything written so
+    /// far; positions stay monotonic, so a reader kept from the last
+    /// session sees new chunks, never a position going backwards), pending
+    /// wake-ups left in the pipe (the daemon never reads the pipe: a
+    /// client may have made the shared read end blocking; a spurious
+    /// wake-up only makes the reader look again). `InvalidInput` for a ring not made by
+    /// [`RingWriter::create_pooled`] or not finished.
+    pub fn recycle(&mut self) -> io::Result<()> {
+        if !self.pooled || !self.finished {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "shared-memory ring: only a finished pooled ring can be reused",
+            ));
+        }
+        self.released = self.write;
+        self.counters = RingCounters {
+            write_position: self.write,
+            ..RingCounters::default()
+        };
+        for off in [
+            hdr::CHUNKS_WRITTEN,
+            hdr::PACKETS_WRITTEN,
+            hdr::BYTES_WRITTEN,
+            hdr::PACKETS_DROPPED,
+            hdr::BYTES_DROPPED,
+        ] {
+            self.store(off, 0);
+        }
+        self.consumer
+            .atomic_u64(consumer::READ_POSITION)
+            .store(self.write.to_le(), Ordering::Release);
+        self.consumer
+            .atomic_u32(consumer::WAITING)
+            .store(0, Ordering::Relaxed);
+        self.data
+            .atomic_u32(hdr::STATE)
+            .store(layout::STATE_RUNNING.to_le(), Ordering::Release);
+        self.finished = false;
+        Ok(())
+    }
+
+    /// Whether this ring was made by [`RingWriter::create_pooled`].
+    pub fn is_pooled(&self) -> bool {
+        self.pooled
     }
 
     /// The descriptors to pass to the client (e.g. with `SCM_RIGHTS`):

@@ -25,13 +25,15 @@ pub struct Instruction {
 const BPF_LD: u16 = 0x00;
 const BPF_LDX: u16 = 0x01;
 const BPF_ST: u16 = 0x02;
+const BPF_STX: u16 = 0x03;
+const BPF_ADD: u16 = 0x00;
+const BPF_AND: u16 = 0x50;
 const BPF_MISC: u16 = 0x07;
 const BPF_H: u16 = 0x08;
 const BPF_B: u16 = 0x10;
 const BPF_IMM: u16 = 0x00;
 const BPF_IND: u16 = 0x40;
 const BPF_MEM: u16 = 0x60;
-const BPF_MSH: u16 = 0xa0;
 const BPF_X: u16 = 0x08;
 const BPF_XOR: u16 = 0xa0;
 const BPF_MUL: u16 = 0x20;
@@ -455,97 +457,152 @@ impl Asm {
 }
 
 /// The flow sampler: keeps a packet if `fmix32(h) % n == 0`, where `h` is
-/// symmetric in the two directions of a connection:
+/// symmetric in the two directions of a connection. For IP (after at most
+/// one VLAN tag, or inside an MPLS label stack of up to
+/// [`crate::sample::MPLS_MAX_LABELS`] entries whose payload starts with
+/// version 4 or 6):
 /// `h = (src_addr ^ dst_addr, folded to 32 bits) ^ (src_port ^ dst_port) ^ (protocol << 24)`,
-/// ports only for unfragmented TCP, UDP and SCTP. Non-IP frames hash to 0
-/// and are kept. Computed here from the packet bytes rather than the kernel's
-/// skb hash, which is not always computed before the filter runs and, for
-/// locally sent TCP, is a random per-socket value. [`crate::sample::flow_hash`]
-/// is the same function in Rust (tests check they agree). One VLAN tag left in
-/// the frame (the inner tag of QinQ; the kernel strips the outer) is skipped.
+/// ports only for unfragmented TCP, UDP and SCTP. Every other frame (ARP,
+/// MPLS without IP, any other EtherType) is sampled too, by its MAC pair
+/// and EtherType: `h = (dst[0..4] ^ src[0..4]) ^ (dst[4..6] ^ src[4..6]) ^ (ethertype << 16)`;
+/// none is kept wholesale. Computed here from the packet bytes rather than
+/// the kernel's skb hash, which is not always computed before the filter
+/// runs and, for locally sent TCP, is a random per-socket value.
+/// [`crate::sample::flow_hash`] is the same function in Rust (tests check
+/// they agree). One VLAN tag left in the frame (the inner tag of QinQ; the
+/// kernel strips the outer) is skipped.
+///
+/// Scratch memory: `M[0]` address (or MAC) hash, `M[1]` protocol (or
+/// EtherType) word, `M[2]` a port, `M[3]` the network header's offset,
+/// `M[4]` the EtherType.
 pub fn flow_hash_tail(n: u32, snaplen: u32) -> Vec<Instruction> {
+    const BOTTOM: [&str; crate::sample::MPLS_MAX_LABELS] = ["bos0", "bos1", "bos2", "bos3"];
+    let ld_ind = |size: u16, k: u32| stmt(BPF_LD | size | BPF_IND, k);
     let mut a = Asm::default();
     a.op(stmt(BPF_LD | BPF_H | BPF_ABS, 12))
-        .jeq(0x0800, Some("v4_14"), None)
-        .jeq(0x86dd, Some("v6_14"), None)
         .jeq(0x8100, Some("tag"), None)
-        .jeq(0x88a8, Some("tag"), Some("zero"))
+        .jeq(0x88a8, Some("tag"), None)
+        .op(stmt(BPF_LDX | BPF_W | BPF_IMM, 14))
+        .goto("dispatch")
         .label("tag")
         .op(stmt(BPF_LD | BPF_H | BPF_ABS, 16))
-        .jeq(0x0800, Some("v4_18"), None)
-        .jeq(0x86dd, Some("v6_18"), Some("zero"));
-    for (b, v4, v6) in [(14u32, "v4_14", "v6_14"), (18, "v4_18", "v6_18")] {
-        let (ports, noports) = if b == 14 {
-            ("p4_14", "np_14")
-        } else {
-            ("p4_18", "np_18")
-        };
-        let (ports6, p6next) = if b == 14 {
-            ("p6_14", "x6_14")
-        } else {
-            ("p6_18", "x6_18")
-        };
-        // IPv4: M[0] = src ^ dst; M[1] = protocol << 24.
-        a.label(v4)
-            .op(stmt(BPF_LD | BPF_W | BPF_ABS, b + 12))
+        .op(stmt(BPF_LDX | BPF_W | BPF_IMM, 18))
+        .label("dispatch")
+        .op(stmt(BPF_ST, 4))
+        .op(stmt(BPF_STX, 3))
+        .jeq(0x0800, Some("v4"), None)
+        .jeq(0x86dd, Some("v6"), None)
+        .jeq(0x8847, Some("mpls"), None)
+        .jeq(0x8848, Some("mpls"), None)
+        .goto("l2");
+    // MPLS: find the bottom of the stack, then IPv4 or IPv6 by the nibble.
+    a.label("mpls");
+    for (i, bos) in BOTTOM.iter().enumerate() {
+        a.op(ld_ind(BPF_B, 4 * i as u32 + 2))
+            .cond(BPF_JSET, 1, Some(bos), None);
+    }
+    a.goto("l2");
+    for (i, bos) in BOTTOM.iter().enumerate() {
+        a.label(bos)
+            .op(stmt(BPF_LD | BPF_MEM, 3))
+            .op(stmt(BPF_ALU | BPF_ADD | BPF_K, 4 * (i as u32 + 1)))
+            .op(stmt(BPF_ST, 3))
             .op(stmt(BPF_MISC | BPF_TAX, 0))
-            .op(stmt(BPF_LD | BPF_W | BPF_ABS, b + 16))
+            .op(ld_ind(BPF_B, 0))
+            .op(stmt(BPF_ALU | BPF_RSH | BPF_K, 4))
+            .jeq(4, Some("v4"), None)
+            .jeq(6, Some("v6"), None)
+            .goto("l2");
+    }
+    // IPv4 at X (= M[3]): M[0] = src ^ dst; M[1] = protocol << 24.
+    a.label("v4")
+        .op(stmt(BPF_LDX | BPF_MEM, 3))
+        .op(ld_ind(BPF_W, 12))
+        .op(stmt(BPF_ST, 0))
+        .op(ld_ind(BPF_W, 16))
+        .op(stmt(BPF_LDX | BPF_MEM, 0))
+        .op(stmt(BPF_ALU | BPF_XOR | BPF_X, 0))
+        .op(stmt(BPF_ST, 0))
+        .op(stmt(BPF_LDX | BPF_MEM, 3))
+        .op(ld_ind(BPF_B, 9))
+        .op(stmt(BPF_ALU | BPF_LSH | BPF_K, 24))
+        .op(stmt(BPF_ST, 1))
+        .op(ld_ind(BPF_H, 6))
+        .cond(BPF_JSET, 0x3fff, Some("noports"), None)
+        .op(ld_ind(BPF_B, 9))
+        .jeq(6, Some("ports4"), None)
+        .jeq(17, Some("ports4"), None)
+        .jeq(132, Some("ports4"), Some("noports"))
+        .label("ports4")
+        .op(ld_ind(BPF_B, 0))
+        .op(stmt(BPF_ALU | BPF_AND | BPF_K, 0xf))
+        .op(stmt(BPF_ALU | BPF_LSH | BPF_K, 2))
+        .op(stmt(BPF_ALU | BPF_ADD | BPF_X, 0))
+        .op(stmt(BPF_MISC | BPF_TAX, 0))
+        .goto("ports")
+        .label("noports")
+        .op(stmt(BPF_LD | BPF_IMM, 0))
+        .goto("mix_ports");
+    // IPv6 at X: M[0] = xor of the eight address words; M[1] = next header << 24.
+    a.label("v6")
+        .op(stmt(BPF_LDX | BPF_MEM, 3))
+        .op(ld_ind(BPF_W, 8))
+        .op(stmt(BPF_ST, 0));
+    for w in 1..8 {
+        a.op(ld_ind(BPF_W, 8 + 4 * w))
+            .op(stmt(BPF_LDX | BPF_MEM, 0))
             .op(stmt(BPF_ALU | BPF_XOR | BPF_X, 0))
             .op(stmt(BPF_ST, 0))
-            .op(stmt(BPF_LD | BPF_B | BPF_ABS, b + 9))
-            .op(stmt(BPF_ALU | BPF_LSH | BPF_K, 24))
-            .op(stmt(BPF_ST, 1))
-            .op(stmt(BPF_LD | BPF_H | BPF_ABS, b + 6))
-            .cond(BPF_JSET, 0x3fff, Some(noports), None)
-            .op(stmt(BPF_LD | BPF_B | BPF_ABS, b + 9))
-            .jeq(6, Some(ports), None)
-            .jeq(17, Some(ports), None)
-            .jeq(132, Some(ports), Some(noports))
-            .label(ports)
-            .op(stmt(BPF_LDX | BPF_B | BPF_MSH, b))
-            .op(stmt(BPF_LD | BPF_H | BPF_IND, b))
-            .op(stmt(BPF_ST, 2))
-            .op(stmt(BPF_LD | BPF_H | BPF_IND, b + 2))
-            .op(stmt(BPF_LDX | BPF_W | BPF_MEM, 2))
-            .op(stmt(BPF_ALU | BPF_XOR | BPF_X, 0))
-            .goto("mix_ports")
-            .label(noports)
-            .op(stmt(BPF_LD | BPF_IMM, 0))
-            .goto("mix_ports");
-        // IPv6: M[0] = xor of the eight address words; M[1] = next header << 24.
-        a.label(v6).op(stmt(BPF_LD | BPF_W | BPF_ABS, b + 8));
-        for w in 1..8 {
-            a.op(stmt(BPF_MISC | BPF_TAX, 0))
-                .op(stmt(BPF_LD | BPF_W | BPF_ABS, b + 8 + 4 * w))
-                .op(stmt(BPF_ALU | BPF_XOR | BPF_X, 0));
-        }
-        a.op(stmt(BPF_ST, 0))
-            .op(stmt(BPF_LD | BPF_B | BPF_ABS, b + 6))
-            .op(stmt(BPF_ALU | BPF_LSH | BPF_K, 24))
-            .op(stmt(BPF_ST, 1))
-            .op(stmt(BPF_LD | BPF_B | BPF_ABS, b + 6))
-            .jeq(6, Some(ports6), None)
-            .jeq(17, Some(ports6), None)
-            .jeq(132, Some(ports6), Some(p6next))
-            .label(ports6)
-            .op(stmt(BPF_LD | BPF_H | BPF_ABS, b + 40))
-            .op(stmt(BPF_MISC | BPF_TAX, 0))
-            .op(stmt(BPF_LD | BPF_H | BPF_ABS, b + 42))
-            .op(stmt(BPF_ALU | BPF_XOR | BPF_X, 0))
-            .goto("mix_ports")
-            .label(p6next)
-            .op(stmt(BPF_LD | BPF_IMM, 0))
-            .goto("mix_ports");
+            .op(stmt(BPF_LDX | BPF_MEM, 3));
     }
+    a.op(ld_ind(BPF_B, 6))
+        .op(stmt(BPF_ALU | BPF_LSH | BPF_K, 24))
+        .op(stmt(BPF_ST, 1))
+        .op(ld_ind(BPF_B, 6))
+        .jeq(6, Some("ports6"), None)
+        .jeq(17, Some("ports6"), None)
+        .jeq(132, Some("ports6"), Some("noports6"))
+        .label("ports6")
+        .op(stmt(BPF_LD | BPF_MEM, 3))
+        .op(stmt(BPF_ALU | BPF_ADD | BPF_K, 40))
+        .op(stmt(BPF_MISC | BPF_TAX, 0))
+        // The ports at X: A = src_port ^ dst_port.
+        .label("ports")
+        .op(ld_ind(BPF_H, 0))
+        .op(stmt(BPF_ST, 2))
+        .op(ld_ind(BPF_H, 2))
+        .op(stmt(BPF_LDX | BPF_MEM, 2))
+        .op(stmt(BPF_ALU | BPF_XOR | BPF_X, 0))
+        .goto("mix_ports")
+        .label("noports6")
+        .op(stmt(BPF_LD | BPF_IMM, 0))
+        .goto("mix_ports");
+    // Anything else: M[0] = the MAC pair folded; M[1] = EtherType << 16.
+    a.label("l2")
+        .op(stmt(BPF_LD | BPF_W | BPF_ABS, 0))
+        .op(stmt(BPF_ST, 0))
+        .op(stmt(BPF_LD | BPF_W | BPF_ABS, 6))
+        .op(stmt(BPF_LDX | BPF_MEM, 0))
+        .op(stmt(BPF_ALU | BPF_XOR | BPF_X, 0))
+        .op(stmt(BPF_ST, 0))
+        .op(stmt(BPF_LD | BPF_H | BPF_ABS, 4))
+        .op(stmt(BPF_ST, 1))
+        .op(stmt(BPF_LD | BPF_H | BPF_ABS, 10))
+        .op(stmt(BPF_LDX | BPF_MEM, 1))
+        .op(stmt(BPF_ALU | BPF_XOR | BPF_X, 0))
+        .op(stmt(BPF_LDX | BPF_MEM, 0))
+        .op(stmt(BPF_ALU | BPF_XOR | BPF_X, 0))
+        .op(stmt(BPF_ST, 0))
+        .op(stmt(BPF_LD | BPF_MEM, 4))
+        .op(stmt(BPF_ALU | BPF_LSH | BPF_K, 16))
+        .op(stmt(BPF_ST, 1))
+        .op(stmt(BPF_LD | BPF_IMM, 0));
     // A = ports xor; h = A ^ M[0] ^ M[1], then murmur3's fmix32 and the test.
     a.label("mix_ports")
         .op(stmt(BPF_LDX | BPF_W | BPF_MEM, 0))
         .op(stmt(BPF_ALU | BPF_XOR | BPF_X, 0))
         .op(stmt(BPF_LDX | BPF_W | BPF_MEM, 1))
         .op(stmt(BPF_ALU | BPF_XOR | BPF_X, 0))
-        .goto("mix")
-        .label("zero")
-        .op(stmt(BPF_LD | BPF_IMM, 0))
         .label("mix");
     for (shift, mul) in [(16, 0x85eb_ca6b), (13, 0xc2b2_ae35)] {
         a.op(stmt(BPF_MISC | BPF_TAX, 0))

@@ -15,7 +15,9 @@ pub enum Sampling {
         /// Random or systematic selection.
         mode: SampleMode,
     },
-    /// One flow in `n`, by a hash of the 5-tuple that is the same in both directions.
+    /// One flow in `n`, by a hash of the 5-tuple that is the same in both
+    /// directions (through VLAN and MPLS); frames without IP by their MAC
+    /// pair and EtherType (never all kept).
     Flows {
         /// Keep one in this many.
         n: u32,
@@ -145,6 +147,10 @@ pub fn flow_hash_offline(frame: &[u8]) -> Option<u32> {
     flow_hash_at(frame, if is_tag(12) && is_tag(16) { 4 } else { 0 })
 }
 
+/// Label stack entries [`flow_hash`] looks through for an IP packet under
+/// MPLS (the kernel program is unrolled this many times).
+pub const MPLS_MAX_LABELS: usize = 4;
+
 fn flow_hash_at(f: &[u8], skip: usize) -> Option<u32> {
     let u8at = |o: usize| f.get(o + skip).map(|b| u32::from(*b));
     let be16 = |o: usize| {
@@ -155,39 +161,62 @@ fn flow_hash_at(f: &[u8], skip: usize) -> Option<u32> {
         f.get(o + skip..o + skip + 4)
             .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     };
+    let ipv4 = |b: usize| -> Option<u32> {
+        let addr = be32(b + 12)? ^ be32(b + 16)?;
+        let proto = u8at(b + 9)?;
+        let frag = be16(b + 6)?;
+        let ports = if frag & 0x3fff != 0 || !matches!(u8at(b + 9)?, 6 | 17 | 132) {
+            0
+        } else {
+            let ihl = (u8at(b)? & 0xf) as usize * 4;
+            be16(b + ihl)? ^ be16(b + ihl + 2)?
+        };
+        Some(ports ^ addr ^ (proto << 24))
+    };
+    let ipv6 = |b: usize| -> Option<u32> {
+        let mut addr = 0;
+        for w in 0..8 {
+            addr ^= be32(b + 8 + 4 * w)?;
+        }
+        let nh = u8at(b + 6)?;
+        let ports = if matches!(nh, 6 | 17 | 132) {
+            be16(b + 40)? ^ be16(b + 42)?
+        } else {
+            0
+        };
+        Some(ports ^ addr ^ (nh << 24))
+    };
     let mut et = be16(12)?;
     let mut b = 14;
     if et == 0x8100 || et == 0x88a8 {
         et = be16(16)?;
         b = 18;
     }
+    // Not IP (or IP not found): the MAC pair, either way round, and the
+    // EtherType. Never a constant: every frame is sampled.
+    let l2 = || -> Option<u32> { Some(be32(0)? ^ be32(6)? ^ be16(4)? ^ be16(10)? ^ (et << 16)) };
     let h = match et {
-        0x0800 => {
-            let addr = be32(b + 12)? ^ be32(b + 16)?;
-            let proto = u8at(b + 9)?;
-            let frag = be16(b + 6)?;
-            let ports = if frag & 0x3fff != 0 || !matches!(u8at(b + 9)?, 6 | 17 | 132) {
-                0
-            } else {
-                let ihl = (u8at(b)? & 0xf) as usize * 4;
-                be16(b + ihl)? ^ be16(b + ihl + 2)?
-            };
-            ports ^ addr ^ (proto << 24)
-        }
-        0x86dd => {
-            let mut addr = 0;
-            for w in 0..8 {
-                addr ^= be32(b + 8 + 4 * w)?;
+        0x0800 => ipv4(b)?,
+        0x86dd => ipv6(b)?,
+        0x8847 | 0x8848 => {
+            let mut inner = None;
+            for i in 0..MPLS_MAX_LABELS {
+                if u8at(b + 4 * i + 2)? & 1 == 1 {
+                    let nb = b + 4 * (i + 1);
+                    inner = match u8at(nb)? >> 4 {
+                        4 => Some(ipv4(nb)?),
+                        6 => Some(ipv6(nb)?),
+                        _ => None,
+                    };
+                    break;
+                }
             }
-            let nh = u8at(b + 6)?;
-            let ports = if matches!(nh, 6 | 17 | 132) {
-                be16(b + 40)? ^ be16(b + 42)?
-            } else {
-                0
-            };
-            ports ^ addr ^ (nh << 24)
+            match inner {
+                Some(h) => h,
+                None => l2()?,
+            }
         }
-        _ => 0,
+        _ => l2()?,
     };
     Some(fmix32(h))
 }
@@ -275,6 +304,114 @@ mod flow_tests {
         f
     }
 
+    /// Ethernet frame (made-up MACs) with an MPLS stack of `labels` entries
+    /// over `payload`.
+    fn mpls(labels: usize, payload: Vec<u8>) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x88, 0x47];
+        for i in 0..labels {
+            let bos = u32::from(i + 1 == labels) << 8;
+            f.extend_from_slice(&((16 + i as u32) << 12 | bos | 64).to_be_bytes());
+        }
+        f.extend(payload);
+        f
+    }
+
+    /// A frame of neither IP nor MPLS: ARP or another EtherType, between
+    /// MACs drawn from `r`.
+    fn other(r: u64) -> Vec<u8> {
+        let b = r.to_be_bytes();
+        let mut f = vec![2, b[0], b[1], b[2], 0, 1, 2, b[3], b[4], b[5], 0, 2];
+        let et: u16 = if r & 1 == 0 { 0x0806 } else { 0x88cc };
+        f.extend_from_slice(&et.to_be_bytes());
+        f.resize(60, 0);
+        f
+    }
+
+    /// Under 1:N about one in N of each kind of non-IP frame is kept, in
+    /// user space and by the kernel program alike; nothing is kept
+    /// wholesale (it was: non-IP frames hashed to 0, 0 % N == 0).
+    #[test]
+    fn non_ip_frames_are_sampled_too() {
+        let n = 10u32;
+        let mut program = Program::accept_all(96);
+        program.add_sampler(Sampling::Flows { n }).unwrap();
+        let mut s = UserSampler::offline(Sampling::Flows { n }, 1);
+        let mut r = 0x0123_4567_89ab_cdefu64;
+        let mut next = || {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            r
+        };
+        let total = 4000;
+        for kind in ["mpls-ipv4", "mpls-ipv6", "mpls-other", "arp/lldp"] {
+            let mut kept = 0;
+            for _ in 0..total {
+                let x = next();
+                let a = x.to_be_bytes();
+                let f = match kind {
+                    "mpls-ipv4" => mpls(
+                        1 + (x >> 62) as usize,
+                        ipv4_udp(
+                            [198, 18, a[0], a[1]],
+                            [198, 19, a[2], 1],
+                            a[3].into(),
+                            53,
+                            0,
+                        )[14..]
+                            .to_vec(),
+                    ),
+                    "mpls-ipv6" => {
+                        let mut src = [0xfd; 16];
+                        src[8..].copy_from_slice(&a);
+                        mpls(
+                            2,
+                            ipv6_tcp(src, [0xfd; 16], 443, a[4].into())[14..].to_vec(),
+                        )
+                    }
+                    "mpls-other" => {
+                        let mut f = mpls(1, vec![0; 30]);
+                        f[1..5].copy_from_slice(&a[..4]);
+                        f
+                    }
+                    _ => other(x),
+                };
+                let k = s.keep(&f);
+                assert_eq!(k, program.run(&f, f.len() as u32) > 0, "{kind}: {f:02x?}");
+                kept += u32::from(k);
+            }
+            // Binomial(4000, 0.1): sd 19; 5 sd bounds.
+            assert!(
+                (305..=495).contains(&kept),
+                "{kind}: kept {kept} of {total}"
+            );
+        }
+    }
+
+    #[test]
+    fn mpls_flows_stay_together_in_both_directions() {
+        let a = mpls(
+            2,
+            ipv4_udp([198, 18, 0, 1], [198, 18, 0, 2], 1000, 53, 0)[14..].to_vec(),
+        );
+        let b = mpls(
+            3,
+            ipv4_udp([198, 18, 0, 2], [198, 18, 0, 1], 53, 1000, 0)[14..].to_vec(),
+        );
+        assert_eq!(flow_hash(&a), flow_hash(&b));
+        let plain = ipv4_udp([198, 18, 0, 1], [198, 18, 0, 2], 1000, 53, 0);
+        assert_eq!(
+            flow_hash(&a),
+            flow_hash(&plain),
+            "the same flow as without MPLS"
+        );
+        let mut c = other(7);
+        let d = c.clone();
+        c[..6].copy_from_slice(&d[6..12]);
+        c[6..12].copy_from_slice(&d[..6]);
+        assert_eq!(flow_hash(&c), flow_hash(&d), "MAC pair either way round");
+    }
+
     #[test]
     fn symmetric_in_both_directions() {
         let a = ipv4_udp([198, 18, 0, 1], [198, 18, 0, 2], 1000, 53, 0);
@@ -323,7 +460,21 @@ mod flow_tests {
                 let sp = (r & 0xffff) as u16;
                 let dp = (r >> 16 & 0xffff) as u16;
                 let a = (r >> 32).to_be_bytes();
-                let mut f = match i % 5 {
+                let mut f = match i % 8 {
+                    5 => mpls(
+                        1 + (r >> 60) as usize % 5,
+                        ipv4_udp([198, 18, a[0], a[1]], [198, 19, a[2], a[3]], sp, dp, 0)[14..]
+                            .to_vec(),
+                    ),
+                    6 => {
+                        let mut s = [0u8; 16];
+                        s[..8].copy_from_slice(&r.to_be_bytes());
+                        mpls(
+                            1 + (r >> 61) as usize % 4,
+                            ipv6_tcp(s, [0xfd; 16], sp, dp)[14..].to_vec(),
+                        )
+                    }
+                    7 => other(r),
                     0 => ipv4_udp([198, 18, a[0], a[1]], [198, 19, a[2], a[3]], sp, dp, 0),
                     1 => ipv4_udp([198, 18, a[0], a[1]], [198, 19, a[2], a[3]], sp, dp, 0x2000),
                     2 => {

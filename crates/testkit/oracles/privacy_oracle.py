@@ -25,9 +25,17 @@ import xml.etree.ElementTree as ET
 
 from yacryptopan import CryptoPAn
 
-ADDR_V4 = {"ip.src", "ip.dst", "arp.src.proto_ipv4", "arp.dst.proto_ipv4"}
-ADDR_V6 = {"ipv6.src", "ipv6.dst"}
-MACS = {"eth.dst", "eth.src", "arp.src.hw_mac", "arp.dst.hw_mac"}
+ADDR_V4 = {"ip.src", "ip.dst", "arp.src.proto_ipv4", "arp.dst.proto_ipv4", "icmp.redir_gw"}
+ADDR_V6 = {"ipv6.src", "ipv6.dst", "ipv6.routing.src.addr", "ipv6.routing.srh.addr",
+           "ipv6.routing.mipv6.home_address", "ipv6.opt.mipv6.home_address",
+           "icmpv6.nd.ns.target_address", "icmpv6.nd.na.target_address",
+           "icmpv6.nd.rd.target_address", "icmpv6.nd.rd.destination_address",
+           "icmpv6.mld.multicast_address"}
+MACS = {"eth.dst", "eth.src", "arp.src.hw_mac", "arp.dst.hw_mac",
+        "icmpv6.opt.linkaddr", "icmpv6.opt.src_linkaddr", "icmpv6.opt.target_linkaddr"}
+# Zeroed whenever anything is hidden: an integrity value computed over
+# hidden fields.
+ZEROED = {"ah.icv"}
 CHECKSUMS = {"ip.checksum", "tcp.checksum", "udp.checksum", "icmp.checksum",
              "icmpv6.checksum", "gre.checksum"}
 # ringcap mask name -> tshark fields that must read zero.
@@ -62,6 +70,9 @@ def packets(path):
                 names = {f.get("name") for f in pr.iter("field")}
                 # A transport header tshark could not dissect to its checksum
                 # (cut short, or a bogus TCP data offset).
+                # A malformed IP header: the rewrite zeroes from it on.
+                if pr.get("name") == "ip" and "ip.bogus_header_length" in names:
+                    fields.append(("opaque:", int(pr.get("pos")), 0, "", ""))
                 if pr.get("name") in ("tcp", "udp") and pr.get("name") + ".checksum" not in names:
                     fields.append(("short:" + pr.get("name"), int(pr.get("pos")),
                                    int(pr.get("size")), "", ""))
@@ -143,6 +154,14 @@ def main():
                     allowed.update(span)
             elif name in CHECKSUMS:
                 allowed.update(span)
+            elif name == "opaque:":
+                allowed.update(range(pos, len(o)))
+                if any(n[pos:]):
+                    problems.append(f"packet {i}: bytes after a malformed IP header at {pos} not zeroed")
+            elif name in ZEROED:
+                allowed.update(span)
+                if any(n[pos:pos + size]):
+                    problems.append(f"packet {i}: {name} at {pos} not zeroed")
             elif name.startswith("short:"):
                 # Fixed fields of a header tshark could not dissect: masked
                 # ones must read zero, as far as they were captured.

@@ -1,21 +1,40 @@
-//! Incremental Internet checksum updates (RFC 1624): when bytes covered by
-//! a checksum change, the checksum is corrected from the old and new bytes
-//! alone, so a packet whose payload was not captured still gets a checksum
-//! that is right for the packet as rewritten.
+//! The Internet checksum (RFC 1071): sums, and incremental updates (RFC
+//! 1624) that correct a checksum from the old and new bytes alone.
+//!
+//! An incremental update carries whatever the input checksum held into the
+//! result: if that was not right for the input (a checksum-offload partial
+//! sum, a wrong value), the result is a function of the old bytes too. The
+//! privacy rewrite therefore never uses it on fields it hides; it
+//! recomputes with [`sum`] (see `ringcap_privacy`'s crate docs).
 
 /// One's-complement sum of `bytes` as big-endian 16-bit words, the first
 /// byte a high byte (an odd tail is padded with zero), folded to 16 bits.
+///
+/// Summed 4 bytes at a time in the machine's byte order and swapped at the
+/// end: the one's-complement sum does not depend on byte order but for
+/// that swap (RFC 1071, 2.B). Privacy rewrites recompute whole segments'
+/// checksums with it.
 #[inline]
 pub fn sum(bytes: &[u8]) -> u16 {
     let mut acc: u64 = 0;
-    let mut chunks = bytes.chunks_exact(2);
-    for c in &mut chunks {
-        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
+    let mut words = bytes.chunks_exact(4);
+    for w in &mut words {
+        acc += u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
     }
-    if let [last] = chunks.remainder() {
-        acc += u64::from(*last) << 8;
+    let rest = words.remainder();
+    let mut pairs = rest.chunks_exact(2);
+    for p in &mut pairs {
+        acc += u64::from(u16::from_ne_bytes([p[0], p[1]]));
     }
-    fold(acc)
+    if let [last] = pairs.remainder() {
+        acc += u64::from(u16::from_ne_bytes([*last, 0]));
+    }
+    let folded = fold(acc);
+    if cfg!(target_endian = "little") {
+        folded.swap_bytes()
+    } else {
+        folded
+    }
 }
 
 /// Folds a wide one's-complement accumulator to 16 bits.
@@ -79,6 +98,35 @@ mod tests {
         assert_eq!(c2, full(&h, 10));
         h[10..12].copy_from_slice(&c2.to_be_bytes());
         assert_eq!(sum(&h), 0xffff);
+    }
+
+    /// The straightforward big-endian word sum.
+    fn slow_sum(bytes: &[u8]) -> u16 {
+        let mut acc = 0u64;
+        for c in bytes.chunks(2) {
+            acc += u64::from(c[0]) << 8 | u64::from(*c.get(1).unwrap_or(&0));
+        }
+        fold(acc)
+    }
+
+    #[test]
+    fn sum_equals_the_word_by_word_sum() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut buf = vec![0u8; 1600];
+        for round in 0..3000 {
+            for b in buf.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = if round % 3 == 0 { 0xff } else { x as u8 };
+            }
+            let n = (x % 1600) as usize;
+            let start = (x >> 20) as usize % 4;
+            let b = &buf[start..n.max(start)];
+            assert_eq!(sum(b), slow_sum(b), "len {} start {start}", b.len());
+        }
+        assert_eq!(sum(&[]), 0);
+        assert_eq!(sum(&[0xff; 64]), 0xffff);
     }
 
     #[test]

@@ -151,7 +151,7 @@ pub fn header_len(frame: &[u8], max: usize) -> usize {
 /// TCP data offset). Any header may be cut short: a visitor must check
 /// lengths.
 pub trait Visitor {
-    /// An Ethernet II header (all 14 bytes present).
+    /// An Ethernet II header (possibly cut short by the end of the frame).
     #[inline(always)]
     fn ethernet(&mut self, _off: usize) {}
     /// An ARP packet (its fixed 8 bytes present).
@@ -167,6 +167,27 @@ pub trait Visitor {
     /// datagram, the end of the ICMP message).
     #[inline(always)]
     fn transport(&mut self, _off: usize, _proto: u8, _end: usize) {}
+    /// An extension header between an IP header and its upper layer: IPv6
+    /// hop-by-hop, routing or destination options (`kind` is its protocol
+    /// number: 0, 43, 60), or an authentication header (51, after IPv4 or
+    /// IPv6), whole or cut short by the end of the frame (at least its first
+    /// two bytes present).
+    #[inline(always)]
+    fn ext(&mut self, _off: usize, _kind: u8) {}
+    /// The walk stops at `off` before bytes that hold headers it does not
+    /// understand: a malformed IPv4 or IPv6 header (a wrong version or
+    /// IHL), an MPLS payload that is not IP (a pseudowire). The privacy
+    /// rewrite zeroes from there (fail closed).
+    #[inline(always)]
+    fn opaque(&mut self, _off: usize) {}
+    /// Whether a UDP payload whose first byte has VXLAN's I flag is walked as
+    /// VXLAN whatever the destination port. The privacy rewrite asks for it
+    /// when the ports are hidden: the walk, and so what the rewrite changes,
+    /// must not depend on a hidden value.
+    #[inline(always)]
+    fn vxlan_any_port(&self) -> bool {
+        false
+    }
 }
 
 /// The visitor of [`header_len`]: told nothing, costs nothing.
@@ -217,7 +238,12 @@ fn link<V: Visitor>(buf: &mut &[u8], mut off: usize, resume: Resume, v: &mut V) 
                 off += eth.header_len();
                 eth.ethertype()
             }
-            Err(e) => return Step::Done(cut(buf, off, e)),
+            Err(e) => {
+                if e == Error::Truncated {
+                    v.ethernet(off);
+                }
+                return Step::Done(cut(buf, off, e));
+            }
         },
     };
     while ethertype::is_vlan(et) {
@@ -262,7 +288,11 @@ fn mpls<V: Visitor>(buf: &mut &[u8], mut off: usize, v: &mut V) -> Step {
             return match label.payload().first().map(|b| b >> 4) {
                 Some(4) => ipv4(buf, off, v),
                 Some(6) => ipv6(buf, off, v),
-                _ => Step::Done(off),
+                Some(_) => {
+                    v.opaque(off);
+                    Step::Done(off)
+                }
+                None => Step::Done(off),
             };
         }
     }
@@ -276,6 +306,8 @@ fn ipv4<V: Visitor>(buf: &mut &[u8], off: usize, v: &mut V) -> Step {
         Err(e) => {
             if e == Error::Truncated {
                 v.ip(off, false);
+            } else {
+                v.opaque(off);
             }
             return Step::Done(cut(buf, off, e));
         }
@@ -302,6 +334,8 @@ fn ipv6<V: Visitor>(buf: &mut &[u8], off: usize, v: &mut V) -> Step {
         Err(e) => {
             if e == Error::Truncated {
                 v.ip(off, true);
+            } else {
+                v.opaque(off);
             }
             return Step::Done(cut(buf, off, e));
         }
@@ -342,7 +376,7 @@ fn upper<V: Visitor>(buf: &[u8], mut off: usize, mut proto: u8, v6: bool, v: &mu
                     Err(e) => return Step::Done(cut(buf, off, e)),
                 };
                 off += udp::HEADER_LEN;
-                if u.dst_port() != vxlan::UDP_PORT {
+                if u.dst_port() != vxlan::UDP_PORT && !v.vxlan_any_port() {
                     return Step::Done(off);
                 }
                 return match VxlanPacket::new_checked(u.payload()) {
@@ -391,18 +425,30 @@ fn upper<V: Visitor>(buf: &[u8], mut off: usize, mut proto: u8, v6: bool, v: &mu
             }
             ip_proto::AH => match AuthHeader::new_checked(rest) {
                 Ok(ah) => {
+                    v.ext(off, proto);
                     off += ah.header_len();
                     proto = ah.next_header();
                 }
-                Err(e) => return Step::Done(cut(buf, off, e)),
+                Err(e) => {
+                    if e == Error::Truncated && rest.len() >= 2 {
+                        v.ext(off, proto);
+                    }
+                    return Step::Done(cut(buf, off, e));
+                }
             },
             ip_proto::HOP_BY_HOP | ip_proto::IPV6_ROUTING | ip_proto::IPV6_DEST_OPTS if v6 => {
                 match Ipv6ExtHeader::new_checked(rest) {
                     Ok(ext) => {
+                        v.ext(off, proto);
                         off += ext.header_len();
                         proto = ext.next_header();
                     }
-                    Err(e) => return Step::Done(cut(buf, off, e)),
+                    Err(e) => {
+                        if e == Error::Truncated && rest.len() >= 2 {
+                            v.ext(off, proto);
+                        }
+                        return Step::Done(cut(buf, off, e));
+                    }
                 }
             }
             ip_proto::IPV6_FRAGMENT if v6 => match Ipv6FragmentHeader::new_checked(rest) {

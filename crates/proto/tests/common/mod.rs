@@ -181,7 +181,10 @@ pub fn responses() -> Vec<Response> {
             name: "d-0001.pcapng".into(),
             bytes: 1234,
         },
-        Response::Sessions { sessions: vec![] },
+        Response::Sessions {
+            sessions: vec![],
+            more: 0,
+        },
         Response::Sessions {
             sessions: vec![SessionInfo {
                 session: 3,
@@ -191,6 +194,7 @@ pub fn responses() -> Vec<Response> {
                 counters: counters(1),
                 started_s: 1_700_000_000,
             }],
+            more: 7,
         },
     ]
 }

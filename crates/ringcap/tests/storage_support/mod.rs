@@ -460,7 +460,8 @@ pub fn testbed_frames(tb: &Testbed, first: u32, n: u32, len: usize) -> Vec<Vec<u
 // ---------------------------------------------------------------------------
 // Checking output
 
-/// Every entry of `dir` (hidden ones too), sorted.
+/// Every entry of `dir` (hidden ones too), sorted, except the indexes a
+/// capture keeps beside its files (`.NAME.ringcap-index`, tests/query.rs).
 pub fn list(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -470,6 +471,7 @@ pub fn list(dir: &Path) -> Vec<String> {
                 .to_string_lossy()
                 .into_owned()
         })
+        .filter(|n| !(n.starts_with('.') && n.ends_with(".ringcap-index")))
         .collect();
     v.sort();
     v

@@ -1,0 +1,359 @@
+//! Exporters: where finished flows go, on a thread of their own.
+//!
+//! Capture threads hand records over a bounded queue; the exporter thread
+//! encodes them for each target (IPFIX or NetFlow v9 over UDP, JSON lines)
+//! and sends. A live capture never waits for it: when the queue is full the
+//! record is dropped and counted. Files wait (nothing is lost by reading a
+//! file more slowly). A collector that is down costs failed sends, counted;
+//! UDP sends never block.
+
+use crate::netflow::{Dialect, MessageBuilder};
+use crate::record::FlowRecord;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Records waiting for the exporter thread, at most.
+pub const QUEUE_LEN: usize = 65_536;
+/// A partly filled message waits at most this long.
+const FLUSH_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Where flows go, as given on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `ipfix://HOST:PORT`: IPFIX over UDP.
+    Ipfix(String),
+    /// `netflow9://HOST:PORT`: NetFlow v9 over UDP.
+    Netflow9(String),
+    /// `json:PATH` (`json:-`: standard output): one JSON object per line.
+    Json(String),
+}
+
+impl Target {
+    /// Parses a `--flows` URL; the message says what is accepted.
+    pub fn parse(url: &str) -> Result<Target, String> {
+        if let Some(p) = url.strip_prefix("json:") {
+            if p.is_empty() {
+                return Err(format!(
+                    "--flows {url}: give a path (json:PATH, json:- for standard output)"
+                ));
+            }
+            return Ok(Target::Json(p.to_string()));
+        }
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(format!(
+                "--flows {url}: use ipfix://HOST:PORT, netflow9://HOST:PORT or json:PATH"
+            ));
+        };
+        let hostport = rest.trim_end_matches('/');
+        match scheme {
+            "ipfix" | "ipfix+udp" => Ok(Target::Ipfix(check_hostport(url, hostport)?)),
+            "netflow9" | "nf9" => Ok(Target::Netflow9(check_hostport(url, hostport)?)),
+            "ipfix+tcp" | "kafka" => Err(format!(
+                "--flows {url}: {scheme} export is not built in this ringcap (ipfix://, netflow9:// and json: are)"
+            )),
+            _ => Err(format!(
+                "--flows {url}: unknown scheme {scheme}; use ipfix://HOST:PORT, netflow9://HOST:PORT or json:PATH"
+            )),
+        }
+    }
+}
+
+fn check_hostport(url: &str, hp: &str) -> Result<String, String> {
+    match hp.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0) => {
+            Ok(hp.to_string())
+        }
+        _ => Err(format!(
+            "--flows {url}: give HOST:PORT (a port from 1 to 65535)"
+        )),
+    }
+}
+
+/// What the exporters and flow tables have done: shared, read at any time.
+#[derive(Debug, Default)]
+pub struct FlowStats {
+    /// Flows begun.
+    pub created: AtomicU64,
+    /// Flows held now (all tables).
+    pub active: AtomicU64,
+    /// Flow records handed to the exporter thread.
+    pub exported: AtomicU64,
+    /// Flows exported early because a table was full.
+    pub evicted_early: AtomicU64,
+    /// Records dropped because the exporter's queue was full.
+    pub queue_dropped: AtomicU64,
+    /// Messages (datagrams, lines) sent.
+    pub messages: AtomicU64,
+    /// Sends that failed (collector down, disk full).
+    pub export_errors: AtomicU64,
+    /// Packets in no flow (not IP).
+    pub not_ip: AtomicU64,
+}
+
+impl FlowStats {
+    /// One line for the final report.
+    pub fn summary(&self) -> String {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        format!(
+            "flows: {} exported ({} evicted early), {} export errors, {} dropped at the exporter queue, {} packets not IP",
+            g(&self.exported),
+            g(&self.evicted_early),
+            g(&self.export_errors),
+            g(&self.queue_dropped),
+            g(&self.not_ip)
+        )
+    }
+}
+
+enum Msg {
+    Flow(FlowRecord),
+    End,
+}
+
+/// The exporter thread and the queue to it.
+pub struct Exporter {
+    tx: Sender<Msg>,
+    thread: Option<JoinHandle<()>>,
+    stats: Arc<FlowStats>,
+}
+
+/// A capture thread's end of the queue.
+#[derive(Clone)]
+pub struct FlowSender {
+    tx: Sender<Msg>,
+    stats: Arc<FlowStats>,
+}
+
+impl FlowSender {
+    /// Hands `r` on: waiting for room when `wait` (files), else dropping
+    /// it, counted, when the queue is full.
+    #[inline]
+    pub fn send(&self, r: FlowRecord, wait: bool) {
+        let ok = if wait {
+            self.tx.send(Msg::Flow(r)).is_ok()
+        } else {
+            self.tx.try_send(Msg::Flow(r)).is_ok()
+        };
+        if !ok {
+            self.stats.queue_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The shared counters.
+    pub fn stats(&self) -> &Arc<FlowStats> {
+        &self.stats
+    }
+}
+
+/// Options of the IPFIX and NetFlow v9 exporters.
+#[derive(Debug, Clone, Copy)]
+pub struct ExportOptions {
+    /// Observation domain (v9: source ID).
+    pub domain: u32,
+    /// Largest datagram payload.
+    pub max_message: usize,
+    /// Templates are sent again this often.
+    pub template_refresh: Duration,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        ExportOptions {
+            domain: 1,
+            // 1500-byte MTU less IPv6 and UDP headers.
+            max_message: 1452,
+            template_refresh: Duration::from_secs(60),
+        }
+    }
+}
+
+enum Sink {
+    Udp {
+        socket: UdpSocket,
+        to: SocketAddr,
+        builder: MessageBuilder,
+    },
+    Json(Box<dyn Write + Send>),
+}
+
+impl Exporter {
+    /// Opens every target (sockets bound, files created: before a capture
+    /// starts and before privileges are dropped) and starts the thread.
+    pub fn start(targets: &[Target], opts: ExportOptions) -> Result<Exporter, String> {
+        let mut sinks = Vec::new();
+        for t in targets {
+            sinks.push(match t {
+                Target::Ipfix(hp) | Target::Netflow9(hp) => {
+                    let to = hp
+                        .to_socket_addrs()
+                        .map_err(|e| format!("--flows {hp}: {e}"))?
+                        .next()
+                        .ok_or_else(|| format!("--flows {hp}: no address"))?;
+                    let bind: SocketAddr = if to.is_ipv4() {
+                        "0.0.0.0:0".parse().map_err(|_| "bad address".to_string())?
+                    } else {
+                        "[::]:0".parse().map_err(|_| "bad address".to_string())?
+                    };
+                    let socket = UdpSocket::bind(bind).map_err(|e| format!("--flows {hp}: {e}"))?;
+                    socket
+                        .set_nonblocking(true)
+                        .map_err(|e| format!("--flows {hp}: {e}"))?;
+                    let dialect = match t {
+                        Target::Ipfix(_) => Dialect::Ipfix,
+                        _ => Dialect::NetflowV9,
+                    };
+                    Sink::Udp {
+                        socket,
+                        to,
+                        builder: MessageBuilder::new(dialect, opts.domain, opts.max_message),
+                    }
+                }
+                Target::Json(p) if p == "-" => {
+                    Sink::Json(Box::new(std::io::BufWriter::new(std::io::stdout())))
+                }
+                Target::Json(p) => {
+                    let f = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(p)
+                        .map_err(|e| format!("--flows json:{p}: {e}"))?;
+                    Sink::Json(Box::new(std::io::BufWriter::new(f)))
+                }
+            });
+        }
+        let (tx, rx) = crossbeam_channel::bounded(QUEUE_LEN);
+        let stats = Arc::new(FlowStats::default());
+        let s = stats.clone();
+        let thread = std::thread::Builder::new()
+            .name("ringcap-flows".into())
+            .spawn(move || run(rx, sinks, opts, &s))
+            .map_err(|e| format!("cannot start the flow exporter: {e}"))?;
+        Ok(Exporter {
+            tx,
+            thread: Some(thread),
+            stats,
+        })
+    }
+
+    /// A sender for a capture thread.
+    pub fn sender(&self) -> FlowSender {
+        FlowSender {
+            tx: self.tx.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+
+    /// The shared counters.
+    pub fn stats(&self) -> Arc<FlowStats> {
+        self.stats.clone()
+    }
+
+    /// Exports what is queued (every capture thread must have finished),
+    /// then stops the thread.
+    pub fn finish(mut self) -> Arc<FlowStats> {
+        let _ = self.tx.send(Msg::End);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.stats.clone()
+    }
+}
+
+fn now_secs() -> u32 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as u32)
+}
+
+fn run(rx: Receiver<Msg>, mut sinks: Vec<Sink>, opts: ExportOptions, stats: &FlowStats) {
+    let began = Instant::now();
+    let mut last_templates = Instant::now();
+    let mut last_flush = Instant::now();
+    let mut line = String::with_capacity(512);
+    loop {
+        let msg = rx.recv_timeout(FLUSH_INTERVAL);
+        let secs = now_secs();
+        let uptime = began.elapsed().as_millis() as u32;
+        if last_templates.elapsed() >= opts.template_refresh {
+            last_templates = Instant::now();
+            for s in &mut sinks {
+                if let Sink::Udp { builder, .. } = s {
+                    builder.refresh_templates();
+                }
+            }
+        }
+        let end = match msg {
+            Ok(Msg::Flow(r)) => {
+                stats.exported.fetch_add(1, Ordering::Relaxed);
+                for s in &mut sinks {
+                    match s {
+                        Sink::Udp {
+                            socket,
+                            to,
+                            builder,
+                        } => {
+                            builder.add(&r, secs, uptime, &mut |m| send(socket, *to, m, stats));
+                        }
+                        Sink::Json(w) => {
+                            line.clear();
+                            crate::json::write(&mut line, &r);
+                            line.push('\n');
+                            match w.write_all(line.as_bytes()) {
+                                Ok(()) => stats.messages.fetch_add(1, Ordering::Relaxed),
+                                Err(_) => stats.export_errors.fetch_add(1, Ordering::Relaxed),
+                            };
+                        }
+                    }
+                }
+                false
+            }
+            Ok(Msg::End) | Err(RecvTimeoutError::Disconnected) => true,
+            Err(RecvTimeoutError::Timeout) => false,
+        };
+        if end || rx.is_empty() && last_flush.elapsed() >= FLUSH_INTERVAL {
+            last_flush = Instant::now();
+            for s in &mut sinks {
+                match s {
+                    Sink::Udp {
+                        socket,
+                        to,
+                        builder,
+                    } => {
+                        builder.flush(secs, &mut |m| send(socket, *to, m, stats));
+                    }
+                    Sink::Json(w) => {
+                        if w.flush().is_err() {
+                            stats.export_errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+        }
+        if end {
+            break;
+        }
+    }
+}
+
+/// Sends one datagram. A full socket buffer is waited out briefly (the
+/// exporter thread, never a capture thread, waits); errors are counted.
+fn send(socket: &UdpSocket, to: SocketAddr, m: &[u8], stats: &FlowStats) {
+    for _ in 0..100 {
+        match socket.send_to(m, to) {
+            Ok(_) => {
+                stats.messages.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err(_) => break,
+        }
+    }
+    stats.export_errors.fetch_add(1, Ordering::Relaxed);
+}

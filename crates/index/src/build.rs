@@ -1,0 +1,293 @@
+//! Building the index of a capture file, publishing it, and finding it again.
+//!
+//! The index is `DIR/.NAME.ringcap-index` next to `DIR/NAME`
+//! ([`ringcap_format::sidecar::index_path`]): hidden, so globs and other
+//! tools see only the captures. It is written under a temporary hidden name,
+//! fsync'd, and renamed over the final name, so a reader sees a whole index
+//! or none. It records the capture's length and a checksum of its first
+//! bytes: an index whose file has changed since is *stale* and not used.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::{self, File};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use ringcap_format::sidecar::index_path;
+use ringcap_format::{FormatError, Reader};
+
+use crate::file::{self, Contents, Epoch, Group, Index, IndexError, Summary};
+use crate::keys::{packet_keys, Key};
+
+/// A group ends after this many records...
+pub const GROUP_RECORDS: u32 = 32;
+/// ...or once it spans this many bytes of the file.
+pub const GROUP_BYTES: u64 = 64 << 10;
+/// Bytes at the start of a capture whose checksum an index records.
+const HEAD_LEN: usize = 4096;
+
+/// Why an index could not be built or used.
+#[derive(Debug)]
+pub enum BuildError {
+    /// Reading or writing failed.
+    Io(PathBuf, io::Error),
+    /// The capture file cannot be read (cut short, not a capture, ...).
+    Format(PathBuf, FormatError),
+    /// ringcap's compressed format: its records are coded in blocks a
+    /// query cannot jump into, so it is not indexed (a query scans it).
+    Compressed(PathBuf),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Io(p, e) => write!(f, "{}: {e}", p.display()),
+            BuildError::Format(p, e) => write!(f, "{}: {e}", p.display()),
+            BuildError::Compressed(p) => write!(
+                f,
+                "{}: compressed files are not indexed (a query scans them)",
+                p.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// What building one index did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildReport {
+    /// The index file written.
+    pub index: PathBuf,
+    /// Packets indexed.
+    pub packets: u64,
+    /// Groups.
+    pub groups: usize,
+    /// Distinct keys.
+    pub keys: usize,
+    /// Bytes of the capture file.
+    pub capture_len: u64,
+    /// Bytes of the index file.
+    pub index_len: u64,
+}
+
+/// A fast hash for keys (they come from the capture, but the map only
+/// lives while one file is indexed, and its size is bounded by the file).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_u128(&mut self, v: u128) {
+        self.write_u64(v as u64);
+        self.write_u64((v >> 64) as u64);
+    }
+}
+
+/// CRC-32 of the first [`HEAD_LEN`] bytes of `path` and its length.
+fn head_of(path: &Path) -> io::Result<(u32, u64)> {
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len();
+    let mut head = Vec::with_capacity(HEAD_LEN);
+    (&mut f).take(HEAD_LEN as u64).read_to_end(&mut head)?;
+    Ok((crc32fast::hash(&head), len))
+}
+
+/// Reads the capture file at `path` and collects its index.
+pub fn collect(path: &Path) -> Result<Contents, BuildError> {
+    let io_err = |e| BuildError::Io(path.to_path_buf(), e);
+    let (head_crc, capture_len) = head_of(path).map_err(io_err)?;
+    let f = File::open(path).map_err(io_err)?;
+    let mut rd = Reader::new(f).map_err(|e| BuildError::Format(path.to_path_buf(), e))?;
+    if matches!(rd.format(), ringcap_format::FileFormat::Compressed { .. }) {
+        return Err(BuildError::Compressed(path.to_path_buf()));
+    }
+    let mut c = Contents::default();
+    let mut postings: HashMap<Key, Vec<u32>, BuildHasherDefault<KeyHasher>> = HashMap::default();
+    let mut keys: Vec<Key> = Vec::new();
+    let mut data = Vec::new();
+    let mut linktypes: Vec<u32> = rd.interfaces().iter().map(|i| i.linktype).collect();
+    let mut s = Summary {
+        capture_len,
+        head_crc,
+        packets: 0,
+        first_ts: 0,
+        min_ts: u64::MAX,
+        max_ts: 0,
+    };
+    loop {
+        let off = rd.offset();
+        let epoch = (rd.sections() as u32, rd.interfaces().len() as u32);
+        keys.clear();
+        // The keys are taken while the packet is borrowed from the reader
+        // (no copy), unless its interface was announced by a block read
+        // just now (then the copy waits for the reader to tell its link type).
+        let (iface, ts, copied) = match rd.next_packet() {
+            Ok(Some(p)) => match linktypes.get(p.interface) {
+                Some(&lt) => {
+                    packet_keys(lt, p.data, &mut keys);
+                    (p.interface, p.ts_ns, false)
+                }
+                None => {
+                    data.clear();
+                    data.extend_from_slice(p.data);
+                    (p.interface, p.ts_ns, true)
+                }
+            },
+            Ok(None) => break,
+            Err(e) => return Err(BuildError::Format(path.to_path_buf(), e)),
+        };
+        if copied {
+            linktypes = rd.interfaces().iter().map(|i| i.linktype).collect();
+            let lt = linktypes.get(iface).copied().unwrap_or(u32::MAX);
+            packet_keys(lt, &data, &mut keys);
+        }
+        let new_group = c
+            .groups
+            .last()
+            .is_none_or(|g: &Group| g.records >= GROUP_RECORDS || off - g.offset >= GROUP_BYTES);
+        if new_group {
+            let n = c.groups.len() as u32;
+            if c.epochs.last().map(|e| (e.sections, e.interfaces)) != Some(epoch) {
+                c.epochs.push(Epoch {
+                    group: n,
+                    sections: epoch.0,
+                    interfaces: epoch.1,
+                });
+            }
+            c.groups.push(Group {
+                offset: off,
+                min_ts: ts,
+                max_ts: ts,
+                records: 0,
+            });
+        }
+        if let Some(g) = c.groups.last_mut() {
+            g.records += 1;
+            g.min_ts = g.min_ts.min(ts);
+            g.max_ts = g.max_ts.max(ts);
+        }
+        if s.packets == 0 {
+            s.first_ts = ts;
+        }
+        s.packets += 1;
+        s.min_ts = s.min_ts.min(ts);
+        s.max_ts = s.max_ts.max(ts);
+        // A key's list ends with the current group once it has been seen
+        // in it: later packets of the group add nothing.
+        let g = c.groups.len() as u32 - 1;
+        for k in &keys {
+            let list = postings.entry(*k).or_default();
+            if list.last() != Some(&g) {
+                list.push(g);
+            }
+        }
+    }
+    if s.packets == 0 {
+        s.min_ts = 0;
+    }
+    c.summary = Some(s);
+    let mut p: Vec<_> = postings.into_iter().collect();
+    p.sort_unstable_by_key(|(k, _)| *k);
+    c.postings = p;
+    Ok(c)
+}
+
+/// Writes `bytes` to `path` atomically: a hidden temporary file in the same
+/// directory, fsync'd, renamed over `path`, and the directory fsync'd.
+fn publish(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!("{name}.tmp{}", std::process::id()));
+    let r = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if r.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    r?;
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Ok(d) = File::open(d) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// Builds the index of the capture file `capture` and publishes it next to
+/// it. If the capture is deleted meanwhile (retention), so is the index.
+pub fn build_index(capture: &Path) -> Result<BuildReport, BuildError> {
+    let c = collect(capture)?;
+    let bytes = file::encode(&c);
+    let index = index_path(capture);
+    publish(&index, &bytes).map_err(|e| BuildError::Io(index.clone(), e))?;
+    if !capture.exists() {
+        let _ = fs::remove_file(&index);
+    }
+    Ok(BuildReport {
+        index,
+        packets: c.summary.as_ref().map_or(0, |s| s.packets),
+        groups: c.groups.len(),
+        keys: c.postings.len(),
+        capture_len: c.summary.as_ref().map_or(0, |s| s.capture_len),
+        index_len: bytes.len() as u64,
+    })
+}
+
+/// Why the index of a file is not used.
+#[derive(Debug)]
+pub enum Unusable {
+    /// There is none.
+    Missing,
+    /// It cannot be read or understood.
+    Bad(String),
+    /// The capture file changed since it was built.
+    Stale,
+}
+
+impl fmt::Display for Unusable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unusable::Missing => write!(f, "no index"),
+            Unusable::Bad(m) => write!(f, "index not usable: {m}"),
+            Unusable::Stale => write!(f, "index is stale (the file changed since it was built)"),
+        }
+    }
+}
+
+/// Loads the index of `capture`, checking that it describes the file as it
+/// is now.
+pub fn load_index(capture: &Path) -> Result<Index, Unusable> {
+    let path = index_path(capture);
+    let raw = match fs::read(&path) {
+        Ok(r) => r,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Unusable::Missing),
+        Err(e) => return Err(Unusable::Bad(format!("{}: {e}", path.display()))),
+    };
+    let idx = Index::parse(raw)
+        .map_err(|e: IndexError| Unusable::Bad(format!("{}: {e}", path.display())))?;
+    let (crc, len) = head_of(capture).map_err(|e| Unusable::Bad(e.to_string()))?;
+    if idx.summary.capture_len != len || idx.summary.head_crc != crc {
+        return Err(Unusable::Stale);
+    }
+    Ok(idx)
+}

@@ -1,0 +1,287 @@
+//! The keys of one packet: what the index can find it by.
+//!
+//! The index must never miss a packet that a filter it narrows would accept
+//! (it may only keep too many), so the keys come from two walks:
+//!
+//! * **libpcap's view of the outer headers**, the fields a compiled filter
+//!   reads for `host`, `net`, `port`, `portrange`, `proto` (and `tcp`,
+//!   `udp`, ...) and `vlan`: after any VLAN tags, the IPv4 addresses and
+//!   protocol, ports at the IHL offset of first fragments, the IPv6
+//!   addresses and the next header of the fixed header (and of a fragment
+//!   header right after it, which libpcap also checks), ports right after
+//!   either, and the sender and target addresses of ARP/RARP, read at the
+//!   fixed offsets libpcap reads them. A packet whose outer headers are odd
+//!   (an IPv4 IHL below 5, a wrong version, a header cut short) gets the
+//!   [`Kind::Any`] key instead: a filter could match it on bytes the index
+//!   did not take as keys, so it is a candidate of every lookup.
+//! * **the header walker of `ringcap-wire`** for everything deeper (inner
+//!   VLAN tags, MPLS payloads, GRE, VXLAN, IP-in-IP, IPv6 extension headers,
+//!   the datagram an ICMP error quotes): its addresses, protocols and ports
+//!   are keys too. They cannot make a result wrong, only let a query that
+//!   names an inner address find the packet.
+
+use ringcap_wire::headers::{visit_headers, Visitor};
+
+/// What a key is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    /// A packet the index cannot describe: a candidate for every lookup.
+    Any = 0,
+    /// An IPv4 address.
+    V4 = 1,
+    /// An IPv6 address.
+    V6 = 2,
+    /// A TCP, UDP or SCTP port.
+    Port = 3,
+    /// An IP protocol number (IPv4 protocol, IPv6 next header).
+    Proto = 4,
+    /// A VLAN ID (any tag of the frame).
+    Vlan = 5,
+}
+
+impl Kind {
+    /// Every kind, in their order in an index file.
+    pub const ALL: [Kind; 6] = [
+        Kind::Any,
+        Kind::V4,
+        Kind::V6,
+        Kind::Port,
+        Kind::Proto,
+        Kind::Vlan,
+    ];
+
+    /// The kind of a code byte of an index file.
+    pub fn from_code(c: u8) -> Option<Kind> {
+        Kind::ALL.get(c as usize).copied()
+    }
+
+    /// Bytes the value of a key of this kind takes in an index file.
+    pub fn width(self) -> usize {
+        match self {
+            Kind::Any => 0,
+            Kind::V4 => 4,
+            Kind::V6 => 16,
+            Kind::Port | Kind::Vlan => 2,
+            Kind::Proto => 1,
+        }
+    }
+}
+
+/// One key: a kind and a value (an address as a big-endian number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key {
+    /// What the value is.
+    pub kind: Kind,
+    /// The value.
+    pub value: u128,
+}
+
+impl Key {
+    /// The key every lookup includes.
+    pub const ANY: Key = Key {
+        kind: Kind::Any,
+        value: 0,
+    };
+}
+
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+const SCTP: u8 = 132;
+const FRAGMENT: u8 = 44;
+
+fn be16(d: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([d[at], d[at + 1]])
+}
+
+fn has_ports(proto: u8) -> bool {
+    matches!(proto, TCP | UDP | SCTP)
+}
+
+/// Collects keys into a caller's vector (duplicates allowed).
+struct Sink<'a>(&'a mut Vec<Key>);
+
+impl Sink<'_> {
+    fn push(&mut self, kind: Kind, value: u128) {
+        self.0.push(Key { kind, value });
+    }
+    fn any(&mut self) {
+        self.0.push(Key::ANY);
+    }
+    fn v4(&mut self, d: &[u8], at: usize) {
+        let v = u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]);
+        self.push(Kind::V4, v as u128);
+    }
+    fn v6(&mut self, d: &[u8], at: usize) {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&d[at..at + 16]);
+        self.push(Kind::V6, u128::from_be_bytes(b));
+    }
+    fn ports(&mut self, d: &[u8], at: usize) {
+        self.push(Kind::Port, be16(d, at) as u128);
+        self.push(Kind::Port, be16(d, at + 2) as u128);
+    }
+}
+
+/// Appends to `out` the keys of one packet of link type `linktype` (see the
+/// [module docs](self)).
+pub fn packet_keys(linktype: u32, data: &[u8], out: &mut Vec<Key>) {
+    let mut s = Sink(out);
+    match linktype {
+        1 => {
+            outer_ethernet(data, &mut s);
+            let mut deep = Deep { s: &mut s, data };
+            visit_headers(data, &mut deep);
+        }
+        // LINKTYPE_RAW: the IP version nibble tells (libpcap checks it).
+        101 => match data.first().map(|b| b >> 4) {
+            Some(4) => ipv4(data, 0, &mut s),
+            Some(6) => ipv6(data, 0, &mut s),
+            Some(_) => {}
+            None => s.any(),
+        },
+        228 => ipv4(data, 0, &mut s),
+        229 => ipv6(data, 0, &mut s),
+        // Linux cooked capture v1: protocol at 14, payload at 16.
+        113 => cooked(data, 14, 16, &mut s),
+        // v2: protocol at 0, payload at 20.
+        276 => cooked(data, 0, 20, &mut s),
+        _ => s.any(),
+    }
+}
+
+fn cooked(d: &[u8], proto_at: usize, payload: usize, s: &mut Sink) {
+    if d.len() < payload {
+        return s.any();
+    }
+    match be16(d, proto_at) {
+        0x0800 => ipv4(d, payload, s),
+        0x86dd => ipv6(d, payload, s),
+        0x0806 | 0x8035 => arp(d, payload, s),
+        // VLAN tags in a cooked header: not worth a second set of rules.
+        0x8100 | 0x88a8 | 0x9100 => s.any(),
+        _ => {}
+    }
+}
+
+/// libpcap's view of an Ethernet frame: tags, then IP or ARP.
+fn outer_ethernet(d: &[u8], s: &mut Sink) {
+    if d.len() < 14 {
+        return s.any();
+    }
+    let mut et = be16(d, 12);
+    let mut p = 14;
+    while matches!(et, 0x8100 | 0x88a8 | 0x9100) {
+        if d.len() < p + 4 {
+            return s.any();
+        }
+        s.push(Kind::Vlan, (be16(d, p) & 0x0fff) as u128);
+        et = be16(d, p + 2);
+        p += 4;
+    }
+    match et {
+        0x0800 => ipv4(d, p, s),
+        0x86dd => ipv6(d, p, s),
+        0x0806 | 0x8035 => arp(d, p, s),
+        // Nothing a narrowed filter tests (host, port, proto, vlan) can
+        // match another EtherType without a keyword the planner refuses
+        // to narrow (mpls, pppoes, ...).
+        _ => {}
+    }
+}
+
+fn ipv4(d: &[u8], p: usize, s: &mut Sink) {
+    if d.len() < p + 20 {
+        return s.any();
+    }
+    let ihl = (d[p] & 0x0f) as usize * 4;
+    if d[p] >> 4 != 4 || ihl < 20 {
+        return s.any();
+    }
+    s.v4(d, p + 12);
+    s.v4(d, p + 16);
+    let proto = d[p + 9];
+    s.push(Kind::Proto, proto as u128);
+    let first_fragment = be16(d, p + 6) & 0x1fff == 0;
+    if first_fragment && has_ports(proto) {
+        if d.len() < p + ihl + 4 {
+            return s.any();
+        }
+        s.ports(d, p + ihl);
+    }
+}
+
+fn ipv6(d: &[u8], p: usize, s: &mut Sink) {
+    if d.len() < p + 40 || d[p] >> 4 != 6 {
+        return s.any();
+    }
+    s.v6(d, p + 8);
+    s.v6(d, p + 24);
+    let nh = d[p + 6];
+    s.push(Kind::Proto, nh as u128);
+    let mut t = p + 40;
+    let mut proto = nh;
+    if nh == FRAGMENT {
+        if d.len() < p + 48 {
+            return s.any();
+        }
+        proto = d[p + 40];
+        s.push(Kind::Proto, proto as u128);
+        t = p + 48;
+    }
+    if has_ports(proto) {
+        if d.len() < t + 4 {
+            return s.any();
+        }
+        s.ports(d, t);
+    }
+}
+
+/// ARP and RARP: libpcap reads the sender and target protocol addresses at
+/// 14 and 24 bytes into the packet, whatever its length fields say.
+fn arp(d: &[u8], p: usize, s: &mut Sink) {
+    if d.len() < p + 28 {
+        return s.any();
+    }
+    s.v4(d, p + 14);
+    s.v4(d, p + 24);
+}
+
+/// The walker's view of everything: extra keys, never fewer.
+struct Deep<'a, 'b> {
+    s: &'a mut Sink<'b>,
+    data: &'a [u8],
+}
+
+impl Visitor for Deep<'_, '_> {
+    fn ethernet(&mut self, off: usize) {
+        let d = self.data;
+        let mut p = off + 12;
+        while d.len() >= p + 6 && matches!(be16(d, p), 0x8100 | 0x88a8 | 0x9100) {
+            self.s.push(Kind::Vlan, (be16(d, p + 2) & 0x0fff) as u128);
+            p += 4;
+        }
+    }
+
+    fn ip(&mut self, off: usize, v6: bool) {
+        let d = self.data;
+        if v6 {
+            if d.len() >= off + 40 {
+                self.s.v6(d, off + 8);
+                self.s.v6(d, off + 24);
+                self.s.push(Kind::Proto, d[off + 6] as u128);
+            }
+        } else if d.len() >= off + 20 {
+            self.s.v4(d, off + 12);
+            self.s.v4(d, off + 16);
+            self.s.push(Kind::Proto, d[off + 9] as u128);
+        }
+    }
+
+    fn transport(&mut self, off: usize, proto: u8, _end: usize) {
+        self.s.push(Kind::Proto, proto as u128);
+        if has_ports(proto) && self.data.len() >= off + 4 {
+            self.s.ports(self.data, off);
+        }
+    }
+}

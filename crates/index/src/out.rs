@@ -1,0 +1,138 @@
+//! Where a query's packets go: a pcap (nanosecond) or pcapng stream.
+//!
+//! pcap holds one link type: the header is written with the first packet
+//! (or at the end with the first file's link type when nothing matched, as
+//! `tcpdump -w` writes a header for an empty result), and a packet of
+//! another link type is an error that names `--format pcapng`. pcapng gets
+//! one interface block per link type met, written just before its first
+//! packet.
+
+use std::io::{self, Write};
+
+use ringcap_format::pcapng::{self, InterfaceDescription};
+use ringcap_format::{pcap, TsResolution};
+
+/// Snapshot length written in headers: the largest ordinary one.
+const SNAPLEN: u32 = 262_144;
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutFormat {
+    /// pcap with nanosecond timestamps.
+    Pcap,
+    /// pcapng (nanosecond `if_tsresol`).
+    Pcapng,
+}
+
+/// A query's output stream.
+pub struct Output {
+    w: Box<dyn Write>,
+    format: OutFormat,
+    started: bool,
+    /// pcap: the file's link type; pcapng: the link type of each IDB.
+    linktypes: Vec<u32>,
+    buf: Vec<u8>,
+    /// Packets written.
+    pub packets: u64,
+}
+
+impl Output {
+    /// Output to `w` in `format`.
+    pub fn new(w: Box<dyn Write>, format: OutFormat) -> Output {
+        Output {
+            w,
+            format,
+            started: false,
+            linktypes: Vec::new(),
+            buf: Vec::with_capacity(1 << 16),
+            packets: 0,
+        }
+    }
+
+    fn start(&mut self, linktype: u32) -> io::Result<()> {
+        if self.started {
+            return Ok(());
+        }
+        self.started = true;
+        match self.format {
+            OutFormat::Pcap => {
+                self.linktypes.push(linktype);
+                self.w
+                    .write_all(&pcap::file_header(linktype, SNAPLEN, TsResolution::Nano))
+            }
+            OutFormat::Pcapng => self.w.write_all(&pcapng::section_header(
+                std::env::consts::OS,
+                concat!("ringcap query ", env!("CARGO_PKG_VERSION")),
+                None,
+            )),
+        }
+    }
+
+    /// Writes one packet.
+    pub fn packet(
+        &mut self,
+        linktype: u32,
+        ts_ns: u64,
+        wire_len: u32,
+        data: &[u8],
+    ) -> io::Result<()> {
+        self.start(linktype)?;
+        let caplen = data.len() as u32;
+        match self.format {
+            OutFormat::Pcap => {
+                if self.linktypes[0] != linktype {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "packets of link types {} and {linktype}: a pcap file holds one; \
+                             use --format pcapng",
+                            self.linktypes[0]
+                        ),
+                    ));
+                }
+                let mut h = [0u8; pcap::RECORD_HEADER_LEN];
+                pcap::write_record_header(&mut h, ts_ns, caplen, wire_len, TsResolution::Nano);
+                self.w.write_all(&h)?;
+                self.w.write_all(data)?;
+            }
+            OutFormat::Pcapng => {
+                let id = match self.linktypes.iter().position(|&l| l == linktype) {
+                    Some(i) => i,
+                    None => {
+                        let lt = u16::try_from(linktype).map_err(|_| {
+                            io::Error::new(io::ErrorKind::InvalidData, "link type above 65535")
+                        })?;
+                        self.w.write_all(&pcapng::interface_description(
+                            &InterfaceDescription {
+                                linktype: lt,
+                                snaplen: SNAPLEN,
+                                name: "",
+                                filter: None,
+                                description: None,
+                            },
+                        ))?;
+                        self.linktypes.push(linktype);
+                        self.linktypes.len() - 1
+                    }
+                };
+                let len = pcapng::epb_len(data.len());
+                self.buf.clear();
+                self.buf.resize(len, 0);
+                pcapng::write_epb_header(&mut self.buf, id as u32, ts_ns, caplen, wire_len);
+                self.buf[pcapng::EPB_DATA_OFFSET..pcapng::EPB_DATA_OFFSET + data.len()]
+                    .copy_from_slice(data);
+                pcapng::write_epb_trailer(&mut self.buf, caplen);
+                self.w.write_all(&self.buf)?;
+            }
+        }
+        self.packets += 1;
+        Ok(())
+    }
+
+    /// Ends the stream: a header if nothing was written (pcap: with
+    /// `linktype`), then a flush.
+    pub fn finish(&mut self, linktype: u32) -> io::Result<()> {
+        self.start(linktype)?;
+        self.w.flush()
+    }
+}

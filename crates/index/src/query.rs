@@ -1,0 +1,388 @@
+//! Running a query over capture files: the index picks the groups of
+//! records that may match, libpcap's compiled filter decides on each packet
+//! of them, and the time window on each timestamp.
+//!
+//! Files are taken in time order (first packet's timestamp, then name) and
+//! the packets of a file in file order, which is what `tcpdump -r` of each
+//! file in turn writes. A file without a usable index is scanned (and the
+//! log says so). Reading jumps from one run of candidate groups to the
+//! next with [`Reader::seek_to`], reading only the bytes of the run; a jump
+//! is taken only when the reader has seen the pcapng sections and
+//! interfaces the index recorded for that group, otherwise the records
+//! before it are read to get there (interface blocks after the first packet
+//! are rare, but allowed).
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use ringcap_format::{FormatError, Reader};
+use ringcap_stages::compile;
+use ringcap_stages::filter::{dlt_of_linktype, Target};
+use ringcap_stages::CheckedProgram;
+
+use crate::build::{load_index, Unusable};
+use crate::file::Index;
+use crate::out::Output;
+use crate::plan::{candidates, Expr};
+
+/// A time window: `after` inclusive, `before` exclusive (ns since the epoch).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Window {
+    /// Packets at or after this time.
+    pub after: Option<u64>,
+    /// Packets before this time.
+    pub before: Option<u64>,
+}
+
+impl Window {
+    /// True if `ts` is inside.
+    pub fn contains(&self, ts: u64) -> bool {
+        self.after.is_none_or(|a| ts >= a) && self.before.is_none_or(|b| ts < b)
+    }
+
+    /// True if some time in `lo..=hi` is inside.
+    pub fn overlaps(&self, lo: u64, hi: u64) -> bool {
+        self.after.is_none_or(|a| hi >= a) && self.before.is_none_or(|b| lo < b)
+    }
+}
+
+/// Why a query failed.
+#[derive(Debug)]
+pub enum QueryError {
+    /// The filter does not compile for a file's link type.
+    Filter(String),
+    /// A file could not be read.
+    File(PathBuf, String),
+    /// The output could not be written.
+    Output(io::Error),
+}
+
+impl fmt::Display for QueryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueryError::Filter(m) => write!(f, "{m}"),
+            QueryError::File(p, m) => write!(f, "{}: {m}", p.display()),
+            QueryError::Output(e) => write!(f, "writing the output: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for QueryError {}
+
+/// What a query did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueryStats {
+    /// Files looked at.
+    pub files: u64,
+    /// Files answered through their index.
+    pub indexed: u64,
+    /// Files scanned whole (no usable index, or `--no-index`).
+    pub scanned: u64,
+    /// Files passed over whole (their index says they are outside the window).
+    pub skipped: u64,
+    /// Groups of the indexed files.
+    pub groups: u64,
+    /// Groups read.
+    pub groups_read: u64,
+    /// Bytes of the files.
+    pub file_bytes: u64,
+    /// Bytes read (runs of groups, and scanned files).
+    pub bytes_read: u64,
+    /// Packets the filter was run on.
+    pub examined: u64,
+    /// Packets written.
+    pub matched: u64,
+}
+
+/// A file's bytes up to a movable end: the reader stops at the end of a
+/// run of groups instead of reading ahead into bytes it does not need.
+struct Bounded {
+    f: File,
+    pos: u64,
+    end: Rc<Cell<u64>>,
+}
+
+impl Read for Bounded {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.end.get().saturating_sub(self.pos);
+        let n = buf.len().min(left.min(usize::MAX as u64) as usize);
+        if n == 0 {
+            return Ok(0);
+        }
+        let got = self.f.read_at(&mut buf[..n], self.pos)?;
+        self.pos += got as u64;
+        Ok(got)
+    }
+}
+
+impl Seek for Bounded {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        match to {
+            SeekFrom::Start(o) => self.pos = o,
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "only absolute seeks",
+                ))
+            }
+        }
+        Ok(self.pos)
+    }
+}
+
+/// A query over files.
+pub struct Query<'a> {
+    /// The tcpdump filter expression ("" for everything).
+    pub filter: &'a str,
+    /// What the index can answer of it (see [`crate::plan::plan`]).
+    pub plan: Expr,
+    /// The time window.
+    pub window: Window,
+    /// Use the indexes (false: scan every file).
+    pub use_index: bool,
+}
+
+/// A file ready to be queried.
+struct Source {
+    path: PathBuf,
+    index: Result<Index, Unusable>,
+    first_ts: u64,
+    linktype: u32,
+}
+
+fn file_err(path: &Path, e: impl fmt::Display) -> QueryError {
+    QueryError::File(path.to_path_buf(), e.to_string())
+}
+
+/// Bytes read to open a file (its header, a pcapng section header): the
+/// reader reads ahead no further before it is told where to go.
+const OPEN_LEN: u64 = 64 << 10;
+
+/// Opens `path` for reading, with the end the reader may read to.
+fn open(path: &Path) -> Result<(Reader<Bounded>, Rc<Cell<u64>>), QueryError> {
+    let f = File::open(path).map_err(|e| file_err(path, e))?;
+    let end = Rc::new(Cell::new(OPEN_LEN));
+    let rd = Reader::new(Bounded {
+        f,
+        pos: 0,
+        end: end.clone(),
+    })
+    .map_err(|e| file_err(path, e))?;
+    Ok((rd, end))
+}
+
+/// Runs `q` over `files`, writing matches to `out`; `log` gets a line for
+/// each file scanned without an index (and why).
+pub fn run(
+    q: &Query,
+    files: &[PathBuf],
+    out: &mut Output,
+    log: &mut dyn FnMut(String),
+) -> Result<QueryStats, QueryError> {
+    let mut st = QueryStats::default();
+    let mut sources = Vec::new();
+    for path in files {
+        let index = if q.use_index {
+            load_index(path)
+        } else {
+            Err(Unusable::Missing)
+        };
+        let (mut rd, end) = open(path)?;
+        let first_ts = match &index {
+            Ok(idx) => idx.summary.first_ts,
+            Err(_) => {
+                end.set(u64::MAX);
+                match rd.next_packet() {
+                    Ok(p) => p.map_or(0, |p| p.ts_ns),
+                    Err(e) => return Err(file_err(path, e)),
+                }
+            }
+        };
+        let linktype = rd.interfaces().first().map_or(1, |i| i.linktype);
+        sources.push(Source {
+            path: path.clone(),
+            index,
+            first_ts,
+            linktype,
+        });
+    }
+    sources.sort_by(|a, b| (a.first_ts, &a.path).cmp(&(b.first_ts, &b.path)));
+    let mut programs: HashMap<u32, CheckedProgram> = HashMap::new();
+    for s in &sources {
+        st.files += 1;
+        st.file_bytes += std::fs::metadata(&s.path).map_or(0, |m| m.len());
+        match &s.index {
+            Ok(idx) => query_indexed(q, s, idx, &mut programs, out, &mut st)?,
+            Err(why) => {
+                if q.use_index {
+                    log(format!("{}: {why}; scanning it", s.path.display()));
+                }
+                st.scanned += 1;
+                let (mut rd, end) = open(&s.path)?;
+                end.set(u64::MAX);
+                read_until(q, &s.path, &mut rd, u64::MAX, &mut programs, out, &mut st)?;
+                st.bytes_read += rd.offset();
+            }
+        }
+    }
+    let lt = sources.first().map_or(1, |s| s.linktype);
+    out.finish(lt).map_err(QueryError::Output)?;
+    st.matched = out.packets;
+    Ok(st)
+}
+
+fn query_indexed(
+    q: &Query,
+    s: &Source,
+    idx: &Index,
+    programs: &mut HashMap<u32, CheckedProgram>,
+    out: &mut Output,
+    st: &mut QueryStats,
+) -> Result<(), QueryError> {
+    let n = idx.groups.len();
+    st.groups += n as u64;
+    if n == 0 || !q.window.overlaps(idx.summary.min_ts, idx.summary.max_ts) {
+        st.skipped += 1;
+        return Ok(());
+    }
+    st.indexed += 1;
+    let cands = candidates(&q.plan, idx).map_err(|e| file_err(&s.path, e))?;
+    let want = |g: usize| {
+        cands.as_ref().is_none_or(|c| c[g])
+            && q.window
+                .overlaps(idx.groups[g].min_ts, idx.groups[g].max_ts)
+    };
+    let (mut rd, end) = open(&s.path)?;
+    let mut g = 0;
+    while g < n {
+        if !want(g) {
+            g += 1;
+            continue;
+        }
+        let first = g;
+        while g < n && want(g) {
+            g += 1;
+        }
+        st.groups_read += (g - first) as u64;
+        let from = idx.groups[first].offset;
+        let to = idx
+            .groups
+            .get(g)
+            .map_or(idx.summary.capture_len, |x| x.offset);
+        let ep = idx.epoch_of(first);
+        let state = |rd: &Reader<Bounded>| (rd.sections() as u32, rd.interfaces().len() as u32);
+        if state(&rd) != (ep.sections, ep.interfaces) {
+            // Read up to the run (discarding) to meet its interface blocks,
+            // from where the reader stands (a seek there clears an end of
+            // data met at the previous run's bound).
+            end.set(from);
+            let here = rd.offset();
+            rd.seek_to(here).map_err(|e| file_err(&s.path, e))?;
+            while rd.offset() < from && state(&rd) != (ep.sections, ep.interfaces) {
+                match rd.next_packet() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(e) => return Err(file_err(&s.path, e)),
+                }
+            }
+        }
+        end.set(to);
+        rd.seek_to(from).map_err(|e| file_err(&s.path, e))?;
+        read_until(q, &s.path, &mut rd, to, programs, out, st)?;
+        st.bytes_read += to - from;
+    }
+    Ok(())
+}
+
+fn program_for<'p>(
+    q: &Query,
+    programs: &'p mut HashMap<u32, CheckedProgram>,
+    linktype: u32,
+) -> Result<&'p CheckedProgram, QueryError> {
+    use std::collections::hash_map::Entry;
+    Ok(match programs.entry(linktype) {
+        Entry::Occupied(o) => o.into_mut(),
+        Entry::Vacant(v) => {
+            let dlt = dlt_of_linktype(linktype as i32);
+            let p = compile(q.filter, dlt, 262_144, Target::Offline)
+                .map_err(|e| QueryError::Filter(format!("{e} (link type {linktype})")))?;
+            // Checked once (libpcap's bpf_validate), not per packet.
+            let p = CheckedProgram::new(p).ok_or_else(|| {
+                QueryError::Filter(format!(
+                    "libpcap's program for link type {linktype} fails its check"
+                ))
+            })?;
+            v.insert(p)
+        }
+    })
+}
+
+/// Reads packets until the reader's offset reaches `to` or the data ends,
+/// writing those in the window the filter accepts.
+fn read_until(
+    q: &Query,
+    path: &Path,
+    rd: &mut Reader<Bounded>,
+    to: u64,
+    programs: &mut HashMap<u32, CheckedProgram>,
+    out: &mut Output,
+    st: &mut QueryStats,
+) -> Result<(), QueryError> {
+    let mut linktypes: Vec<u32> = rd.interfaces().iter().map(|i| i.linktype).collect();
+    let mut scratch = Vec::new();
+    while rd.offset() < to {
+        let known = linktypes.len();
+        let (lt, ts, wire) = {
+            let p = match rd.next_packet() {
+                Ok(Some(p)) => p,
+                Ok(None) => break,
+                Err(e) => return Err(file_err(path, annotate(e))),
+            };
+            if !q.window.contains(p.ts_ns) {
+                continue;
+            }
+            scratch.clear();
+            let lt = linktypes.get(p.interface).copied();
+            if lt.is_none() {
+                scratch.extend_from_slice(p.data);
+            }
+            let (ts, wire) = (p.ts_ns, p.wire_len);
+            match lt {
+                Some(lt) => {
+                    st.examined += 1;
+                    let prog = program_for(q, programs, lt)?;
+                    if prog.run(p.data, wire) != 0 {
+                        out.packet(lt, ts, wire, p.data)
+                            .map_err(QueryError::Output)?;
+                    }
+                    continue;
+                }
+                None => (p.interface, ts, wire),
+            }
+        };
+        // A packet of an interface announced by a block just read.
+        if rd.interfaces().len() > known {
+            linktypes = rd.interfaces().iter().map(|i| i.linktype).collect();
+        }
+        let Some(&lt) = linktypes.get(lt) else {
+            return Err(file_err(path, "a packet of an undeclared interface"));
+        };
+        st.examined += 1;
+        let prog = program_for(q, programs, lt)?;
+        if prog.run(&scratch, wire) != 0 {
+            out.packet(lt, ts, wire, &scratch)
+                .map_err(QueryError::Output)?;
+        }
+    }
+    Ok(())
+}
+
+fn annotate(e: FormatError) -> String {
+    format!("{e} (if the file changed, rebuild its index with `ringcap index --force`)")
+}

@@ -1,0 +1,231 @@
+//! Queries through the index give exactly what a scan gives, and what
+//! `tcpdump -r` of every file with the same filter gives (restricted to the
+//! window), on mixed traffic over many files; and the index narrows.
+
+mod mixed;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use mixed::Rng;
+use ringcap_index::{build_index, plan, run, OutFormat, Output, Query, Window};
+use ringcap_testkit::TempDir;
+
+/// A writer into a shared buffer (Output owns its writer).
+#[derive(Clone, Default)]
+struct Buf(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl Write for Buf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn try_query(
+    files: &[PathBuf],
+    filter: &str,
+    w: Window,
+    use_index: bool,
+) -> Result<(Vec<u8>, ringcap_index::QueryStats), ringcap_index::QueryError> {
+    let buf = Buf::default();
+    let mut out = Output::new(Box::new(buf.clone()), OutFormat::Pcap);
+    let q = Query {
+        filter,
+        plan: plan(filter),
+        window: w,
+        use_index,
+    };
+    let st = run(&q, files, &mut out, &mut |_| {})?;
+    let v = buf.0.borrow().clone();
+    Ok((v, st))
+}
+
+fn query(
+    files: &[PathBuf],
+    filter: &str,
+    w: Window,
+    use_index: bool,
+) -> (Vec<u8>, ringcap_index::QueryStats) {
+    try_query(files, filter, w, use_index).unwrap_or_else(|e| panic!("{filter}: {e}"))
+}
+
+/// The records of a pcap/pcapng stream.
+fn records(bytes: &[u8]) -> Vec<mixed::Rec> {
+    let mut rd = ringcap_format::Reader::new(bytes).expect("a capture stream");
+    let mut v = Vec::new();
+    while let Some(p) = rd.next_packet().expect("whole records") {
+        v.push((p.ts_ns, p.wire_len, p.data.to_vec()));
+    }
+    v
+}
+
+/// `tcpdump -r` of each file in turn (not `-V`: tcpdump 4.99 leaves the
+/// timestamps of a later microsecond file unconverted in a nanosecond
+/// output), the records concatenated.
+fn tcpdump(files: &[PathBuf], filter: &str) -> Option<Vec<mixed::Rec>> {
+    let mut all = Vec::new();
+    for f in files {
+        let out = Command::new("tcpdump")
+            .args(["--time-stamp-precision=nano", "-r"])
+            .arg(f)
+            .args(["-w", "-", filter])
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        all.extend(records(&out.stdout));
+    }
+    Some(all)
+}
+
+fn have_tcpdump() -> bool {
+    Command::new("tcpdump")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn random_queries_match_scan_and_tcpdump() {
+    let dir = TempDir::new("index-correct");
+    let mut rng = Rng(0x5eed_1dec_0de5_0001);
+    let t0 = 1_764_000_000_000_000_000u64;
+    let files = mixed::write_series(dir.path(), &mut rng, 12, 400, t0);
+    // All but the last two files get an index (those two are scanned).
+    for f in &files[..files.len() - 2] {
+        build_index(f).unwrap();
+    }
+    let t_end = t0 + 12 * 400 * 1_000_000 + 12 * 1_000_000;
+    let oracle = have_tcpdump();
+    if !oracle {
+        ringcap_testkit::skip("tcpdump is not installed: compared with the scan only");
+    }
+    let (mut narrowed, mut nonempty, mut compared, mut refused) = (0, 0, 0, 0);
+    for i in 0..300 {
+        let filter = mixed::filter(&mut rng, 2);
+        let mut t = || t0 + rng.below(t_end - t0);
+        let w = match i % 4 {
+            0 => Window::default(),
+            1 => Window {
+                after: Some(t()),
+                before: None,
+            },
+            2 => Window {
+                after: None,
+                before: Some(t()),
+            },
+            _ => {
+                let (a, b) = (t(), t());
+                Window {
+                    after: Some(a.min(b)),
+                    before: Some(a.max(b)),
+                }
+            }
+        };
+        let scan = match try_query(&files, &filter, w, false) {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // libpcap refuses it ("expression rejects all packets"):
+                // so must tcpdump, and the indexed query.
+                assert!(try_query(&files, &filter, w, true).is_err(), "{filter}");
+                assert!(
+                    !oracle || tcpdump(&files, &filter).is_none(),
+                    "{filter}: {e}"
+                );
+                refused += 1;
+                continue;
+            }
+        };
+        let (idx, st) = query(&files, &filter, w, true);
+        assert!(
+            scan == idx,
+            "query {i} '{filter}' {w:?}: the index gave {} packets, the scan {}",
+            records(&idx).len(),
+            records(&scan).len()
+        );
+        if st.groups_read < st.groups {
+            narrowed += 1;
+        }
+        let got = records(&idx);
+        if !got.is_empty() {
+            nonempty += 1;
+        }
+        if oracle {
+            let Some(td) = tcpdump(&files, &filter) else {
+                // libpcap refuses the filter: so must the query (it did not).
+                panic!("tcpdump refused '{filter}' but the query ran");
+            };
+            let want: Vec<_> = td.into_iter().filter(|r| w.contains(r.0)).collect();
+            if got != want {
+                let k = got
+                    .iter()
+                    .zip(&want)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(got.len().min(want.len()));
+                panic!(
+                    "query {i} '{filter}' {w:?}: {} packets, tcpdump {}; first difference at {k}: {:?} vs {:?}",
+                    got.len(),
+                    want.len(),
+                    got.get(k).map(|r| (r.0, r.1, r.2.len())),
+                    want.get(k).map(|r| (r.0, r.1, r.2.len()))
+                );
+            }
+            compared += 1;
+        }
+    }
+    println!(
+        "300 queries: {nonempty} with packets, {narrowed} narrowed by the index, \
+         {compared} compared with tcpdump, {refused} refused by libpcap"
+    );
+    assert!(narrowed > 100, "the index narrowed only {narrowed} queries");
+    assert!(nonempty > 100, "only {nonempty} queries found packets");
+}
+
+#[test]
+fn selective_queries_read_little() {
+    let dir = TempDir::new("index-narrow");
+    let mut rng = Rng(42);
+    let t0 = 1_764_000_000_000_000_000u64;
+    // Many hosts, no malformed frames (each makes its group a candidate of
+    // every lookup).
+    let files = mixed::write_series_of(dir.path(), &mut rng, 4, 3000, t0, 2000, true);
+    for f in &files {
+        build_index(f).unwrap();
+    }
+    for filter in [
+        "host 198.18.1.7",
+        "host 198.18.1.7 and port 53",
+        "vlan 4094 and host 198.18.0.9",
+        "host fd52:4300::1:0:0:0:5",
+    ] {
+        let (a, st) = query(&files, filter, Window::default(), true);
+        let (b, _) = query(&files, filter, Window::default(), false);
+        assert_eq!(a, b, "{filter}");
+        println!(
+            "{filter}: read {} of {} groups, {} of {} bytes, {} packets",
+            st.groups_read, st.groups, st.bytes_read, st.file_bytes, st.matched
+        );
+        assert!(
+            st.groups_read * 3 < st.groups,
+            "{filter}: read {} of {} groups",
+            st.groups_read,
+            st.groups
+        );
+    }
+    // A window inside one file reads only that file's groups in it.
+    let w = Window {
+        after: Some(t0 + 3_000_000_000),
+        before: Some(t0 + 3_100_000_000),
+    };
+    let (_, st) = query(&files, "", w, true);
+    assert!(st.groups_read <= 8 && st.skipped >= 2, "{st:?}");
+}

@@ -1,0 +1,386 @@
+//! Addresses outside the IP and Ethernet headers: IPv4 options, IPv6
+//! routing and destination options headers, the authentication header,
+//! ICMP redirects and router advertisements, ICMPv6 neighbor discovery
+//! (RFC 4861) with its options, and MLD (RFC 2710, RFC 3810).
+//!
+//! They hold the same addresses the IP header does (an ND target is the
+//! address being resolved; a redirect names the gateway), so hiding only
+//! the IP header's would hand out the real addresses, and with
+//! anonymization the map between real and anonymized ones. The ARP
+//! counterpart was always masked; this is the rest. When addresses are
+//! hidden, a structure here that is not understood (an unknown option,
+//! routing type or ND option, the packet a Redirected Header option
+//! quotes) is zeroed after its type and length: fail closed.
+
+use crate::fields;
+use crate::rewrite::{AddrOp, IpCtx, Rewriter, Work};
+use ringcap_wire::ip::ip_proto;
+
+impl Rewriter {
+    pub(crate) fn hides_addresses(&self) -> bool {
+        self.ip_op != AddrOp::Keep || self.eth_op != AddrOp::Keep
+    }
+
+    /// IPv4 options in `start..end` (RFC 791): record route, loose and
+    /// strict source route hold addresses, so may a timestamp option
+    /// (flags 1 and 3); other options' data is zeroed.
+    pub(crate) fn ipv4_options(&mut self, w: &mut Work<'_>, start: usize, end: usize) {
+        let op = self.ip_op;
+        if op == AddrOp::Keep {
+            return;
+        }
+        let mut i = start;
+        while i < end {
+            let Some(t) = w.byte(i) else {
+                // Not captured: hidden in the header checksum.
+                w.sums.taint(i);
+                return;
+            };
+            match t {
+                0 => return, // end of options; the rest is padding
+                1 => {
+                    i += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            let len = w.byte(i + 1).map_or(0, usize::from);
+            if len < 2 || i + len > end {
+                w.zero(i + 1, end - i - 1);
+                return;
+            }
+            match t {
+                7 | 131 | 137 => {
+                    // Record route: the slots before the pointer are
+                    // filled, the others must be empty.
+                    let filled = match (t, w.byte(i + 2)) {
+                        (7, Some(ptr)) => i + usize::from(ptr).clamp(3, len + 1) - 1,
+                        _ => i + len,
+                    };
+                    let mut a = i + 3;
+                    while a + 4 <= filled {
+                        self.addr(w, a, 4, op);
+                        a += 4;
+                    }
+                    w.zero(a, (i + len).saturating_sub(a));
+                }
+                68 if len >= 4 && matches!(w.byte(i + 3).map(|b| b & 0xf), Some(1 | 3)) => {
+                    let mut a = i + 4;
+                    while a + 8 <= i + len {
+                        self.addr(w, a, 4, op);
+                        a += 8;
+                    }
+                    w.zero(a, (i + len).saturating_sub(a));
+                }
+                68 => {}
+                _ => w.zero(i + 2, len - 2),
+            }
+            i += len;
+        }
+    }
+
+    /// An IPv6 extension header (or AH) at `off`.
+    pub(crate) fn ext(&mut self, w: &mut Work<'_>, off: usize, kind: u8, ip: &mut IpCtx) {
+        let Some(len) = w.byte(off + 1) else {
+            return;
+        };
+        if kind == ip_proto::AH {
+            // The integrity value covers hidden fields (or is a function of
+            // them): never shown.
+            let end = (usize::from(len) + 2) * 4;
+            w.zero(off + 12, end.saturating_sub(12));
+            return;
+        }
+        let end = off + (usize::from(len) + 1) * 8;
+        if kind == ip_proto::IPV6_ROUTING {
+            self.routing(w, off, end, ip);
+        } else {
+            self.ipv6_options(w, off + 2, end, kind == ip_proto::IPV6_DEST_OPTS, ip);
+        }
+    }
+
+    /// Routing header: types 0 and 2 (RFC 8200, RFC 6275) are a list of
+    /// addresses, type 4 (RFC 8754) a segment list then TLVs.
+    fn routing(&mut self, w: &mut Work<'_>, off: usize, end: usize, ip: &mut IpCtx) {
+        let (ty, left) = (w.byte(off + 2), w.byte(off + 3));
+        let n = (end - off - 8) / 16;
+        let (addrs, final_dst) = match ty {
+            Some(0 | 2) => (n, n.checked_sub(1)),
+            Some(4) => {
+                let segs = w.byte(off + 4).map_or(n, |l| (usize::from(l) + 1).min(n));
+                (segs, Some(0))
+            }
+            _ => (0, None),
+        };
+        if left.is_some_and(|l| l != 0) {
+            match final_dst {
+                Some(k) => ip.dst = off + 8 + 16 * k,
+                None => ip.dst_unknown = true,
+            }
+        }
+        if self.ip_op == AddrOp::Keep {
+            return;
+        }
+        if ty.is_none() || !matches!(ty, Some(0 | 2 | 4)) {
+            w.zero(off + 4, end - off - 4);
+            return;
+        }
+        for k in 0..addrs {
+            self.addr(w, off + 8 + 16 * k, 16, self.ip_op);
+        }
+        let rest = off + 8 + 16 * addrs;
+        w.zero(rest, end - rest);
+    }
+
+    /// Hop-by-hop or destination options: the home address option
+    /// (RFC 6275) holds an address (and is the pseudo-header's source);
+    /// padding, router alert, jumbo payload and tunnel encapsulation limit
+    /// are kept; other options' data is zeroed.
+    fn ipv6_options(
+        &mut self,
+        w: &mut Work<'_>,
+        start: usize,
+        end: usize,
+        dst: bool,
+        ip: &mut IpCtx,
+    ) {
+        let mut i = start;
+        while i < end {
+            let Some(t) = w.byte(i) else {
+                w.sums.taint(i);
+                return;
+            };
+            if t == 0 {
+                i += 1;
+                continue;
+            }
+            let Some(len) = w.byte(i + 1).map(usize::from) else {
+                w.sums.taint(i);
+                return;
+            };
+            if i + 2 + len > end {
+                w.zero(i + 1, end - i - 1);
+                return;
+            }
+            match t {
+                0xc9 if dst && len == 16 => {
+                    ip.src = i + 2;
+                    self.addr(w, i + 2, 16, self.ip_op);
+                }
+                1 | 4 | 5 | 0xc2 => {}
+                _ if self.ip_op != AddrOp::Keep => w.zero(i + 2, len),
+                _ => {}
+            }
+            i += 2 + len;
+        }
+    }
+
+    /// The header an ICMP error's quoted datagram has after its IP header,
+    /// at `off`, in a message ending at `end` (`w.limit`). The walk takes 8
+    /// bytes for it, whatever it is, and stops: of those 8, what is not the
+    /// header's own is zeroed, and so is what follows, unless it is the
+    /// payload of a header the rewrite understands (TCP, SCTP, an echo,
+    /// UDP that cannot be VXLAN), since it may hold anything (a tunnel's
+    /// inner headers, another quote).
+    pub(crate) fn quoted_transport(
+        &mut self,
+        w: &mut Work<'_>,
+        off: usize,
+        proto: u8,
+        end: usize,
+        later_fragment: bool,
+    ) {
+        if later_fragment && self.mask.has(fields::PAYLOAD) {
+            // The 8 bytes of a later fragment are its payload.
+            w.zero(off, 8);
+        }
+        let own = match proto {
+            ip_proto::IPV4 | ip_proto::IPV6 => {
+                // A tunnel's inner IP header.
+                w.limit = off + 8;
+                self.ip_fields(w, off, proto == ip_proto::IPV6);
+                w.limit = end;
+                8
+            }
+            // 4 bytes, and a word each for checksum, key and sequence number.
+            ip_proto::GRE => w
+                .frame
+                .get(off)
+                .map_or(4, |&f| 4 + 4 * (f & 0xb0).count_ones() as usize),
+            ip_proto::HOP_BY_HOP | ip_proto::IPV6_ROUTING | ip_proto::IPV6_DEST_OPTS => {
+                if self.hides_addresses() {
+                    // Options or routing data, not walked here.
+                    w.zero(off + 2, 6);
+                }
+                8
+            }
+            ip_proto::TCP
+            | ip_proto::UDP
+            | ip_proto::ICMP
+            | ip_proto::ICMPV6
+            | ip_proto::SCTP
+            | ip_proto::ESP
+            | ip_proto::AH => 8,
+            _ => 0,
+        };
+        if own < 8 {
+            w.zero(off + own, 8 - own);
+        }
+        // UDP to VXLAN's port (any port when ports are hidden) with the I
+        // flag may carry a frame.
+        let vxlan = (self.mask.has(fields::UDP_PORT)
+            || w.frame.get(off + 2..off + 4) == Some(&[0x12, 0xb5]))
+            && w.frame.get(off + 8).is_none_or(|f| f & 0x08 != 0);
+        let understood = match (proto, w.frame.get(off)) {
+            (ip_proto::TCP | ip_proto::SCTP, _) => true,
+            (ip_proto::ICMP, Some(0 | 8)) | (ip_proto::ICMPV6, Some(128 | 129)) => true,
+            (ip_proto::UDP, _) => !vxlan,
+            _ => false,
+        };
+        if !understood {
+            w.zero(off + 8, end.saturating_sub(off + 8));
+        }
+    }
+
+    /// ICMP: a redirect's gateway (type 5), a router advertisement's
+    /// addresses (type 9, RFC 1256).
+    pub(crate) fn icmp4(&mut self, w: &mut Work<'_>, off: usize) {
+        let m = self.mask;
+        let ty = w.byte(off);
+        if m.has(fields::ICMP_ECHO) && matches!(ty, Some(0 | 8)) {
+            w.zero(off + 4, 4);
+        }
+        let op = self.ip_op;
+        if op == AddrOp::Keep {
+            return;
+        }
+        match ty {
+            Some(5) => self.addr(w, off + 4, 4, op),
+            Some(9) => {
+                w.sums.taint(off + 8);
+                let (n, size) = (w.byte(off + 4), w.byte(off + 5));
+                let (Some(n), Some(size)) = (n, size) else {
+                    return;
+                };
+                let size = usize::from(size) * 4;
+                if size < 4 {
+                    w.zero(off + 8, w.limit.saturating_sub(off + 8).min(0xffff));
+                    return;
+                }
+                for k in 0..usize::from(n) {
+                    self.addr(w, off + 8 + k * size, 4, op);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// ICMPv6: neighbor discovery (133 to 137) and MLD (130 to 132, 143).
+    pub(crate) fn icmp6(&mut self, w: &mut Work<'_>, off: usize) {
+        let ty = w.byte(off);
+        if self.mask.has(fields::ICMP_ECHO) && matches!(ty, Some(128 | 129)) {
+            w.zero(off + 4, 4);
+        }
+        if !self.hides_addresses() {
+            return;
+        }
+        let op = self.ip_op;
+        let options = match ty {
+            Some(133) => off + 8,
+            Some(134) => off + 16,
+            Some(135 | 136) => {
+                self.addr(w, off + 8, 16, op);
+                off + 24
+            }
+            Some(137) => {
+                self.addr(w, off + 8, 16, op);
+                self.addr(w, off + 24, 16, op);
+                off + 40
+            }
+            Some(130..=132) => {
+                self.addr(w, off + 8, 16, op);
+                // An MLDv2 query: its sources.
+                if ty == Some(130) {
+                    if let (Some(hi), Some(lo)) = (w.byte(off + 26), w.byte(off + 27)) {
+                        let n = usize::from(u16::from_be_bytes([hi, lo]));
+                        self.addr_list(w, off + 28, n);
+                    }
+                }
+                return;
+            }
+            Some(143) => return self.mldv2_report(w, off),
+            _ => return,
+        };
+        // The options are hidden in the checksum even where not captured.
+        w.sums.taint(options);
+        self.nd_options(w, options);
+    }
+
+    /// `n` IPv6 addresses from `at`, as far as captured (past that they
+    /// are hidden in the checksum, which [`Work::write`] notes once).
+    fn addr_list(&mut self, w: &mut Work<'_>, at: usize, n: usize) {
+        for k in 0..n {
+            let a = at + 16 * k;
+            self.addr(w, a, 16, self.ip_op);
+            if a >= w.frame.len().min(w.limit) {
+                return;
+            }
+        }
+    }
+
+    /// ND options from `i` to the end of the message.
+    fn nd_options(&mut self, w: &mut Work<'_>, mut i: usize) {
+        let end = w.limit.min(w.frame.len());
+        while i + 2 <= end {
+            let (t, l) = (w.frame[i], usize::from(w.frame[i + 1]) * 8);
+            if l == 0 {
+                w.zero(i + 2, end - i - 2);
+                return;
+            }
+            match t {
+                // Source / target link-layer address: Ethernet's 6 bytes.
+                1 | 2 if l == 8 => self.mac(w, i + 2, self.eth_op),
+                3 if l == 32 => self.addr(w, i + 16, 16, self.ip_op),
+                24 if l <= 24 => self.addr(w, i + 8, l.saturating_sub(8), self.ip_op),
+                25 => {
+                    let mut a = i + 8;
+                    while a + 16 <= i + l {
+                        self.addr(w, a, 16, self.ip_op);
+                        a += 16;
+                    }
+                }
+                5 | 14 => {}
+                // The Redirected Header's quoted packet, longer link-layer
+                // addresses, options not understood.
+                _ => w.zero(i + 2, l - 2),
+            }
+            i += l;
+        }
+    }
+
+    /// MLDv2 report (RFC 3810): records of a group address and sources.
+    fn mldv2_report(&mut self, w: &mut Work<'_>, off: usize) {
+        w.sums.taint(off + 8);
+        let op = self.ip_op;
+        let (Some(hi), Some(lo)) = (w.byte(off + 6), w.byte(off + 7)) else {
+            return;
+        };
+        let mut r = off + 8;
+        for _ in 0..u16::from_be_bytes([hi, lo]) {
+            let (Some(aux), Some(h), Some(l)) = (w.byte(r + 1), w.byte(r + 2), w.byte(r + 3))
+            else {
+                return;
+            };
+            let n = usize::from(u16::from_be_bytes([h, l]));
+            self.addr(w, r + 4, 16, op);
+            self.addr_list(w, r + 20, n);
+            let aux_at = r + 20 + 16 * n;
+            let aux = usize::from(aux) * 4;
+            w.zero(aux_at, aux);
+            r = aux_at + aux;
+            if r >= w.limit.min(w.frame.len()) {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! `ringcap capture --flows URL`: flow records from the capture, exported
+//! by `ringcap-flow` while packets are written (or not: `-w` is optional).
+//!
+//! The flow stage runs in the engine's observer slot of every capture
+//! thread; the exporter thread is started here before the capture (its
+//! sockets and files opened while privileges are still held) and finished
+//! after it, so that every flow still open at the end is exported.
+
+use crate::failure::Failure;
+use clap::Args;
+use ringcap_engine::CaptureSpec;
+use ringcap_flow::{ExportOptions, Exporter, FlowStage, TableConfig, Target};
+
+/// Flow options of `ringcap capture`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct FlowArgs {
+    /// Export flow records to URL: ipfix://HOST:PORT (IPFIX over UDP), netflow9://HOST:PORT (NetFlow v9 over UDP) or json:PATH (json:- for standard output). May be given more than once; -w is then optional.
+    #[arg(long = "flows", value_name = "URL", help_heading = "Flows")]
+    pub flows: Vec<String>,
+
+    /// A flow is exported, and counted anew, after this long [default: 1800].
+    #[arg(long, value_name = "SECS", help_heading = "Flows")]
+    pub active_timeout: Option<f64>,
+
+    /// A flow without packets for this long is exported [default: 15].
+    #[arg(long, value_name = "SECS", help_heading = "Flows")]
+    pub idle_timeout: Option<f64>,
+
+    /// Flows held per capture thread; when full, the one idle longest is exported early (counted) [default: 262144].
+    #[arg(long, value_name = "N", help_heading = "Flows")]
+    pub max_flows: Option<u32>,
+}
+
+/// Default active timeout, s.
+pub const ACTIVE_TIMEOUT: f64 = 1800.0;
+/// Default idle timeout, s.
+pub const IDLE_TIMEOUT: f64 = 15.0;
+/// Default flows per capture thread (~35 MiB of table each).
+pub const MAX_FLOWS: u32 = 262_144;
+
+/// The flow table settings and targets `a` asks for; `None` without
+/// `--flows`. Bad values are refused with a message.
+pub fn plan(a: &FlowArgs) -> Result<Option<(TableConfig, Vec<Target>)>, Failure> {
+    if a.flows.is_empty() {
+        if a.active_timeout.is_some() || a.idle_timeout.is_some() || a.max_flows.is_some() {
+            return Err(Failure::usage(
+                "--active-timeout, --idle-timeout and --max-flows need --flows URL",
+            ));
+        }
+        return Ok(None);
+    }
+    let targets = a
+        .flows
+        .iter()
+        .map(|u| Target::parse(u))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Failure::usage)?;
+    if targets
+        .iter()
+        .filter(|t| matches!(t, Target::Json(p) if p == "-"))
+        .count()
+        > 1
+    {
+        return Err(Failure::usage("--flows json:- can be given once"));
+    }
+    let ns = |name: &str, v: f64| -> Result<u64, Failure> {
+        if v > 0.0 && v.is_finite() && v <= 31_536_000.0 {
+            Ok((v * 1e9) as u64)
+        } else {
+            Err(Failure::usage(format!(
+                "{name} {v} must be a positive number of seconds (at most a year)"
+            )))
+        }
+    };
+    let max_flows = a.max_flows.unwrap_or(MAX_FLOWS);
+    if !(1..=(1 << 28)).contains(&max_flows) {
+        return Err(Failure::usage(format!(
+            "--max-flows {max_flows} must be from 1 to {}",
+            1u32 << 28
+        )));
+    }
+    let cfg = TableConfig {
+        active_ns: ns(
+            "--active-timeout",
+            a.active_timeout.unwrap_or(ACTIVE_TIMEOUT),
+        )?,
+        idle_ns: ns("--idle-timeout", a.idle_timeout.unwrap_or(IDLE_TIMEOUT))?,
+        max_flows,
+    };
+    Ok(Some((cfg, targets)))
+}
+
+/// Starts the exporter for `a` and puts the flow stage into `spec`; `None`
+/// without `--flows`.
+pub fn start(a: &FlowArgs, spec: &mut CaptureSpec) -> Result<Option<Exporter>, Failure> {
+    let Some((cfg, targets)) = plan(a)? else {
+        return Ok(None);
+    };
+    let json_stdout = targets
+        .iter()
+        .any(|t| matches!(t, Target::Json(p) if p == "-"));
+    if json_stdout && spec.sink.output == ringcap_engine::OutputPlan::Stdout {
+        return Err(Failure::usage(
+            "--flows json:- and -w - would both write to standard output: give one a file",
+        ));
+    }
+    let exporter = Exporter::start(&targets, ExportOptions::default()).map_err(Failure::usage)?;
+    spec.observer = Some(FlowStage::factory(cfg, exporter.sender()));
+    Ok(Some(exporter))
+}
+
+/// Exports what is left (after the capture has ended) and reports.
+pub fn finish(exporter: Option<Exporter>) {
+    if let Some(e) = exporter {
+        let stats = e.finish();
+        eprintln!("ringcap: {}", stats.summary());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(flows: &[&str]) -> FlowArgs {
+        FlowArgs {
+            flows: flows.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn urls_are_checked() {
+        assert!(plan(&args(&[])).unwrap().is_none());
+        let (_, t) = plan(&args(&["ipfix://127.0.0.1:4739", "json:-"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.len(), 2);
+        for bad in [
+            "kafka://b/t",
+            "ipfix+tcp://h:1",
+            "ipfix://h",
+            "ipfix://h:0",
+            "sflow://h:1",
+            "json:",
+        ] {
+            let e = plan(&args(&[bad])).unwrap_err();
+            assert!(e.message.contains("--flows"), "{bad}: {}", e.message);
+        }
+        let e = plan(&args(&["kafka://b/t"])).unwrap_err();
+        assert!(e.message.contains("not built"), "{}", e.message);
+    }
+
+    #[test]
+    fn timeouts_need_flows_and_sense() {
+        let mut a = args(&[]);
+        a.idle_timeout = Some(3.0);
+        assert!(plan(&a).is_err());
+        let mut a = args(&["json:-"]);
+        a.idle_timeout = Some(0.0);
+        assert!(plan(&a).is_err());
+        a.idle_timeout = Some(2.5);
+        let (cfg, _) = plan(&a).unwrap().unwrap();
+        assert_eq!(cfg.idle_ns, 2_500_000_000);
+        assert_eq!(cfg.active_ns, 1_800_000_000_000);
+    }
+}

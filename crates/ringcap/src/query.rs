@@ -1,0 +1,345 @@
+//! `ringcap index` and `ringcap query`, and the indexer that indexes each
+//! file `ringcap capture` publishes (crate `ringcap-index` does the work).
+//!
+//! While capturing, a finished file is published first and its index
+//! follows: a background thread at the lowest CPU priority (nice 19) reads
+//! the published file back (usually from the page cache) and publishes
+//! `.NAME.ringcap-index` next to it, so a file is queryable through its
+//! index once that read is done; until then (or if the capture dies
+//! first) a query scans it, and `ringcap repair`/`ringcap index` build what
+//! is missing. At most 64 files wait (beyond, a file is left unindexed,
+//! said once), and the end of a capture waits at most 5 s for them. Files
+//! written with O_DIRECT (in place) are read back from the disk, not the
+//! page cache: the cost of indexing after the fact rather than from the
+//! packets as they are written.
+
+use std::fs;
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use ringcap_index::{
+    build_index, load_index, plan, query::Window, run, time::parse_time, OutFormat, Output, Query,
+    Unusable,
+};
+
+use crate::failure::{exit, Failure};
+
+/// `ringcap index`.
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// Rebuild indexes that are present and up to date too.
+    #[arg(long)]
+    pub force: bool,
+    /// Capture files (pcap or pcapng, written by anything).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+/// `ringcap query`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  ringcap query -d /srv/pcap --after 2026-11-26T14:00:00Z --before 1764166500 -w out.pcap 'host 198.18.0.1 and port 53'
+  ringcap query -d /srv/pcap -w - 'vlan 100 and tcp' | tcpdump -r -
+  ringcap query a.pcap b.pcapng --filter 'net 198.18.0.0/15'
+
+The result is what `tcpdump -r` of each file in turn (in time order) writes with
+the same filter, restricted to the window. Files with an index (`ringcap index`,
+or written by `ringcap capture`) are read only where the index says a packet may
+match; files without one are scanned (said on stderr).")]
+pub struct QueryArgs {
+    /// Query every capture file in DIR (hidden files, such as partial files
+    /// being written and indexes, are skipped); repeat for several.
+    #[arg(short = 'd', long = "dir", value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Packets at or after T (RFC 3339, or seconds since the epoch; fractions allowed).
+    #[arg(long, value_name = "T")]
+    pub after: Option<String>,
+    /// Packets before T (RFC 3339, or seconds since the epoch; fractions allowed).
+    #[arg(long, value_name = "T")]
+    pub before: Option<String>,
+    /// Write to FILE, or - for standard output (the default when it is not a terminal).
+    #[arg(short = 'w', long = "write", value_name = "FILE|-")]
+    pub write: Option<String>,
+    /// Output format.
+    #[arg(long, value_name = "pcap|pcapng", default_value = "pcap")]
+    pub format: String,
+    /// The filter (tcpdump syntax), when the arguments are files.
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<String>,
+    /// Do not use indexes: scan every file.
+    #[arg(long)]
+    pub no_index: bool,
+    /// Print what the query read to stderr.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// With -d: the filter (tcpdump syntax). Without -d: the files.
+    #[arg(value_name = "FILTER|FILES")]
+    pub rest: Vec<String>,
+}
+
+/// `ringcap index`: builds the index of each file.
+pub fn index(args: &IndexArgs) -> Result<i32, Failure> {
+    let mut status = 0;
+    for f in &args.files {
+        if !args.force {
+            if let Ok(idx) = load_index(f) {
+                println!(
+                    "{}: index up to date ({} packets)",
+                    f.display(),
+                    idx.summary.packets
+                );
+                continue;
+            }
+        }
+        let t = Instant::now();
+        match build_index(f) {
+            Ok(r) => println!(
+                "{}: indexed {} packets in {} groups, {} keys; index {} bytes ({:.3}% of {} bytes) in {:.2} s",
+                f.display(),
+                r.packets,
+                r.groups,
+                r.keys,
+                r.index_len,
+                100.0 * r.index_len as f64 / r.capture_len.max(1) as f64,
+                r.capture_len,
+                t.elapsed().as_secs_f64()
+            ),
+            Err(e) => {
+                eprintln!("ringcap: {e}");
+                status = exit::USAGE;
+            }
+        }
+    }
+    Ok(status)
+}
+
+/// The capture files of `dir`, skipping hidden and non-regular files.
+fn files_of(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
+    let rd = fs::read_dir(dir).map_err(|e| Failure::usage(format!("{}: {e}", dir.display())))?;
+    let mut v = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name();
+        if name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if e.file_type().is_ok_and(|t| t.is_file()) {
+            v.push(e.path());
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// Whether `path` starts like a capture file ringcap reads.
+fn is_capture(path: &Path) -> bool {
+    // Its header is enough (the reader would otherwise read ahead a MiB).
+    fs::File::open(path)
+        .ok()
+        .and_then(|f| ringcap_format::Reader::new(io::Read::take(f, 64 << 10)).ok())
+        .is_some()
+}
+
+/// `ringcap query`.
+pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
+    let (files, filter) = if args.dirs.is_empty() {
+        if args.rest.is_empty() {
+            return Err(Failure::usage(
+                "query: give -d DIR and a filter, or files (and --filter EXPR)",
+            ));
+        }
+        let files: Vec<PathBuf> = args.rest.iter().map(PathBuf::from).collect();
+        (files, args.filter.clone().unwrap_or_default())
+    } else {
+        if args.filter.is_some() && !args.rest.is_empty() {
+            return Err(Failure::usage(
+                "query: a filter both in --filter and as arguments",
+            ));
+        }
+        let mut files = Vec::new();
+        for d in &args.dirs {
+            for f in files_of(d)? {
+                if is_capture(&f) {
+                    files.push(f);
+                } else {
+                    eprintln!("ringcap: {}: not a capture file, skipped", f.display());
+                }
+            }
+        }
+        // Not the output itself, if it is written into a queried directory.
+        if let Some(out) = args.write.as_deref().filter(|w| *w != "-") {
+            let out = fs::canonicalize(out).ok();
+            files.retain(|f| out.is_none() || fs::canonicalize(f).ok() != out);
+        }
+        let filter = args.filter.clone().unwrap_or_else(|| args.rest.join(" "));
+        (files, filter)
+    };
+    let t = |s: &Option<String>| s.as_deref().map(parse_time).transpose();
+    let window = Window {
+        after: t(&args.after).map_err(Failure::usage)?,
+        before: t(&args.before).map_err(Failure::usage)?,
+    };
+    let format = match args.format.as_str() {
+        "pcap" => OutFormat::Pcap,
+        "pcapng" => OutFormat::Pcapng,
+        f => return Err(Failure::usage(format!("--format {f}: use pcap or pcapng"))),
+    };
+    let w: Box<dyn Write> = match args.write.as_deref() {
+        Some("-") | None => {
+            if args.write.is_none() && io::stdout().is_terminal() {
+                return Err(Failure::usage(
+                    "query: standard output is a terminal; give -w FILE (or -w - to force)",
+                ));
+            }
+            Box::new(io::BufWriter::with_capacity(1 << 20, io::stdout().lock()))
+        }
+        Some(path) => Box::new(io::BufWriter::with_capacity(
+            1 << 20,
+            fs::File::create(path).map_err(|e| Failure::usage(format!("{path}: {e}")))?,
+        )),
+    };
+    let mut out = Output::new(w, format);
+    let q = Query {
+        filter: &filter,
+        plan: plan(&filter),
+        window,
+        use_index: !args.no_index,
+    };
+    let started = Instant::now();
+    let stats =
+        run(&q, &files, &mut out, &mut |m| eprintln!("ringcap: {m}")).map_err(|e| match e {
+            ringcap_index::QueryError::Filter(_) => Failure::usage(e.to_string()),
+            ringcap_index::QueryError::Output(ref io) if io.kind() == io::ErrorKind::BrokenPipe => {
+                Failure {
+                    code: 0,
+                    message: "output closed".into(),
+                }
+            }
+            _ => Failure::runtime(e.to_string()),
+        })?;
+    if args.verbose {
+        eprintln!(
+            "ringcap: query: {} packets from {} files ({} through their index, {} scanned, {} outside the window); \
+             read {} of {} bytes, {} of {} indexed groups, filter run on {} packets, {:.3} s",
+            stats.matched,
+            stats.files,
+            stats.indexed,
+            stats.scanned,
+            stats.skipped,
+            stats.bytes_read,
+            stats.file_bytes,
+            stats.groups_read,
+            stats.groups,
+            stats.examined,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(0)
+}
+
+/// Files waiting for the indexer at most: beyond, a file is left without
+/// an index (said once; queries scan it, `ringcap index` builds it) rather
+/// than letting the indexer fall further and further behind.
+const QUEUE: usize = 64;
+
+/// How long the end of a capture waits for the files still queued.
+const FINISH_WAIT: Duration = Duration::from_secs(5);
+
+/// Indexes the files a capture publishes, one at a time, in the background.
+pub struct Indexer {
+    tx: Option<mpsc::SyncSender<PathBuf>>,
+    done: mpsc::Receiver<()>,
+    pending: Arc<AtomicUsize>,
+    behind: AtomicBool,
+}
+
+impl Indexer {
+    /// Starts the indexing thread.
+    pub fn start() -> Indexer {
+        let (tx, rx) = mpsc::sync_channel::<PathBuf>(QUEUE);
+        let (done_tx, done) = mpsc::channel();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let left = pending.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ringcap-index".into())
+            .spawn(move || {
+                // The capture comes first: lowest priority; failing to lower
+                // it only costs the capture a little more CPU.
+                let _ = ringcap_source::sys::set_thread_nice(19);
+                for path in rx {
+                    if let Err(e) = build_index(&path) {
+                        // Deleted by retention before its turn, or a
+                        // compressed file (scanned by queries): nothing to say.
+                        if path.exists() && !matches!(e, ringcap_index::BuildError::Compressed(_)) {
+                            eprintln!("ringcap: warning: indexing {e}");
+                        }
+                    }
+                    left.fetch_sub(1, Ordering::Relaxed);
+                }
+                let _ = done_tx.send(());
+            })
+            .is_ok();
+        Indexer {
+            tx: spawned.then_some(tx),
+            done,
+            pending,
+            behind: AtomicBool::new(false),
+        }
+    }
+
+    /// Queues a published file.
+    pub fn published(&self, path: &Path) {
+        let Some(tx) = &self.tx else {
+            return;
+        };
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        if tx.try_send(path.to_path_buf()).is_err() {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+            if !self.behind.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "ringcap: warning: indexing falls behind the capture: {} and later files \
+                     beyond {QUEUE} waiting are left without an index (queries scan them; \
+                     `ringcap index FILES` builds them)",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    /// Waits (up to a few seconds) for the queued files to be indexed; says
+    /// how many are left without an index if that is not enough.
+    pub fn finish(mut self) {
+        if self.tx.take().is_none() {
+            return;
+        }
+        if self.done.recv_timeout(FINISH_WAIT).is_err() {
+            let n = self.pending.load(Ordering::Relaxed);
+            if n > 0 {
+                eprintln!(
+                    "ringcap: warning: {n} file{} left without an index at exit \
+                     (queries scan them; `ringcap index FILES` builds them)",
+                    if n == 1 { "" } else { "s" }
+                );
+            }
+        }
+    }
+}
+
+/// For `ringcap repair`: rebuilds the index of a repaired file if it has
+/// none or one that no longer fits; returns what was done, if anything.
+pub fn repair_index(file: &Path) -> Option<String> {
+    let why = match load_index(file) {
+        Ok(_) => return None,
+        Err(Unusable::Missing) => "missing".to_string(),
+        Err(e) => e.to_string(),
+    };
+    Some(match build_index(file) {
+        Ok(r) => format!("index rebuilt ({why}): {} packets", r.packets),
+        Err(ringcap_index::BuildError::Compressed(_)) => return None,
+        Err(e) => format!("index not rebuilt ({why}): {e}"),
+    })
+}

@@ -1,0 +1,287 @@
+//! `ringcap index` and `ringcap query` from the command line: the output is
+//! what `tcpdump -r` of each file in time order writes with the same filter
+//! (restricted to the window), indexed files or not; hidden partial files
+//! are skipped, a damaged or unknown index is refused and the file scanned;
+//! and a live capture with rotation and retention indexes every file it
+//! publishes and deletes the index with its file.
+
+#[path = "../../index/tests/mixed/mod.rs"]
+mod mixed;
+mod storage_support;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use mixed::Rng;
+use ringcap_testkit::{skip_unless_netns, Testbed};
+use storage_support::*;
+
+fn records(bytes: &[u8]) -> Vec<mixed::Rec> {
+    let mut rd = ringcap_format::Reader::new(bytes).expect("a capture stream");
+    let mut v = Vec::new();
+    while let Some(p) = rd.next_packet().expect("whole records") {
+        v.push((p.ts_ns, p.wire_len, p.data.to_vec()));
+    }
+    v
+}
+
+/// `tcpdump -r` of each file in turn, records concatenated, in `[after, before)`.
+fn tcpdump(files: &[PathBuf], filter: &str, after: u64, before: u64) -> Vec<mixed::Rec> {
+    let mut all = Vec::new();
+    for f in files {
+        let out = Command::new("tcpdump")
+            .args(["--time-stamp-precision=nano", "-r"])
+            .arg(f)
+            .args(["-w", "-", filter])
+            .stderr(Stdio::null())
+            .output()
+            .expect("run tcpdump");
+        assert!(
+            out.status.success(),
+            "tcpdump -r {} '{filter}'",
+            f.display()
+        );
+        all.extend(records(&out.stdout));
+    }
+    all.retain(|r| r.0 >= after && r.0 < before);
+    all
+}
+
+fn ringcap(args: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ringcap")
+}
+
+fn rfc3339(ns: u64) -> String {
+    // Through `date`, an implementation that is not ringcap's.
+    let out = Command::new("date")
+        .args([
+            "-u",
+            "-d",
+            &format!("@{}", ns / 1_000_000_000),
+            "+%Y-%m-%dT%H:%M:%S",
+        ])
+        .output()
+        .expect("date");
+    format!(
+        "{}.{:09}Z",
+        String::from_utf8_lossy(&out.stdout).trim(),
+        ns % 1_000_000_000
+    )
+}
+
+#[test]
+fn cli_query_matches_tcpdump() {
+    if skip_without(&["tcpdump", "date"]) {
+        return;
+    }
+    let d = TempDir::new("query-cli");
+    let dir = d.join("caps");
+    std::fs::create_dir(&dir).unwrap();
+    let mut rng = Rng(99);
+    let t0 = 1_764_000_000_000_000_000u64;
+    let files = mixed::write_series(&dir, &mut rng, 8, 300, t0);
+    // What the directory also holds: a partial file being written, a note.
+    std::fs::write(
+        dir.join(".cap-999.pcap.ringcap-partial"),
+        b"partial garbage",
+    )
+    .unwrap();
+    std::fs::write(dir.join("notes.txt"), b"not a capture").unwrap();
+    let mut a = vec!["index"];
+    let names: Vec<String> = files[..6].iter().map(|f| f.display().to_string()).collect();
+    a.extend(names.iter().map(String::as_str));
+    let o = ringcap(&a);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(said.matches("indexed").count(), 6, "{said}");
+    // The index of file 5 claims a version from the future.
+    let idx5 = ringcap_index::index_path(&files[5]);
+    let mut raw = std::fs::read(&idx5).unwrap();
+    raw[8] = 99;
+    std::fs::write(&idx5, raw).unwrap();
+    let span = 8 * 300 * 1_000_000u64;
+    let dir_s = dir.display().to_string();
+    let out = d.join("out.pcap").display().to_string();
+    let cases: Vec<(String, u64, u64)> = vec![
+        ("host 198.18.0.7 or host 198.18.1.9".into(), 0, u64::MAX),
+        ("vlan 100 and udp".into(), t0 + span / 5, t0 + span / 2),
+        (
+            "tcp port 443 or (udp and not port 53)".into(),
+            t0 + span / 3,
+            u64::MAX,
+        ),
+        ("net 198.19.0.0/16".into(), 0, t0 + 2 * span / 3),
+        ("ip6 and port 80".into(), t0 + span / 7, t0 + 6 * span / 7),
+        ("".into(), t0 + span / 2, t0 + span / 2 + 50_000_000),
+    ];
+    for (i, (filter, after, before)) in cases.iter().enumerate() {
+        let mut a: Vec<String> = vec!["query".into(), "-d".into(), dir_s.clone(), "-v".into()];
+        if *after > 0 {
+            // Both forms of time: RFC 3339 and seconds with a fraction.
+            a.extend(["--after".into(), rfc3339(*after)]);
+        }
+        if *before < u64::MAX {
+            a.extend([
+                "--before".into(),
+                format!("{}.{:09}", before / 1_000_000_000, before % 1_000_000_000),
+            ]);
+        }
+        let pcapng = i % 2 == 1;
+        if pcapng {
+            a.extend(["--format".into(), "pcapng".into(), "-w".into(), "-".into()]);
+        } else {
+            a.extend(["-w".into(), out.clone()]);
+        }
+        a.push(filter.clone());
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        let o = ringcap(&refs);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{a:?}: {err}");
+        let got = if pcapng {
+            assert_eq!(
+                &o.stdout[..4],
+                &[0x0a, 0x0d, 0x0d, 0x0a],
+                "pcapng on stdout"
+            );
+            records(&o.stdout)
+        } else {
+            records(&std::fs::read(&out).unwrap())
+        };
+        let want = tcpdump(&files, filter, *after, *before);
+        assert!(
+            got == want,
+            "'{filter}': {} packets, tcpdump {}\n{err}",
+            got.len(),
+            want.len()
+        );
+        // Unindexed and refused indexes are scanned, and said so; the
+        // partial file and the note are not queried.
+        for f in &files[6..] {
+            assert!(
+                err.contains(&format!("{}: no index; scanning it", f.display())),
+                "{err}"
+            );
+        }
+        assert!(err.contains("version 99"), "{err}");
+        assert!(
+            err.contains("notes.txt: not a capture file, skipped"),
+            "{err}"
+        );
+        assert!(!err.contains("partial"), "{err}");
+        println!(
+            "'{filter}': {} packets; {}",
+            got.len(),
+            err.lines().last().unwrap_or("")
+        );
+    }
+    // Explicit files and --filter; an index rebuilt by `ringcap index --force`.
+    let o = ringcap(&["index", "--force", &files[5].display().to_string()]);
+    assert!(o.status.success());
+    let f5 = files[5].display().to_string();
+    let o = ringcap(&["query", &f5, "--filter", "udp", "-w", &out]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        records(&std::fs::read(&out).unwrap()),
+        tcpdump(&files[5..6], "udp", 0, u64::MAX)
+    );
+    // `ringcap repair` rebuilds a missing index (and leaves a good one).
+    std::fs::remove_file(ringcap_index::index_path(&files[0])).unwrap();
+    let f0 = files[0].display().to_string();
+    let o = ringcap(&["repair", &f0, &f5]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{said}");
+    assert!(said.contains("index rebuilt (missing)"), "{said}");
+    assert_eq!(said.matches("index rebuilt").count(), 1, "{said}");
+    assert!(ringcap_index::load_index(&files[0]).is_ok());
+    // Bad input: a clear message and exit status 2.
+    for bad in [
+        vec!["query", "-d", &dir_s, "--after", "yesterday", "udp"],
+        vec!["query", "-d", &dir_s, "-w", &out, "port 99999999"],
+    ] {
+        let o = ringcap(&bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert!(!o.stderr.is_empty());
+    }
+}
+
+/// Live: rotation every 40 packets, 3 files kept. Every published file gets
+/// its index, the deleted ones lose theirs, and a query over the directory
+/// gives what tcpdump reads from the files.
+#[test]
+fn live_capture_indexes_what_it_publishes() {
+    skip_unless_netns!();
+    if skip_without(&["tcpdump"]) {
+        return;
+    }
+    for no_index in [false, true] {
+        let tb = Testbed::new().expect("testbed");
+        let d = TempDir::new("query-live");
+        let out = d.join("out");
+        let mut dir_arg = out.clone().into_os_string();
+        dir_arg.push("/");
+        let mut extra = args!["--rotate-packets", "40", "-W", "3", "-w", dir_arg, "udp"];
+        if no_index {
+            extra.push("--no-index".into());
+        }
+        let live = Live::start(&tb, &extra);
+        let frames = testbed_frames(&tb, 0, 200, 300);
+        send(&tb, &frames, 400);
+        std::thread::sleep(Duration::from_millis(500));
+        let (st, err) = live.stop();
+        assert!(st.success(), "ringcap: {st}\n{err}");
+        let files = outputs(&out, ".pcap", &[]);
+        assert_eq!(files.len(), 3, "{files:?}\n{err}");
+        let indexes: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".ringcap-index"))
+            .collect();
+        if no_index {
+            assert!(indexes.is_empty(), "--no-index: {indexes:?}");
+            continue;
+        }
+        assert_eq!(
+            indexes.len(),
+            3,
+            "one index per kept file: {indexes:?}\n{err}"
+        );
+        let mut lag = Duration::ZERO;
+        for f in &files {
+            let idx =
+                ringcap_index::load_index(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            assert_eq!(idx.summary.packets, 40, "{}", f.display());
+            // From the file's last write to its index's: how long after the
+            // file the index came.
+            let m = |p: &std::path::Path| std::fs::metadata(p).unwrap().modified().unwrap();
+            let after = m(&ringcap_index::index_path(f))
+                .duration_since(m(f))
+                .unwrap_or_default();
+            lag = lag.max(after);
+        }
+        println!("index published at most {lag:?} after its file");
+        assert!(lag < Duration::from_secs(2), "index {lag:?} after its file");
+        let dir_s = out.display().to_string();
+        let q = d.join("q.pcap").display().to_string();
+        let filter = format!("udp port 7000 and host {}", tb.sink_ip());
+        let o = ringcap(&["query", "-d", &dir_s, "-w", &q, "-v", &filter]);
+        let qerr = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{qerr}");
+        assert!(!qerr.contains("scanning"), "every file indexed: {qerr}");
+        let got = records(&std::fs::read(&q).unwrap());
+        let mut sorted = files.clone();
+        sorted.sort();
+        assert_eq!(got.len(), 120, "{qerr}");
+        assert!(got == tcpdump(&sorted, &filter, 0, u64::MAX));
+        println!("{}", qerr.trim());
+    }
+}

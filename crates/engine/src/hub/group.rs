@@ -79,17 +79,7 @@ impl Subscriber {
             // Some frame had its VLAN tag taken out and some part of the
             // filter wants it back: packet by packet, each part on its view.
             for (i, p) in group.packets.iter().enumerate() {
-                keep[i] = match p.vlan {
-                    Some(tag) if p.data.len() >= 12 => {
-                        let s = &mut work.scratch;
-                        s.clear();
-                        s.extend_from_slice(&p.data[..12]);
-                        s.extend_from_slice(&tag);
-                        s.extend_from_slice(&p.data[12..]);
-                        f.run(p.data, Some(s), p.wire_len)
-                    }
-                    _ => f.run(p.data, None, p.wire_len),
-                };
+                keep[i] = f.run(p.data, retag(&mut work.scratch, p), p.wire_len);
             }
         } else {
             // One view for every part: the combined program on the group.
@@ -104,19 +94,7 @@ impl Subscriber {
                     if keep[i] == 0 {
                         continue;
                     }
-                    let tagged = match p.vlan {
-                        Some(tag) if p.data.len() >= 12 => {
-                            let s = &mut work.scratch;
-                            s.clear();
-                            s.extend_from_slice(&p.data[..12]);
-                            s.extend_from_slice(&tag);
-                            s.extend_from_slice(&p.data[12..]);
-                            true
-                        }
-                        _ => false,
-                    };
-                    let t = tagged.then_some(work.scratch.as_slice());
-                    if f.excluded(p.data, t) {
+                    if f.excluded(p.data, retag(&mut work.scratch, p)) {
                         keep[i] = 0;
                     }
                 }
@@ -163,6 +141,15 @@ impl Subscriber {
             }
         }
     }
+}
+
+/// The frame with the VLAN tag the kernel took out put back, in `scratch`
+/// (reused from packet to packet); None when it had no tag.
+fn retag<'s>(scratch: &'s mut Vec<u8>, p: &Packet<'_>) -> Option<&'s [u8]> {
+    let tag = p.vlan.filter(|_| p.data.len() >= 12)?;
+    scratch.resize(p.data.len() + 4, 0);
+    crate::copy_with_tag(scratch, p.data, Some(tag), p.data.len() + 4);
+    Some(scratch)
 }
 
 /// A group of at most [`GROUP`] packets, with what every subscriber's filter

@@ -32,6 +32,7 @@ mod devs;
 mod dl;
 mod ffi;
 mod live;
+mod reader;
 mod registry;
 
 use ffi::{real, Opaque};

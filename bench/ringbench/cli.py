@@ -98,7 +98,7 @@ def main():
     ap.add_argument("--workdir", default="/var/tmp",
                     help="parent of the temp dir for capture files (must be a real disk)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (debugging)")
-    ap.add_argument("--daemon-runs", default="ringcapd:1,ringcapd:N,ringcapd-z:N,tcpdump:N",
+    ap.add_argument("--daemon-runs", default="ringcapd:1,ringcapd:N,ringcapd-z:N,tcpdump:N,tcpdump-lib:1,tcpdump:1",
                     help="daemon phase: comma-separated HOW:CLIENTS (N = the preset's count)")
     ap.add_argument("--report", metavar="JSONL",
                     help="only print the tables of an earlier run's results file")

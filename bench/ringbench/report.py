@@ -100,10 +100,13 @@ def print_report(results, noise, out_path):
                       fmt(r.get("ring_bytes_per_delivered"), "{:.1f}"),
                       fmt(r.get("file_bytes_per_delivered"), "{:.1f}"),
                       ("%s/%s" % (r.get("daemon_rss_mib"), r.get("daemon_rss_mib_busy")))
-                      if r["how"].startswith("ringcapd") else "-"] for r in drecs]))
+                      if r["how"] != "tcpdump" else "-"] for r in drecs]))
         if any(r["how"] == "ringcapd-z" for r in drecs):
             print("\nringcapd-z: --compress; each client keeps the daemon's compressed blocks "
                   "as they come (--format compressed --tstamp-precision nano), decoding nothing.")
+        if any(r["how"] == "tcpdump-lib" for r in drecs):
+            print("\ntcpdump-lib: unmodified tcpdump as nobody through ringcapd (`ringcap run`, "
+                  "libringcap_pcap.so); its CPU includes the daemon's.")
     idle = {r["tool"]: r for r in results if r["kind"] == "idle" and not r.get("error")}
     caprecs = [r for r in results if r["kind"] == "capture"]
     errs = [r for r in results if r["kind"] in ("capture", "quota") and r.get("error")]

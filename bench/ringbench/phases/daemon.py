@@ -20,7 +20,9 @@ class DaemonPhase:
     def measure_daemon(self, how, n, size, snaplen, count, ringcapd):
         """n captures of the same traffic, each with its own filter that every
         generated frame matches: through ringcapd (how == "ringcapd") or as n
-        tcpdump processes run as root. Loss, the generator's achieved rate,
+        tcpdump processes run as root, or (how == "tcpdump-lib") as n unmodified
+        tcpdump processes run as nobody through ringcapd with `ringcap run`
+        (libringcap_pcap.so). Loss, the generator's achieved rate,
         the CPU of every process involved per delivered packet, and (ringcapd)
         the daemon's resident memory."""
         outdir = tempfile.mkdtemp(prefix="daemon-%s-%d-" % (how, n), dir=self.work)
@@ -30,7 +32,7 @@ class DaemonPhase:
         procs, daemon = [], None
         filters = ["udp and not dst port %d" % (60000 + i) for i in range(n)]
         try:
-            if how.startswith("ringcapd"):
+            if how != "tcpdump":
                 sock = os.path.join(outdir, "ringcapd.sock")
                 policy = os.path.join(outdir, "policy.toml")
                 with open(policy, "w") as f:
@@ -42,15 +44,24 @@ class DaemonPhase:
                 # ringcapd-z: the compressed stream kept as it is, in
                 # compressed files (the clients decode nothing).
                 z = how == "ringcapd-z"
-                argv = [["setpriv", "--reuid", "nobody", "--regid", "nogroup",
-                         "--clear-groups", "--inh-caps=-all", self.args.ringcap, "capture",
-                         "--daemon=" + sock, "-i", self.env["CAP_IF"], "-s", str(snaplen),
-                         "-w", os.path.join(outdir, "c%d.pcap" % i),
-                         "--stats-json", os.path.join(outdir, "c%d.json" % i)]
-                        + (["--compress", "--format", "compressed", "--tstamp-precision",
-                            "nano"] if z else []) + [filters[i]]
-                        for i in range(n)]
-                procs = self._spawn_group(argv, re.compile(r"capturing on"))
+                nobody = ["setpriv", "--reuid", "nobody", "--regid", "nogroup",
+                          "--clear-groups", "--inh-caps=-all", self.args.ringcap]
+                if how == "tcpdump-lib":
+                    argv = [nobody + ["run", "--daemon=" + sock, "--", "tcpdump", "-i",
+                                      self.env["CAP_IF"], "-n", "-s", str(snaplen),
+                                      "-w", os.path.join(outdir, "c%d.pcap" % i), filters[i]]
+                            for i in range(n)]
+                    ready = re.compile(r"listening on")
+                else:
+                    argv = [nobody + ["capture", "--daemon=" + sock, "-i", self.env["CAP_IF"],
+                                      "-s", str(snaplen),
+                                      "-w", os.path.join(outdir, "c%d.pcap" % i),
+                                      "--stats-json", os.path.join(outdir, "c%d.json" % i)]
+                            + (["--compress", "--format", "compressed", "--tstamp-precision",
+                                "nano"] if z else []) + [filters[i]]
+                            for i in range(n)]
+                    ready = re.compile(r"capturing on")
+                procs = self._spawn_group(argv, ready)
                 rec["daemon_rss_mib"] = self._rss_mib(daemon.pid)
             else:
                 argv = [["tcpdump", "-i", self.env["CAP_IF"], "-n", "-s", str(snaplen),
@@ -121,7 +132,7 @@ class DaemonPhase:
                    " daemon rss %.1f/%.1f MiB, ring %s B/delivered"
                    % (rec["daemon_rss_mib"], rec["daemon_rss_mib_busy"],
                       rec.get("ring_bytes_per_delivered"))
-                   if how.startswith("ringcapd") else ""))
+                   if how != "tcpdump" else ""))
         return rec
 
     @staticmethod
@@ -139,8 +150,9 @@ class DaemonPhase:
         runs = []
         for item in self.args.daemon_runs.split(","):
             how, _, k = item.strip().partition(":")
-            if how not in ("ringcapd", "ringcapd-z", "tcpdump"):
-                raise SystemExit("--daemon-runs: unknown %r (ringcapd, ringcapd-z, tcpdump)" % how)
+            if how not in ("ringcapd", "ringcapd-z", "tcpdump", "tcpdump-lib"):
+                raise SystemExit("--daemon-runs: unknown %r (ringcapd, ringcapd-z, tcpdump, "
+                                 "tcpdump-lib)" % how)
             try:
                 runs.append((how, n if k in ("", "N") else int(k)))
             except ValueError:

@@ -170,6 +170,20 @@ def print_report(results, noise, out_path):
                                           mx("writer_buffer_bytes") >> 20)])
             print(table(["tool", "frame", "snap", "mode", "dropped ring", "dropped writer",
                          "ring high water (blocks)", "writer high water (MiB)"], rows))
+        ready = {}
+        for r in caprecs:
+            if r.get("start_s") is not None:
+                ready.setdefault((r["tool"], r["snaplen"], r.get("ring_mib")), []).append(
+                    r["start_s"])
+        if ready:
+            print("\n## Time to ready (start to the tool's own ready line, seconds: median "
+                  "[min–max] over the capture runs; ring = the tool's buffer)\n")
+            print(table(["tool", "snap", "ring MiB", "runs", "ready s"],
+                        [[k[0], str(k[1]), fmt(k[2], "{:g}"), str(len(v)),
+                          "%s [%s–%s]" % (fmt(median(v), "{:.2f}"), fmt(min(v), "{:.2f}"),
+                                          fmt(max(v), "{:.2f}"))]
+                         for k, v in sorted(ready.items(),
+                                            key=lambda kv: (_order(kv[0][0]), str(kv[0][1])))]))
     qrecs = [r for r in results if r["kind"] == "quota"]
     if qrecs:
         s = summarize(qrecs)

@@ -77,6 +77,17 @@ pub struct QueryArgs {
     /// Print what the query read to stderr.
     #[arg(short = 'v', long)]
     pub verbose: bool,
+    /// Ask the retrieval service of a sensor (`ringcap serve`) instead of
+    /// local files: [NAME=]https://HOST:PORT; repeat for several, the answers
+    /// are merged by time (pcapng: one interface per sensor, named after it).
+    #[arg(long = "sensor", value_name = "URL")]
+    pub sensors: Vec<String>,
+    /// With --sensor: the keys directory (`ringcap serve-keys`).
+    #[arg(long, value_name = "DIR")]
+    pub certs: Option<PathBuf>,
+    /// With --sensor: the client certificate's name in --certs.
+    #[arg(long, value_name = "NAME", default_value = "client")]
+    pub client: String,
     /// With -d: the filter (tcpdump syntax). Without -d: the files.
     #[arg(value_name = "FILTER|FILES")]
     pub rest: Vec<String>,
@@ -118,34 +129,11 @@ pub fn index(args: &IndexArgs) -> Result<i32, Failure> {
     Ok(status)
 }
 
-/// The capture files of `dir`, skipping hidden and non-regular files.
-fn files_of(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
-    let rd = fs::read_dir(dir).map_err(|e| Failure::usage(format!("{}: {e}", dir.display())))?;
-    let mut v = Vec::new();
-    for e in rd.flatten() {
-        let name = e.file_name();
-        if name.to_string_lossy().starts_with('.') {
-            continue;
-        }
-        if e.file_type().is_ok_and(|t| t.is_file()) {
-            v.push(e.path());
-        }
-    }
-    v.sort();
-    Ok(v)
-}
-
-/// Whether `path` starts like a capture file ringcap reads.
-fn is_capture(path: &Path) -> bool {
-    // Its header is enough (the reader would otherwise read ahead a MiB).
-    fs::File::open(path)
-        .ok()
-        .and_then(|f| ringcap_format::Reader::new(io::Read::take(f, 64 << 10)).ok())
-        .is_some()
-}
-
 /// `ringcap query`.
 pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
+    if !args.sensors.is_empty() {
+        return query_sensors(args);
+    }
     let (files, filter) = if args.dirs.is_empty() {
         if args.rest.is_empty() {
             return Err(Failure::usage(
@@ -160,16 +148,10 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
                 "query: a filter both in --filter and as arguments",
             ));
         }
-        let mut files = Vec::new();
-        for d in &args.dirs {
-            for f in files_of(d)? {
-                if is_capture(&f) {
-                    files.push(f);
-                } else {
-                    eprintln!("ringcap: {}: not a capture file, skipped", f.display());
-                }
-            }
-        }
+        let mut files = ringcap_index::dir::capture_files(&args.dirs, &mut |f| {
+            eprintln!("ringcap: {}: not a capture file, skipped", f.display())
+        })
+        .map_err(Failure::usage)?;
         // Not the output itself, if it is written into a queried directory.
         if let Some(out) = args.write.as_deref().filter(|w| *w != "-") {
             let out = fs::canonicalize(out).ok();
@@ -208,6 +190,7 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
         plan: plan(&filter),
         window,
         use_index: !args.no_index,
+        stop: None,
     };
     let started = Instant::now();
     let stats =
@@ -239,6 +222,34 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
         );
     }
     Ok(0)
+}
+
+/// `ringcap query --sensor`.
+fn query_sensors(args: &QueryArgs) -> Result<i32, Failure> {
+    if !args.dirs.is_empty() || args.filter.is_some() || args.no_index {
+        return Err(Failure::usage(
+            "query: --sensor takes the filter as arguments (no -d, --filter, --no-index)",
+        ));
+    }
+    let t = |s: &Option<String>| s.as_deref().map(parse_time).transpose();
+    let window = Window {
+        after: t(&args.after).map_err(Failure::usage)?,
+        before: t(&args.before).map_err(Failure::usage)?,
+    };
+    let format = match args.format.as_str() {
+        "pcap" => OutFormat::Pcap,
+        "pcapng" => OutFormat::Pcapng,
+        f => return Err(Failure::usage(format!("--format {f}: use pcap or pcapng"))),
+    };
+    crate::serve::query_sensors(
+        &args.sensors,
+        args.certs.as_ref(),
+        &args.client,
+        &args.rest.join(" "),
+        window,
+        format,
+        args.write.as_deref(),
+    )
 }
 
 /// Files waiting for the indexer at most: beyond, a file is left without

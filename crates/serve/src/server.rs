@@ -360,6 +360,7 @@ async fn handle(
             }
         }
     }
+    (svc.log)(format!("{who}: {what}: streaming"));
     let (tx, rx) = mpsc::channel(CHUNKS);
     let log = svc.log.clone();
     let who = who.to_string();

@@ -8,12 +8,18 @@
 - Selective queries (one flow, one host, one port) over those files: `ringcap
   query` through the index vs `tcpdump -r` of every file, with a warm and a
   cold page cache (sync + drop_caches before each cold run); the packet counts
-  must agree. stenographer (stenotype's index + stenoread) is not measured
-  here yet: see bench/README.md.
+  must agree.
+- stenographer on the same traffic: its server (Debian's `stenographer`,
+  running `stenotype` with its index) captures the files replayed by
+  tcpreplay over the testbed's veth; its index share, and the same queries
+  through `stenocurl /query` (the HTTPS API stenoread uses), cold and warm.
+  Its packet counts differ from the files' only by what stenotype dropped.
 """
 
 import os
+import json
 import random
+import signal
 import resource
 import shutil
 import struct
@@ -87,6 +93,11 @@ def write_files(dirname, total_bytes, nfiles, flows):
                 out.write(b"".join(chunk))
         paths.append(p)
     return paths, npkts
+
+
+def _steno_tmp():
+    tmp = os.environ.get("TMPDIR", "/tmp")
+    return [os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith("stenographer")]
 
 
 def drop_caches():
@@ -174,10 +185,24 @@ class RetrievalPhase:
             ("one port", "port 3306"),
         ]
         out = os.path.join(self.work, "retrieval-out.pcap")
+        qtools = ["ringcap", "tcpdump"]
+        self._steno = None
+        try:
+            if self._steno_start(ringcap, paths, pcap_bytes):
+                qtools.append("stenographer")
+        except Exception as e:  # noqa: BLE001 - an anchor that fails is skipped, said so
+            log("  stenographer: skipped (%s)" % e)
+        try:
+            self._retrieval_run_queries(queries, qtools, ringcap, d, paths, out, pcap_bytes)
+        finally:
+            self._steno_stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+    def _retrieval_run_queries(self, queries, qtools, ringcap, d, paths, out, pcap_bytes):
         for label, flt in queries:
             for cache in ("cold", "warm"):
                 res = {}
-                for tool in ("ringcap", "tcpdump"):
+                for tool in qtools:
                     if cache == "warm":
                         self._retrieval_query(tool, ringcap, d, paths, flt, out)  # warm-up
                     else:
@@ -188,13 +213,25 @@ class RetrievalPhase:
                                    tool=tool, seconds=round(secs, 4), cpu_s=round(cpu, 4),
                                    packets=n, pcap_bytes=pcap_bytes, error=err))
                 (rs, rn), (ts, tn) = res["ringcap"], res["tcpdump"]
-                log("  %-9s %s: ringcap query %.3f s, tcpdump -r %.3f s (%.0fx); %s / %s packets%s"
+                st = res.get("stenographer")
+                log("  %-9s %s: ringcap query %.3f s, tcpdump -r %.3f s (%.0fx); %s / %s packets%s%s"
                     % (label, cache, rs, ts, ts / rs if rs else 0, rn, tn,
-                       "" if rn == tn else " MISMATCH"))
-        shutil.rmtree(d, ignore_errors=True)
+                       "" if rn == tn else " MISMATCH",
+                       "; stenographer %.3f s, %s packets" % st if st else ""))
 
     def _retrieval_query(self, tool, ringcap, d, paths, flt, out):
         """One query: (seconds, cpu seconds, packets, error)."""
+        if tool == "stenographer":
+            s = self._steno
+            t0 = time.monotonic()
+            r = subprocess.run(["ip", "netns", "exec", self.env["CAP_NS"], "env",
+                                "STENOGRAPHER_CONFIG=" + s["client_config"], "stenocurl",
+                                "/query", "-d", flt, "--silent", "--show-error", "-o", out],
+                               capture_output=True, text=True, timeout=900)
+            secs = time.monotonic() - t0
+            if r.returncode != 0:
+                return secs, 0.0, None, r.stderr[-300:]
+            return secs, 0.0, count_pcap(out), None
         if tool == "ringcap":
             secs, cpu, r = _run([ringcap, "query", "-d", d, "-w", out, flt])
             if r.returncode != 0:
@@ -211,6 +248,91 @@ class RetrievalPhase:
         return total_s, total_cpu, n, None
 
 
+    def _steno_start(self, ringcap, paths, pcap_bytes):
+        """stenographer's server capturing the files replayed over the veth;
+        False (said) when it cannot run here."""
+        for b in ("stenographer", "stenotype", "stenocurl", "tcpreplay", "jq", "curl"):
+            if not shutil.which(b):
+                log("  stenographer: skipped (%s not installed)" % b)
+                return False
+        top = os.path.join(self.work, "steno")
+        for sub in ("pkt", "idx"):
+            os.makedirs(os.path.join(top, sub), exist_ok=True)
+        certs = os.path.join(top, "certs")
+        port = 9000 + os.getpid() % 500
+        r = subprocess.run([ringcap, "serve-keys", "--certs", certs, "--port", str(port)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("serve-keys: " + r.stderr[-200:])
+        cfg = dict(Threads=[dict(PacketsDirectory=os.path.join(top, "pkt"),
+                                 IndexDirectory=os.path.join(top, "idx"),
+                                 DiskFreePercentage=1)],
+                   StenotypePath=shutil.which("stenotype"), Interface=self.env["CAP_IF"],
+                   Port=port, Host="127.0.0.1", CertPath=certs,
+                   Flags=["--fileage_sec=10", "--blockage_sec=1", "--seccomp=none",
+                          "--uid=root", "--gid=root", "--no_watchdogs", "--aiops=32",
+                          "--blocks=256"])
+        conf = os.path.join(top, "config")
+        with open(conf, "w") as f:
+            json.dump(cfg, f)
+        subprocess.run(["ip", "netns", "exec", self.env["CAP_NS"], "ip", "link", "set", "lo",
+                        "up"], capture_output=True)
+        tmp_before = set(_steno_tmp())
+        logf = open(os.path.join(top, "server.log"), "w")
+        pr = subprocess.Popen(["ip", "netns", "exec", self.env["CAP_NS"], "stenographer",
+                               "-config", conf, "-syslog=false"], stdin=subprocess.DEVNULL,
+                              stdout=logf, stderr=logf, start_new_session=True)
+        self.children[pr.pid] = pr
+        self._steno = dict(pr=pr, top=top, tmp_before=tmp_before, client_config=os.path.join(certs, "config"),
+                           log=os.path.join(top, "server.log"))
+        time.sleep(3)
+        if pr.poll() is not None:
+            raise RuntimeError("the server exited: " + open(self._steno["log"]).read()[-300:])
+        # The same packets, replayed at a pace stenotype keeps up with.
+        pps = self.p.get("retrieval_replay_pps", 100000)
+        t0 = time.monotonic()
+        r = subprocess.run(["ip", "netns", "exec", self.env["GEN_NS"], "tcpreplay", "-q",
+                            "--pps=%d" % pps, "-i", self.env["GEN_IF"]] + paths,
+                           capture_output=True, text=True, timeout=7200)
+        if r.returncode != 0:
+            raise RuntimeError("tcpreplay: " + r.stderr[-300:])
+        replay_s = time.monotonic() - t0
+        # Files rotate every 10 s and are then indexed and picked up.
+        time.sleep(25)
+        pkt = sum(os.path.getsize(os.path.join(top, "pkt", f))
+                  for f in os.listdir(os.path.join(top, "pkt")) if not f.startswith("."))
+        idx = sum(os.path.getsize(os.path.join(top, "idx", f))
+                  for f in os.listdir(os.path.join(top, "idx")))
+        rec = dict(kind="retrieval_steno", replay_s=round(replay_s, 1), replay_pps=pps,
+                   blockfile_bytes=pkt, index_bytes=idx, pcap_bytes=pcap_bytes,
+                   share_pct=round(100.0 * idx / pcap_bytes, 3))
+        self.emit(rec)
+        log("  stenographer: replayed in %.1f s at %d pps; blockfiles %.0f MB, index %d bytes "
+            "= %.3f%% of the pcap bytes" % (replay_s, pps, pkt / 1e6, idx, rec["share_pct"]))
+        return True
+
+    def _steno_stop(self):
+        s = self._steno
+        if not s:
+            return
+        pr = s["pr"]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if pr.poll() is None:
+                try:
+                    os.killpg(pr.pid, sig)
+                except ProcessLookupError:
+                    pass
+                try:
+                    pr.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+        self.children.pop(pr.pid, None)
+        # The server's own scratch directories (stenotype's --dir).
+        for t in set(_steno_tmp()) - s["tmp_before"]:
+            shutil.rmtree(t, ignore_errors=True)
+        self._steno = None
+
+
 def print_retrieval(results):
     """The retrieval tables (called by report.print_report)."""
     from ..common import median, fmt
@@ -218,6 +340,7 @@ def print_retrieval(results):
     cap = [r for r in results if r.get("kind") == "retrieval_capture"]
     idx = [r for r in results if r.get("kind") == "retrieval_index"]
     q = [r for r in results if r.get("kind") == "retrieval"]
+    steno = [r for r in results if r.get("kind") == "retrieval_steno"]
     if not (cap or idx or q):
         return
     print("\n## Retrieval (issue 27)\n")
@@ -242,6 +365,10 @@ def print_retrieval(results):
               % (r["files"], r["packets"], r["flows"], r["pcap_bytes"] / 1e6, r["index_bytes"],
                  r["share_pct"], r["seconds"], r["cpu_ns_per_pkt"],
                  " ERROR " + r["error"] if r.get("error") else ""))
+    for r in steno:
+        print("  stenographer (same files replayed at %d pps): index %d bytes = %.3f%%, "
+              "blockfiles %.0f MB" % (r["replay_pps"], r["index_bytes"], r["share_pct"],
+                                     r["blockfile_bytes"] / 1e6))
     if q:
         rows = []
         for label in dict.fromkeys(r["query"] for r in q):
@@ -250,11 +377,15 @@ def print_retrieval(results):
                 rq, tq = by.get("ringcap"), by.get("tcpdump")
                 if not rq or not tq:
                     continue
+                sq = by.get("stenographer")
                 rows.append([label, cache, fmt(rq["seconds"], "{:.3f}"),
                              fmt(tq["seconds"], "{:.3f}"),
                              fmt(tq["seconds"] / rq["seconds"] if rq["seconds"] else None,
                                  "{:.0f}"),
-                             "%s/%s" % (rq["packets"], tq["packets"])])
+                             fmt(sq["seconds"] if sq else None, "{:.3f}"),
+                             "%s/%s/%s" % (rq["packets"], tq["packets"],
+                                           sq["packets"] if sq else "-")])
         print()
-        print(report.table(["query", "cache", "ringcap query s", "tcpdump -r s", "speed-up",
-                            "packets (ringcap/tcpdump)"], rows))
+        print(report.table(["query", "cache", "ringcap query s", "tcpdump -r s",
+                            "vs tcpdump", "stenographer s",
+                            "packets (ringcap/tcpdump/steno)"], rows))

@@ -95,6 +95,21 @@ def write_files(dirname, total_bytes, nfiles, flows):
     return paths, npkts
 
 
+def _children(pid):
+    """Pids whose parent is `pid`."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            if int(st[st.rindex(")") + 2:].split()[1]) == pid:
+                kids.append(int(d))
+    return kids
+
+
 def _steno_tmp():
     tmp = os.environ.get("TMPDIR", "/tmp")
     return [os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith("stenographer")]
@@ -316,7 +331,15 @@ class RetrievalPhase:
         if not s:
             return
         pr = s["pr"]
+        # The server starts stenotype in a process group of its own: its
+        # children are ended by pid too (stenotype 1.0.1 can hang on SIGTERM).
+        kids = _children(pr.pid)
         for sig in (signal.SIGTERM, signal.SIGKILL):
+            for k in kids:
+                try:
+                    os.kill(k, sig)
+                except ProcessLookupError:
+                    pass
             if pr.poll() is None:
                 try:
                     os.killpg(pr.pid, sig)
@@ -326,6 +349,7 @@ class RetrievalPhase:
                     pr.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
+            time.sleep(0.5)
         self.children.pop(pr.pid, None)
         # The server's own scratch directories (stenotype's --dir).
         for t in set(_steno_tmp()) - s["tmp_before"]:

@@ -17,13 +17,15 @@ from .phases.hooks import HooksPhase
 from .phases.inject import InjectPhase
 from .phases.offline import OfflinePhase
 from .phases.privacy import PrivacyPhase
+from .phases.retrieval import RetrievalPhase
 from .phases.storage import StoragePhase
 from .report import print_report
 from .testbed import Testbed
 
 
 class Bench(Testbed, Measure, CapturePhases, HooksPhase, OfflinePhase, PrivacyPhase,
-            CompressPhase, InjectPhase, StoragePhase, DaemonPhase, ClientsPhase):
+            CompressPhase, InjectPhase, StoragePhase, DaemonPhase, ClientsPhase,
+            RetrievalPhase):
     """One run: the phases in order, then the report."""
 
     def run(self):
@@ -95,6 +97,8 @@ class Bench(Testbed, Measure, CapturePhases, HooksPhase, OfflinePhase, PrivacyPh
             self.phase_daemon()
         if not a.skip_clients:
             self.phase_clients()
+        if not a.skip_retrieval:
+            self.phase_retrieval()
 
         load1, st1 = loadavg(), read_stat_cpu()
         dt = st1["total"] - st0["total"]

@@ -90,6 +90,9 @@ def main():
     ap.add_argument("--skip-clients", action="store_true")
     ap.add_argument("--skip-hooks", action="store_true")
     ap.add_argument("--skip-compress", action="store_true")
+    ap.add_argument("--skip-retrieval", action="store_true")
+    ap.add_argument("--only-retrieval", action="store_true",
+                    help="run only the retrieval phase (issue 27)")
     ap.add_argument("--ringcap", default=os.environ.get("RINGCAP", str(DEFAULT_RINGCAP)),
                     help="ringcap binary (default: target/release/ringcap)")
     ap.add_argument("--name", help="testbed name (1-8 alphanumerics; default unique)")
@@ -103,6 +106,11 @@ def main():
     ap.add_argument("--report", metavar="JSONL",
                     help="only print the tables of an earlier run's results file")
     args = ap.parse_args()
+
+    if args.only_retrieval:
+        for k in ("capture", "quota", "offline", "storage", "daemon", "privacy", "inject",
+                  "clients", "hooks", "compress"):
+            setattr(args, "skip_" + k, True)
 
     if args.report:
         with open(args.report) as f:

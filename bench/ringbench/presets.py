@@ -20,6 +20,8 @@ PRESETS = {
         compress_packets=6000,
         inject_frames=1000,
         hooks_sizes=[64], hooks_count=5000, hooks_rate=20000, hooks_reps=1,
+        retrieval_sizes=[64], retrieval_count=5000, retrieval_reps=1,
+        retrieval_mb=20, retrieval_files=4, retrieval_flows=100000,
     ),
     "quick": dict(
         sizes=[64, 1500],
@@ -38,6 +40,8 @@ PRESETS = {
         compress_packets=300000,
         inject_frames=10000,
         hooks_sizes=[64, 1500], hooks_count=300000, hooks_rate=50000, hooks_reps=3,
+        retrieval_sizes=[64, 1500], retrieval_count=300000, retrieval_reps=3,
+        retrieval_mb=1000, retrieval_files=10, retrieval_flows=100000,
     ),
     "full": dict(
         sizes=[64, 256, 1500, "imix"],
@@ -54,5 +58,7 @@ PRESETS = {
         compress_packets=2000000,
         inject_frames=60000,
         hooks_sizes=[64, 1500], hooks_count=2000000, hooks_rate=50000, hooks_reps=5,
+        retrieval_sizes=[64, 1500], retrieval_count=2000000, retrieval_reps=5,
+        retrieval_mb=10000, retrieval_files=40, retrieval_flows=100000,
     ),
 }

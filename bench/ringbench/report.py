@@ -346,6 +346,8 @@ def print_report(results, noise, out_path):
                 print("  %s --size %d --write-mode %s: %d packets, %.0f MB/s, %.0f ns/pkt CPU"
                       % (r["tool"], r["size"], r["write_mode"], r["packets"],
                          r.get("mb_per_s", 0), r.get("cpu_ns_per_pkt", 0)))
+    from .phases.retrieval import print_retrieval
+    print_retrieval(results)
     if errs:
         print("\n## Errors\n")
         for r in errs:

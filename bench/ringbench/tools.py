@@ -248,8 +248,12 @@ class Ringcap(Tool):
     ready_re = re.compile(r"^capturing on ", re.M)
     quiet_s = 0.5  # drains its ring and writer on SIGINT
 
-    def __init__(self, path, threads=1, buffer_mib=None, hook=None, zero_copy=None):
+    def __init__(self, path, threads=1, buffer_mib=None, hook=None, zero_copy=None,
+                 index=True):
         self.path = str(path)
+        # False: --no-index (the retrieval phase compares capture CPU with
+        # and without the index built for each published file).
+        self.index = index
         self.binary = self.path
         self.threads = threads
         self.buffer_mib = buffer_mib
@@ -267,6 +271,8 @@ class Ringcap(Tool):
             self.name += "-t%d" % threads
         if buffer_mib:
             self.name += "-B%d" % buffer_mib
+        if not index:
+            self.name += "-noindex"
         self.ring_mib = buffer_mib or 256  # updated from its "capturing on" line
         self._why = None
         self._checked = None
@@ -304,6 +310,8 @@ class Ringcap(Tool):
             a += ["-B", f"{self.buffer_mib}M"]
         if self.hook:
             a += ["--hook", self.hook]
+        if not self.index:
+            a += ["--no-index"]
         ext = "pcap"
         if self.zero_copy:
             a += ["--format", "pcapng"]
@@ -354,5 +362,6 @@ def make_tools(ringcap_path):
              Ringcap(ringcap_path), Ringcap(ringcap_path, threads=2),
              Ringcap(ringcap_path, buffer_mib=2),
              Ringcap(ringcap_path, hook="xdp"), Ringcap(ringcap_path, hook="netfilter"),
-             Ringcap(ringcap_path, zero_copy="off"), Ringcap(ringcap_path, zero_copy="on")]
+             Ringcap(ringcap_path, zero_copy="off"), Ringcap(ringcap_path, zero_copy="on"),
+             Ringcap(ringcap_path, index=False)]
     return {t.name: t for t in tools}

@@ -91,6 +91,22 @@ impl std::error::Error for Error {}
 /// Result type of the checked view constructors.
 pub type Result<T> = core::result::Result<T, Error>;
 
+/// A field's byte range in its header (the `field` module of each
+/// protocol names them, as smoltcp's `wire` does).
+pub type Field = core::ops::Range<usize>;
+
+/// Writes a big-endian `u16` at `i`. Callers guarantee `i + 2 <= b.len()`.
+#[inline(always)]
+pub(crate) fn put16(b: &mut [u8], i: usize, v: u16) {
+    b[i..i + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Writes a big-endian `u32` at `i`. Callers guarantee `i + 4 <= b.len()`.
+#[inline(always)]
+pub(crate) fn put32(b: &mut [u8], i: usize, v: u32) {
+    b[i..i + 4].copy_from_slice(&v.to_be_bytes());
+}
+
 /// Reads a big-endian `u16` at `i`. Callers guarantee `i + 2 <= b.len()`
 /// (checked by the view constructors).
 #[inline(always)]

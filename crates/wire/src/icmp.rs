@@ -27,6 +27,8 @@ pub mod msg_type {
     pub const TIME_EXCEEDED: u8 = 11;
     /// Parameter problem (error).
     pub const PARAMETER_PROBLEM: u8 = 12;
+    /// Router advertisement (RFC 1256).
+    pub const ROUTER_ADVERT: u8 = 9;
 }
 
 /// True for the ICMPv4 error types that quote the offending datagram
@@ -51,6 +53,16 @@ pub mod field {
     pub const ECHO_IDENT: Field = 4..6;
     /// Echo sequence number (echo request and reply).
     pub const ECHO_SEQNO: Field = 6..8;
+    /// A redirect's gateway address (type 5).
+    pub const GATEWAY: Field = 4..8;
+    /// A router advertisement's number of addresses (type 9, RFC 1256).
+    pub const RA_NUM_ADDRS: usize = 4;
+    /// A router advertisement's entry size in 32-bit words.
+    pub const RA_ENTRY_SIZE: usize = 5;
+    /// Where a router advertisement's entries (address, preference) start.
+    pub const RA_ENTRIES: usize = 8;
+    /// Where an error's quoted datagram starts.
+    pub const QUOTE: usize = 8;
 }
 
 /// A view of an ICMPv4 message whose 8-byte header is present.

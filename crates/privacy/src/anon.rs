@@ -36,6 +36,16 @@ impl Anon {
         self.v4.get(&self.cpan, u32::from_be_bytes(a)).to_be_bytes()
     }
 
+    /// The images of two addresses (a header's source and destination),
+    /// looked up together.
+    #[inline]
+    pub(crate) fn ipv4_pair(&mut self, a: [u8; 4], b: [u8; 4]) -> ([u8; 4], [u8; 4]) {
+        let (x, y) = self
+            .v4
+            .get2(&self.cpan, u32::from_be_bytes(a), u32::from_be_bytes(b));
+        (x.to_be_bytes(), y.to_be_bytes())
+    }
+
     pub(crate) fn ipv6(&mut self, a: [u8; 16]) -> [u8; 16] {
         let Anon {
             cpan, v6, v6_64, ..

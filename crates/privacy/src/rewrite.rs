@@ -284,6 +284,30 @@ impl Rewriter {
         self.addr(w, base + f.start, f.len(), op);
     }
 
+    /// An IPv4 header's two addresses: anonymized as a pair when both were
+    /// captured (their lookups overlap), else one by one as far as captured.
+    fn ipv4_addrs(&mut self, w: &mut Work<'_>, off: usize) {
+        use ipv4::field as f;
+        let (src, dst) = (off + f::SRC_ADDR.start, off + f::DST_ADDR.start);
+        if self.ip_op == AddrOp::Anonymize && w.limit == usize::MAX {
+            if let (Some(a), Some(b)) = (
+                w.frame.get(f::SRC_ADDR.start + off..f::SRC_ADDR.end + off),
+                w.frame.get(f::DST_ADDR.start + off..f::DST_ADDR.end + off),
+            ) {
+                let (a, b) = (<[u8; 4]>::try_from(a), <[u8; 4]>::try_from(b));
+                if let (Ok(a), Ok(b)) = (a, b) {
+                    let an = self.anon.as_mut().expect("anonymize without a key");
+                    let (x, y) = an.ipv4_pair(a, b);
+                    w.write(src, &x);
+                    w.write(dst, &y);
+                    return;
+                }
+            }
+        }
+        self.addr_field(w, off, f::SRC_ADDR, self.ip_op);
+        self.addr_field(w, off, f::DST_ADDR, self.ip_op);
+    }
+
     fn arp(&mut self, w: &mut Work<'_>, off: usize) {
         use arp::field as f;
         let (Some(htype), Some(ptype), Some(hlen), Some(plen)) = (
@@ -337,8 +361,7 @@ impl Rewriter {
                 false,
             );
             self.ip_fields(w, off, false);
-            self.addr_field(w, off, f::SRC_ADDR, self.ip_op);
-            self.addr_field(w, off, f::DST_ADDR, self.ip_op);
+            self.ipv4_addrs(w, off);
             if hl > ipv4::MIN_HEADER_LEN {
                 self.ipv4_options(w, off + ipv4::MIN_HEADER_LEN, off + hl);
             }

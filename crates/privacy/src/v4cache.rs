@@ -54,13 +54,34 @@ impl V4Cache {
     /// with the same `cpan`).
     #[inline]
     pub(crate) fn get(&mut self, cpan: &CryptoPan, a: u32) -> u32 {
-        let high = match self.p16[(a >> 16) as usize] {
-            0 => None,
-            f => Some(a & 0xffff_0000 ^ f << 16),
-        };
-        if let (Some(high), Some(low)) = (high, self.map.get(a)) {
-            return high | u32::from(low);
+        let (b, tag) = self.map.place(a);
+        match hit(self.map.slots[b], tag, self.p16[(a >> 16) as usize], a) {
+            Some(i) => i,
+            None => self.miss(cpan, a),
         }
+    }
+
+    /// The images of `a` and `b`, the two lookups issued together so that
+    /// their cache misses overlap (a packet's source and destination).
+    #[inline]
+    pub(crate) fn get2(&mut self, cpan: &CryptoPan, a: u32, b: u32) -> (u32, u32) {
+        let (ba, ta) = self.map.place(a);
+        let (bb, tb) = self.map.place(b);
+        let (ea, eb) = (self.map.slots[ba], self.map.slots[bb]);
+        let (pa, pb) = (self.p16[(a >> 16) as usize], self.p16[(b >> 16) as usize]);
+        let ia = match hit(ea, ta, pa, a) {
+            Some(i) => i,
+            None => self.miss(cpan, a),
+        };
+        let ib = match hit(eb, tb, pb, b) {
+            Some(i) => i,
+            None => self.miss(cpan, b),
+        };
+        (ia, ib)
+    }
+
+    #[cold]
+    fn miss(&mut self, cpan: &CryptoPan, a: u32) -> u32 {
         let img = self.compute(cpan, a);
         self.map.insert(a, img as u16);
         img
@@ -77,6 +98,19 @@ impl V4Cache {
         let low = (cpan.flips(orig, 16, 32) >> 96) as u32 & 0xffff;
         a ^ (high | low)
     }
+}
+
+/// The image of `a` from its bucket `e` (tag `tag`) and its /16 slot `p`,
+/// if both know it.
+#[inline(always)]
+fn hit(e: [u32; 4], tag: u32, p: u32, a: u32) -> Option<u32> {
+    if p == 0 {
+        return None;
+    }
+    let high = a & 0xffff_0000 ^ p << 16;
+    e.iter()
+        .find(|&&x| x != 0 && x >> 16 == tag)
+        .map(|&x| high | (x & 0xffff))
 }
 
 /// A map from IPv4 addresses to the low 16 bits of their images: buckets
@@ -109,7 +143,7 @@ impl AddrMap {
         )
     }
 
-    #[inline(always)]
+    #[cfg(test)]
     fn get(&self, a: u32) -> Option<u16> {
         let (b, tag) = self.place(a);
         let bucket = &self.slots[b];
@@ -223,6 +257,10 @@ mod tests {
             let want = u32::from_be_bytes(c.ipv4(a.to_be_bytes()));
             assert_eq!(v.get(&c, a), want);
             assert_eq!(v.get(&c, a), want);
+            let b = a ^ (x >> 7 & 0x0f0f);
+            let wb = u32::from_be_bytes(c.ipv4(b.to_be_bytes()));
+            assert_eq!(v.get2(&c, a, b), (want, wb));
+            assert_eq!(v.get2(&c, b, a), (wb, want));
         }
         let want = u32::from_be_bytes(c.ipv4([0; 4]));
         assert_eq!(v.get(&c, 0), want);

@@ -288,20 +288,13 @@ impl Rewriter {
     /// captured (their lookups overlap), else one by one as far as captured.
     fn ipv4_addrs(&mut self, w: &mut Work<'_>, off: usize) {
         use ipv4::field as f;
-        let (src, dst) = (off + f::SRC_ADDR.start, off + f::DST_ADDR.start);
         if self.ip_op == AddrOp::Anonymize && w.limit == usize::MAX {
-            if let (Some(a), Some(b)) = (
-                w.frame.get(f::SRC_ADDR.start + off..f::SRC_ADDR.end + off),
-                w.frame.get(f::DST_ADDR.start + off..f::DST_ADDR.end + off),
-            ) {
-                let (a, b) = (<[u8; 4]>::try_from(a), <[u8; 4]>::try_from(b));
-                if let (Ok(a), Ok(b)) = (a, b) {
-                    let an = self.anon.as_mut().expect("anonymize without a key");
-                    let (x, y) = an.ipv4_pair(a, b);
-                    w.write(src, &x);
-                    w.write(dst, &y);
-                    return;
-                }
+            if let Ok(v) = ipv4::Ipv4Packet::new_checked(w.frame.get(off..).unwrap_or(&[])) {
+                let an = self.anon.as_mut().expect("anonymize without a key");
+                let (x, y) = an.ipv4_pair(v.src_addr(), v.dst_addr());
+                w.write(off + f::SRC_ADDR.start, &x);
+                w.write(off + f::DST_ADDR.start, &y);
+                return;
             }
         }
         self.addr_field(w, off, f::SRC_ADDR, self.ip_op);

@@ -2,11 +2,22 @@
 //! capture path needs: [`header_len`] (exact header truncation, `-s headers`).
 //!
 //! The layout follows smoltcp's `wire` module: one module per protocol, each
-//! with a small view struct wrapping a borrowed `&[u8]`, a checked
-//! constructor (`new_checked`) that verifies every byte an accessor may read
-//! is present, and documented accessors. Views never allocate, never panic on
+//! with a small view struct wrapping a buffer, a checked constructor
+//! (`new_checked`) that verifies every byte an accessor may read or write is
+//! present, and documented accessors. Views never allocate, never panic on
 //! any input and contain no `unsafe` code. Since a view can only be built
 //! through its checked constructor, its accessors are infallible.
+//!
+//! The views of Ethernet, ARP, IPv4, IPv6, TCP, UDP, ICMP and ICMPv6 are
+//! generic over the buffer, `View<T: AsRef<[u8]>>`: over `&[u8]` (payload
+//! accessors then return slices of the buffer's lifetime) or, for
+//! rewriting in place, over `&mut [u8]`, where `T: AsMut<[u8]>` adds
+//! setters (`set_src_addr`, `set_seq_number`, ...), `*_mut` slices and
+//! `fill_checksum`. Each of those modules has a `field` table naming where
+//! its fields are, for code that must address a header only partly
+//! captured (the privacy rewrite). `tests/views.rs` checks over random
+//! bytes that no accessor or setter panics and that a setter writes its
+//! field only.
 //!
 //! # Why hand-written and not `etherparse`
 //!

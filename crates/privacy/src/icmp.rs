@@ -17,6 +17,7 @@ use crate::rewrite::{AddrOp, IpCtx, Rewriter, Work};
 use ringcap_wire::icmp::{field as f4, msg_type as t4};
 use ringcap_wire::icmpv6::{field as f6, mld_record, msg_type as t6, nd_option as nd};
 use ringcap_wire::ip::ip_proto;
+use ringcap_wire::ipv6_ext::field as ext;
 
 impl Rewriter {
     pub(crate) fn hides_addresses(&self) -> bool {
@@ -83,40 +84,43 @@ impl Rewriter {
 
     /// An IPv6 extension header (or AH) at `off`.
     pub(crate) fn ext(&mut self, w: &mut Work<'_>, off: usize, kind: u8, ip: &mut IpCtx) {
-        let Some(len) = w.byte(off + 1) else {
+        let Some(len) = w.byte(off + ext::LENGTH) else {
             return;
         };
         if kind == ip_proto::AH {
             // The integrity value covers hidden fields (or is a function of
             // them): never shown.
             let end = (usize::from(len) + 2) * 4;
-            w.zero(off + 12, end.saturating_sub(12));
+            w.zero(off + ext::AH_ICV, end.saturating_sub(ext::AH_ICV));
             return;
         }
         let end = off + (usize::from(len) + 1) * 8;
         if kind == ip_proto::IPV6_ROUTING {
             self.routing(w, off, end, ip);
         } else {
-            self.ipv6_options(w, off + 2, end, kind == ip_proto::IPV6_DEST_OPTS, ip);
+            let dst = kind == ip_proto::IPV6_DEST_OPTS;
+            self.ipv6_options(w, off + ext::OPTIONS, end, dst, ip);
         }
     }
 
     /// Routing header: types 0 and 2 (RFC 8200, RFC 6275) are a list of
     /// addresses, type 4 (RFC 8754) a segment list then TLVs.
     fn routing(&mut self, w: &mut Work<'_>, off: usize, end: usize, ip: &mut IpCtx) {
-        let (ty, left) = (w.byte(off + 2), w.byte(off + 3));
-        let n = (end - off - 8) / 16;
+        let (ty, left) = (w.byte(off + ext::ROUTING_TYPE), w.byte(off + ext::SEG_LEFT));
+        let addrs_at = off + ext::ROUTING_ADDRS;
+        let n = (end - addrs_at) / 16;
         let (addrs, final_dst) = match ty {
             Some(0 | 2) => (n, n.checked_sub(1)),
             Some(4) => {
-                let segs = w.byte(off + 4).map_or(n, |l| (usize::from(l) + 1).min(n));
+                let last = w.byte(off + ext::ROUTING_DATA);
+                let segs = last.map_or(n, |l| (usize::from(l) + 1).min(n));
                 (segs, Some(0))
             }
             _ => (0, None),
         };
         if left.is_some_and(|l| l != 0) {
             match final_dst {
-                Some(k) => ip.dst = off + 8 + 16 * k,
+                Some(k) => ip.dst = addrs_at + 16 * k,
                 None => ip.dst_unknown = true,
             }
         }
@@ -124,13 +128,14 @@ impl Rewriter {
             return;
         }
         if ty.is_none() || !matches!(ty, Some(0 | 2 | 4)) {
-            w.zero(off + 4, end - off - 4);
+            let data = off + ext::ROUTING_DATA;
+            w.zero(data, end - data);
             return;
         }
         for k in 0..addrs {
-            self.addr(w, off + 8 + 16 * k, 16, self.ip_op);
+            self.addr(w, addrs_at + 16 * k, 16, self.ip_op);
         }
-        let rest = off + 8 + 16 * addrs;
+        let rest = addrs_at + 16 * addrs;
         w.zero(rest, end - rest);
     }
 

@@ -301,7 +301,9 @@ impl Guard {
         } else {
             tm.offset_and_flags() & FLAGS
         };
-        p.set_offset_and_flags(tm.offset_and_flags() & !FLAGS | flags);
+        // The data offset is the same (checked above); reserved bits as the
+        // session's first.
+        p.set_reserved_and_flags(tm.offset_and_flags() & !FLAGS | flags);
     }
 
     /// ICMP or ICMPv6 echo: the type, identifier and sequence number to

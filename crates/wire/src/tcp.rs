@@ -245,10 +245,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
         put32(self.buf.as_mut(), field::ACK_NUM.start, v);
     }
 
-    /// Sets the data offset, reserved bits and flags word (see [`TcpPacket::offset_and_flags`]).
+    /// Sets the reserved bits and the 9 flags (the low 12 bits of `v`),
+    /// keeping the data offset: the header's length is the one the view
+    /// was checked with, so no later accessor can read past the buffer.
     #[inline]
-    pub fn set_offset_and_flags(&mut self, v: u16) {
-        put16(self.buf.as_mut(), field::OFF_FLAGS.start, v);
+    pub fn set_reserved_and_flags(&mut self, v: u16) {
+        let w = self.offset_and_flags() & 0xf000 | v & 0x0fff;
+        put16(self.buf.as_mut(), field::OFF_FLAGS.start, w);
     }
 
     /// Sets the window.

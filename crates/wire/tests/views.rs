@@ -95,6 +95,7 @@ proptest! {
             v.payload_mut().fill(2);
             v.fill_checksum();
             prop_assert!(v.verify_checksum());
+            let _ = (v.options_mut().len(), v.payload_mut().len(), v.header_len());
         }
         if let Ok(v) = Ipv4Packet::new_checked(&b[..]) {
             let _ = (v.as_bytes(), v.options(), v.payload());
@@ -145,11 +146,15 @@ proptest! {
             v.set_ack_number(d);
             v.set_window(w);
             v.set_urgent_pointer(w);
-            // Keep the data offset: the view's length depends on it.
-            let keep = v.offset_and_flags() & 0xf000;
-            v.set_offset_and_flags(keep | w & 0x0fff);
+            // The data offset stays: the view's length depends on it.
+            let hl = v.header_len();
+            v.set_reserved_and_flags(w);
+            prop_assert_eq!(v.header_len(), hl);
+            prop_assert_eq!(v.offset_and_flags() & 0x0fff, w & 0x0fff);
             v.options_mut().fill(1);
             v.payload_mut().fill(2);
+            // Every accessor still inside the buffer after the setters.
+            let _ = (v.options_mut().len(), v.payload_mut().len(), v.data_offset(), v.flags());
             let p = pseudo_header(&[1, 2, 3, 4], &[5, 6, 7, 8], 6, d);
             v.fill_checksum(p);
             prop_assert_eq!(ringcap_wire::checksum::add(p, sum(v.into_inner())), 0xffff);

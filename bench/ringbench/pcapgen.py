@@ -64,6 +64,44 @@ def write_many_flow_pcap(path, n, flows):
         f.write(b"".join(chunk))
 
 
+def write_many_address_pcap(path, n, flows):
+    """n 64-byte IPv4/UDP frames over `flows` flows whose 2 * flows
+    addresses are all distinct and spread wide (sources in 10/8,
+    destinations in 64 /8s from 100/8): Crypto-PAn's hard case (issue 30:
+    200,000 addresses in 2 M packets), where translation caches of a few
+    thousand entries miss. Every flow appears at least once. The file is
+    never sent anywhere."""
+    import random
+    rnd = random.Random(7)
+    seen = set()
+
+    def addr(first):
+        while True:
+            a = bytes([first, rnd.randrange(256), rnd.randrange(256), rnd.randrange(256)])
+            if a not in seen:
+                seen.add(a)
+                return a
+    recs = [udp_frame(64, addr(10), addr(100 + (i & 63)), i, 10000 + i % 5000, 53, b"B")
+            for i in range(flows)]
+    order = list(range(flows)) + [rnd.randrange(flows) for _ in range(max(0, n - flows))]
+    rnd.shuffle(order)
+    rec_hdr = struct.Struct("<IIII")
+    ts = 1700000000 * 1000000
+    with open(path, "wb", buffering=1 << 22) as f:
+        f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
+        chunk = []
+        for k in order:
+            fr = recs[k]
+            ts += 2
+            chunk.append(rec_hdr.pack(ts // 1000000, ts % 1000000, len(fr), len(fr)))
+            chunk.append(fr)
+            if len(chunk) >= 65536:
+                f.write(b"".join(chunk))
+                chunk = []
+        f.write(b"".join(chunk))
+    return len(seen)
+
+
 def write_tcp_bulk_pcap(path, n):
     """A TCP bulk transfer's frames (data with timestamp options, an ACK
     every two; IP IDs counting, checksums random as a full checksum looks),

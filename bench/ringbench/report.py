@@ -238,11 +238,12 @@ def print_report(results, noise, out_path):
                 print("  %s: ERROR %s" % (r["tool"], r["error"]))
     priv = [r for r in results if r["kind"] == "privacy"]
     if priv:
-        n = priv[0]["packets"]
-        print("\n## Privacy (-r IN -w OUT, Crypto-PAn, %d packets over %d flows, one core)\n"
-              % (n, priv[0]["flows"]))
-        print(table(["tool", "seconds", "cpu s", "ns/pkt (CPU)", "Mpps per core"],
-                    [[r["tool"], fmt(r.get("seconds"), "{:.2f}"), fmt(r.get("cpu_s"), "{:.2f}"),
+        print("\n## Privacy (-r IN -w OUT, Crypto-PAn, one core)\n")
+        print(table(["trace", "packets", "addresses", "tool", "seconds", "cpu s",
+                     "ns/pkt (CPU)", "Mpps per core"],
+                    [[r.get("trace", "many flows"), str(r["packets"]),
+                      str(r.get("addresses", 2 * r["flows"])), r["tool"],
+                      fmt(r.get("seconds"), "{:.2f}"), fmt(r.get("cpu_s"), "{:.2f}"),
                       fmt(r.get("cpu_ns_per_pkt"), "{:.0f}"),
                       fmt(r.get("mpps_per_core"), "{:.2f}")] for r in priv]))
         for r in priv:
@@ -250,8 +251,12 @@ def print_report(results, noise, out_path):
                 print("  %s: ERROR %s" % (r["tool"], r["error"]))
         for r in results:
             if r["kind"] == "privacy-agree":
-                print("\n  ringcap's and traceanon's anonymized addresses equal in %d of %d packets"
-                      % (r["same_addresses"], r["packets"]))
+                print("\n  %s: ringcap's and traceanon's anonymized addresses equal in %d of %d "
+                      "packets" % (r.get("trace", "many flows"), r["same_addresses"],
+                                   r["packets"]))
+            if r["kind"] == "privacy-ratio":
+                print("\n  %s: traceanon / ringcap = %.1fx wall, %.1fx CPU (%s; goal >= 10x)"
+                      % (r["trace"], r["wall_ratio"], r["cpu_ratio"], r["tool"]))
     cmp_ = [r for r in results if r["kind"] == "compress"]
     if cmp_:
         print("\n## Header compression (-s headers, microseconds; bytes per packet, everything "

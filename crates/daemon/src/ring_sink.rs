@@ -45,6 +45,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// How long a kept packet may wait in a partly filled chunk.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
+
 /// Chunks a compressed session may have handed over and not yet seen in
 /// its ring: its encoder's queue plus blocks it waits for. The capture
 /// thread works through a whole kernel ring block (4 MiB, some 30 000 short
@@ -524,9 +527,7 @@ impl PacketSink for RingSink {
         // its chunk in hand is cut only once it is due by itself, so that
         // sessions with the same packets keep cutting the same chunks.
         let due = self.compressed.is_none()
-            || self
-                .started
-                .is_some_and(|t| t.elapsed() >= crate::session::FLUSH_INTERVAL);
+            || self.started.is_some_and(|t| t.elapsed() >= FLUSH_INTERVAL);
         if due {
             self.ship();
         } else {

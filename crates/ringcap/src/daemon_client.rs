@@ -6,7 +6,7 @@
 
 use crate::cli::StatsArgs;
 use crate::failure::{exit, Failure};
-use crate::session::{Reporter, Signals};
+use crate::reporting::{Reporter, Signals};
 use ringcap_client::{
     default_socket, Client, ClientError, DumpRequest, OpenRequest, OutputFormat, Sample,
     Snap as SnapRequest,
@@ -329,7 +329,7 @@ pub fn capture(
     reporter.finish(&[(name, total)], &total, began.elapsed().as_secs_f64());
     eprintln!("ringcap: ringcapd ended the session: {reason}");
     if let Some(f) = shared.failure.lock().ok().and_then(|f| f.clone()) {
-        crate::session::report_failure(&f, &total);
+        crate::reporting::report_failure(&f, &total);
         return Ok(exit::RUNTIME);
     }
     Ok(0)

@@ -16,5 +16,6 @@ pub mod inject;
 pub mod privacy;
 pub mod privileges;
 pub mod query;
+pub mod reporting;
 pub mod run;
 pub mod session;

@@ -27,6 +27,8 @@ pub mod error;
 pub mod event;
 pub mod hub;
 pub mod interfaces;
+#[cfg(not(feature = "hook"))]
+mod no_hook;
 pub mod sink;
 pub mod source;
 pub mod spec;
@@ -41,6 +43,9 @@ pub use sink::{PacketSink, SharedSinkFactory, SinkFactory};
 pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec, ZeroCopy};
 
 // What a front end needs to fill a spec, without depending on every crate.
+#[cfg(not(feature = "hook"))]
+pub use no_hook::Hook;
+#[cfg(feature = "hook")]
 pub use ringcap_hook::Hook;
 pub use ringcap_sink::encode::copy_with_tag;
 pub use ringcap_sink::files::{OutputPlan, Retention, Rotation};

@@ -29,7 +29,6 @@ pub mod hub;
 pub mod interfaces;
 #[cfg(not(feature = "hook"))]
 mod no_hook;
-pub mod sink;
 pub mod source;
 pub mod spec;
 pub mod stages;
@@ -39,7 +38,7 @@ pub mod worker;
 pub use capture::{Capture, FileSink, Outcome, Started, BATCH_SIZE, BLOCK_SIZE, RETIRE_TIMEOUT_MS};
 pub use error::{EngineError, ErrorKind};
 pub use event::Event;
-pub use sink::{PacketSink, SharedSinkFactory, SinkFactory};
+pub use ringcap_sink::{PacketSink, Record, SharedSinkFactory, SinkFactory};
 pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec, ZeroCopy};
 
 // What a front end needs to fill a spec, without depending on every crate.

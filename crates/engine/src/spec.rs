@@ -113,6 +113,10 @@ pub struct SinkSpec {
     /// Whether live ring blocks are written in place as pcapng (no copy per
     /// packet) where that can be done.
     pub zero_copy: ZeroCopy,
+    /// Told of each output file published and removed (the per-file hook
+    /// of the observer slot: sidecars such as an index live and die with
+    /// their files). `None`: nothing is called.
+    pub files: Option<ringcap_sink::FileHook>,
 }
 
 /// `--zero-copy`: writing the kernel's ring blocks to the file as they are,
@@ -158,6 +162,7 @@ impl SinkSpec {
             file_mode: 0o640,
             comment: String::new(),
             zero_copy: ZeroCopy::Auto,
+            files: None,
         }
     }
 }

@@ -64,6 +64,7 @@ pub fn run(args: &BenchSinkArgs) -> Result<i32, Failure> {
         owner: None,
         wall_clock: false,
         compress: false,
+        files: None,
         notify: None,
     };
     let writer = Writer::spawn(cfg, board.clone(), full_rx, vec![pool_tx])
@@ -75,7 +76,7 @@ pub fn run(args: &BenchSinkArgs) -> Result<i32, Failure> {
     let cpu0 = cpu_seconds();
     let t0 = Instant::now();
     for i in 0..args.packets {
-        encoder.push(i * 1000, args.size, &frame, None, frame.len());
+        encoder.push(ringcap_engine::Record::whole(i * 1000, args.size, &frame));
     }
     encoder.close();
     drop(encoder);

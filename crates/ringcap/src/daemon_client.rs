@@ -145,7 +145,7 @@ impl Intake {
                     return;
                 }
                 self.left -= 1;
-                let kept = encoder.push(p.ts_ns, p.wire_len, p.data, None, p.data.len());
+                let kept = encoder.push(ringcap_engine::Record::whole(p.ts_ns, p.wire_len, p.data));
                 if let Some(bytes) = kept {
                     // Sessions are Ethernet interfaces (LINKTYPE_ETHERNET).
                     ringcap_stages::transform::apply_all(

@@ -155,6 +155,7 @@ pub(super) fn start_sink(
         wall_clock: live,
         compress: sink.compress,
         notify,
+        files: sink.files.clone(),
     };
     let writer = Writer::spawn_with_rings(cfg, board, full_rx, senders, rings).map_err(|e| {
         let msg = format!("cannot write the output: {e}");

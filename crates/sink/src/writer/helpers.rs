@@ -2,6 +2,7 @@
 //! compressed into blocks, disk-full errors, ownership checks, names.
 
 use super::*;
+use ringcap_format::record::{Endian, Header};
 
 /// The unit of output at `bytes[p..]` in `format`, if whole: (length,
 /// timestamp in ns, packets). A unit is a record (a packet if it has a
@@ -44,10 +45,15 @@ pub fn compress_records(
     let mut p = from;
     let mut n = 0u64;
     while p + pcap::RECORD_HEADER_LEN <= to {
-        let h = &bytes[p..p + pcap::RECORD_HEADER_LEN];
-        let word = |i: usize| u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-        let (secs, frac, caplen, wire) =
-            (word(0) as u64, word(4) as u64, word(8) as usize, word(12));
+        let Some(h) = Header::read(&bytes[p..], Endian::Host) else {
+            break;
+        };
+        let (secs, frac, caplen, wire) = (
+            u64::from(h.secs),
+            u64::from(h.frac),
+            h.caplen as usize,
+            h.wire_len,
+        );
         let ts = match res {
             ringcap_format::TsResolution::Micro => secs * 1_000_000 + frac,
             ringcap_format::TsResolution::Nano => secs * 1_000_000_000 + frac,

@@ -90,6 +90,8 @@ pub struct WriterConfig {
     /// (what [`Shared`] then holds), for a supervisor that waits for that
     /// rather than looking every so often.
     pub notify: Option<Arc<crate::Bell>>,
+    /// Told of each file published and removed (see [`crate::FileObserver`]).
+    pub files: Option<crate::FileHook>,
 }
 
 /// State shared between the writer thread and the rest of the program.

@@ -225,12 +225,18 @@ impl Writer {
             c.push(final_path.clone());
         }
         self.notify();
+        if let Some(h) = &self.cfg.files {
+            h.0.published(&final_path);
+        }
         if let Some(cmd) = &self.cfg.post_rotate {
             run_post_rotate(cmd, &final_path);
         }
         if let OutputPlan::Series { dir, template } = &self.cfg.plan {
             for gone in files::enforce_retention(dir, template, &self.cfg.retention, 0) {
                 self.log(format!("retention: deleted {}", gone.display()));
+                if let Some(h) = &self.cfg.files {
+                    h.0.removed(&gone);
+                }
             }
         }
         result

@@ -338,6 +338,9 @@ impl Writer {
                 "deleted {} to make room (disk full)",
                 oldest.display()
             ));
+            if let Some(h) = &self.cfg.files {
+                h.0.removed(oldest);
+            }
             true
         } else {
             false

@@ -27,6 +27,7 @@ use ringcap_stages::filter::Target;
 const ETHERNET: i32 = 1;
 /// Accepting returns of a client program: the daemon sets the real snap.
 const PROGRAM_SNAPLEN: u32 = 262_144;
+use ringcap_format::record::{Endian, Header, HEADER_LEN};
 pub use ringcap_proto::{InjectFrame, InjectReport, InjectStatus};
 use ringcap_shm::RingReader;
 use std::fmt;
@@ -52,7 +53,7 @@ pub fn default_socket() -> PathBuf {
 }
 
 /// Bytes of a record header in the ring (pcap, nanosecond, little endian).
-const RECORD_HEADER: usize = 16;
+const RECORD_HEADER: usize = HEADER_LEN;
 
 /// Why a call failed.
 #[derive(Debug)]
@@ -376,11 +377,17 @@ pub struct Records<'a> {
     pub wire_bytes: u64,
 }
 
-/// The record header's words at `p[..16]`.
+/// The record header's words at `p[..16]` (the caller checked the length):
+/// seconds, nanoseconds, captured length, length on the wire.
 #[inline]
 fn record_header(p: &[u8]) -> (u32, u32, u32, u32) {
-    let word = |i: usize| u32::from_le_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
-    (word(0), word(4), word(8), word(12))
+    let h = Header::read(p, Endian::Little).unwrap_or(Header {
+        secs: 0,
+        frac: 0,
+        caplen: 0,
+        wire_len: 0,
+    });
+    (h.secs, h.frac, h.caplen, h.wire_len)
 }
 
 impl<'a> Records<'a> {
@@ -484,13 +491,16 @@ impl Unpack {
         self.records.clear();
         self.reader.load(block, 0).map_err(bad)?;
         while let Some(r) = self.reader.next_record().map_err(bad)? {
-            let secs = u32::try_from(r.ts / 1_000_000_000).unwrap_or(u32::MAX);
-            let out = &mut self.records;
-            out.extend_from_slice(&secs.to_le_bytes());
-            out.extend_from_slice(&((r.ts % 1_000_000_000) as u32).to_le_bytes());
-            out.extend_from_slice(&(r.data.len() as u32).to_le_bytes());
-            out.extend_from_slice(&r.wire_len.to_le_bytes());
-            out.extend_from_slice(r.data);
+            let mut h = [0u8; RECORD_HEADER];
+            Header {
+                secs: u32::try_from(r.ts / 1_000_000_000).unwrap_or(u32::MAX),
+                frac: (r.ts % 1_000_000_000) as u32,
+                caplen: r.data.len() as u32,
+                wire_len: r.wire_len,
+            }
+            .write(&mut h, Endian::Little);
+            self.records.extend_from_slice(&h);
+            self.records.extend_from_slice(r.data);
         }
         Ok(&self.records)
     }

@@ -34,8 +34,8 @@
 //! Blocks reach each ring in the order of its chunks: the capture thread
 //! appends a session's blocks once they are ready, oldest first.
 
-use ringcap_engine::sink::{read_record, write_record, RECORD_HEADER};
 use ringcap_engine::{PacketSink, SinkFactory};
+use ringcap_format::record::{read_ring_record, write_ring_record, Record, HEADER_LEN};
 use ringcap_shm::RingWriter;
 use ringcap_stages::Limits;
 use std::collections::VecDeque;
@@ -44,6 +44,9 @@ use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// How long a kept packet may wait in a partly filled chunk.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Chunks a compressed session may have handed over and not yet seen in
 /// its ring: its encoder's queue plus blocks it waits for. The capture
@@ -309,9 +312,9 @@ impl Drop for Encoder {
 /// `records` (pcap records as [`RingSink`] writes them) as one block.
 fn encode(encoder: &mut ringcap_compress::Encoder, records: &[u8]) -> Vec<u8> {
     let mut p = records;
-    // Whole records only (as `write_record` makes them).
-    while let Some((ts, wire_len, data, len)) = read_record(p) {
-        encoder.push(ts, wire_len, data);
+    // Whole records only (as `write_ring_record` makes them).
+    while let Some((r, len)) = read_ring_record(p) {
+        encoder.push(r.ts_ns, r.wire_len, r.data);
         p = &p[len..];
     }
     let mut block = Vec::new();
@@ -437,24 +440,18 @@ impl RingSink {
 
 impl PacketSink for RingSink {
     #[inline]
-    fn push(
-        &mut self,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-        tag: Option<[u8; 4]>,
-        caplen: usize,
-    ) -> Option<&mut [u8]> {
+    fn push(&mut self, rec: Record<'_>) -> Option<&mut [u8]> {
+        let (ts_ns, caplen) = (rec.ts_ns, rec.caplen);
         if self.closed {
             self.dropped += 1;
             self.counters.dropped_client.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        if !self.limits.unlimited() && self.limits.admit(ts_ns, wire_len).is_err() {
+        if !self.limits.unlimited() && self.limits.admit(ts_ns, rec.wire_len).is_err() {
             self.counters.rate_limited.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        let need = RECORD_HEADER + caplen;
+        let need = HEADER_LEN + caplen;
         if need > self.buf.len() {
             // Longer than any chunk (it cannot happen with 256 KiB chunks and
             // 64 KiB + 4 frames, but a sink must not panic).
@@ -476,17 +473,10 @@ impl PacketSink for RingSink {
             }
         }
         let at = self.len;
-        write_record(
-            &mut self.buf[at..at + need],
-            ts_ns,
-            wire_len,
-            data,
-            tag,
-            caplen,
-        );
+        write_ring_record(&mut self.buf[at..at + need], &rec);
         self.len += need;
         self.packets += 1;
-        Some(&mut self.buf[at + RECORD_HEADER..at + need])
+        Some(&mut self.buf[at + HEADER_LEN..at + need])
     }
 
     fn push_records(&mut self, records: &[u8], packets: u32) -> bool {
@@ -494,9 +484,10 @@ impl PacketSink for RingSink {
         if self.closed || !self.limits.unlimited() || records.len() > self.buf.len() {
             return false;
         }
-        let Some((first_ts, ..)) = read_record(records) else {
+        let Some((first, _)) = read_ring_record(records) else {
             return false;
         };
+        let first_ts = first.ts_ns;
         // A compressed chunk is cut by the time of a run's first packet (see
         // `push`): runs are the same for sessions that keep the same packets.
         let slot = first_ts / SLOT_NS;
@@ -524,9 +515,7 @@ impl PacketSink for RingSink {
         // its chunk in hand is cut only once it is due by itself, so that
         // sessions with the same packets keep cutting the same chunks.
         let due = self.compressed.is_none()
-            || self
-                .started
-                .is_some_and(|t| t.elapsed() >= crate::session::FLUSH_INTERVAL);
+            || self.started.is_some_and(|t| t.elapsed() >= FLUSH_INTERVAL);
         if due {
             self.ship();
         } else {
@@ -666,13 +655,13 @@ mod tests {
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
-            a.push(ts, 100, &f, None, f.len());
-            let mut record = vec![0; RECORD_HEADER + f.len()];
-            write_record(&mut record, ts, 100, &f, None, f.len());
+            a.push(Record::whole(ts, 100, &f));
+            let mut record = vec![0; HEADER_LEN + f.len()];
+            write_ring_record(&mut record, &Record::whole(ts, 100, &f));
             assert!(d.push_records(&record, 1), "d takes runs");
             want_a.push((ts, 100, f.clone()));
             if i >= B_FROM {
-                b.push(ts, 100, &f, None, f.len());
+                b.push(Record::whole(ts, 100, &f));
                 want_b.push((ts, 100, f.clone()));
             }
             // c's copy of one packet differs by a byte (a transform, say).
@@ -680,7 +669,7 @@ mod tests {
             if i == ODD {
                 g[40] ^= 1;
             }
-            c.push(ts, 100, &g, None, g.len());
+            c.push(Record::whole(ts, 100, &g));
             want_c.push((ts, 100, g));
         }
         for s in [&mut a, &mut b, &mut c, &mut d] {

@@ -12,7 +12,7 @@
 //! client fills only its own ring; the hub never waits for it.
 
 use crate::dump::Dump;
-use crate::ring_sink::{RingSinks, SinkCounters};
+use crate::ring_sink::{RingSinks, SinkCounters, FLUSH_INTERVAL};
 use ringcap_engine::hub::{self, Subscription, SubscriptionSpec};
 use ringcap_engine::{Counters, PacketSink, Sampling, SinkFactory, Snap, TransformFactory};
 use ringcap_policy::{Decision, Peer, Policy};
@@ -23,10 +23,8 @@ use ringcap_shm::RingWriter;
 use ringcap_stages::Instruction;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-/// How long a kept packet may wait in a partly filled chunk.
-pub const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
 /// What a client asked for (the `Open` request's fields, checked by the codec).
 pub use ringcap_policy::OpenRequest;
 /// Smallest shared-memory ring.

@@ -17,11 +17,11 @@
 //! joined.
 
 use crate::error::EngineError;
-use crate::sink::PacketSink;
 use crate::source::live::LiveSource;
 use crate::source::Source;
 use crate::stages::Stages;
 use group::{Group, GroupWork, Subscriber};
+use ringcap_sink::PacketSink;
 use ringcap_source::{CaptureSocket, Interface, RingGeometry, SocketOptions, TimestampSource};
 use ringcap_stages::{Program, Sampling, SessionFilter, Snap, TransformFactory, UserSampler};
 use ringcap_stats::{CaptureCounts, Counters};

@@ -27,7 +27,8 @@ pub mod error;
 pub mod event;
 pub mod hub;
 pub mod interfaces;
-pub mod sink;
+#[cfg(not(feature = "hook"))]
+mod no_hook;
 pub mod source;
 pub mod spec;
 pub mod stages;
@@ -37,10 +38,13 @@ pub mod worker;
 pub use capture::{Capture, FileSink, Outcome, Started, BATCH_SIZE, BLOCK_SIZE, RETIRE_TIMEOUT_MS};
 pub use error::{EngineError, ErrorKind};
 pub use event::Event;
-pub use sink::{PacketSink, SharedSinkFactory, SinkFactory};
+pub use ringcap_sink::{PacketSink, Record, SharedSinkFactory, SinkFactory};
 pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec, ZeroCopy};
 
 // What a front end needs to fill a spec, without depending on every crate.
+#[cfg(not(feature = "hook"))]
+pub use no_hook::Hook;
+#[cfg(feature = "hook")]
 pub use ringcap_hook::Hook;
 pub use ringcap_sink::encode::copy_with_tag;
 pub use ringcap_sink::files::{OutputPlan, Retention, Rotation};

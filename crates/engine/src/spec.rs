@@ -1,7 +1,7 @@
 //! What a capture is asked to do: plain data, checked by [`crate::Capture::start`].
 //! Front ends (the command line, the daemon) build one from their own input.
 
-use ringcap_hook::Hook;
+use crate::Hook;
 use ringcap_sink::files::{OutputPlan, Retention, Rotation};
 use ringcap_sink::{RecordFormat, WriteMode};
 use ringcap_source::TimestampSource;
@@ -16,10 +16,6 @@ pub struct CaptureSpec {
     pub source: SourceSpec,
     /// Filter expression, tcpdump syntax ("" = every packet).
     pub filter: String,
-    /// An administrator's filter every packet must pass as well ("" = none):
-    /// compiled on its own and joined to `filter`'s program instruction by
-    /// instruction (`Program::and`), so no text in `filter` can widen it.
-    pub framework_filter: String,
     /// How much of each packet to keep.
     pub snap: Snap,
     /// Which packets to keep of those the filter accepts.
@@ -27,12 +23,8 @@ pub struct CaptureSpec {
     /// In-place rewrites of kept packets, in order (see `ringcap_stages::transform`).
     pub transforms: Vec<TransformFactory>,
     /// Where kept packets go: files (or a stream) written by the engine's
-    /// writer, unless `stream` is set.
+    /// writer.
     pub sink: SinkSpec,
-    /// Sinks of the front end's own, one per capture thread (live captures
-    /// only): when set, packets go there and `sink` only gives its flush
-    /// interval.
-    pub stream: Option<crate::sink::SharedSinkFactory>,
     /// Stop after this many kept packets.
     pub count: Option<u64>,
     /// Stop after this long.
@@ -47,12 +39,10 @@ impl std::fmt::Debug for CaptureSpec {
         f.debug_struct("CaptureSpec")
             .field("source", &self.source)
             .field("filter", &self.filter)
-            .field("framework_filter", &self.framework_filter)
             .field("snap", &self.snap)
             .field("sampling", &self.sampling)
             .field("transforms", &self.transforms.len())
             .field("sink", &self.sink)
-            .field("stream", &self.stream.is_some())
             .field("count", &self.count)
             .field("duration", &self.duration)
             .field("observer", &self.observer.is_some())
@@ -123,6 +113,10 @@ pub struct SinkSpec {
     /// Whether live ring blocks are written in place as pcapng (no copy per
     /// packet) where that can be done.
     pub zero_copy: ZeroCopy,
+    /// Told of each output file published and removed (the per-file hook
+    /// of the observer slot: sidecars such as an index live and die with
+    /// their files). `None`: nothing is called.
+    pub files: Option<ringcap_sink::FileHook>,
 }
 
 /// `--zero-copy`: writing the kernel's ring blocks to the file as they are,
@@ -168,6 +162,7 @@ impl SinkSpec {
             file_mode: 0o640,
             comment: String::new(),
             zero_copy: ZeroCopy::Auto,
+            files: None,
         }
     }
 }

@@ -10,8 +10,9 @@
 //! no lock; the thread owns its observer, so an observer keeps per-thread
 //! state and hands results elsewhere itself.
 
-use crate::sink::PacketSink;
 use crate::source::{Flow, Packet};
+use ringcap_format::record::{write_ring_record, Record, HEADER_LEN};
+use ringcap_sink::PacketSink;
 use ringcap_stages::transform::apply_all;
 use ringcap_stages::{CheckedProgram, Snap, Transform, UserSampler};
 use ringcap_stats::CaptureCounts;
@@ -117,21 +118,23 @@ impl Stages {
             && self.interface_base.is_none()
     }
 
-    /// Appends `p`'s record (see `crate::sink::write_record`), cut to the
+    /// Appends `p`'s ring record (see `ringcap_format::record`), cut to the
     /// snap length, to `out`.
     #[inline]
     pub fn record(&self, p: &Packet<'_>, out: &mut Vec<u8>) {
         let tag_len = if p.vlan.is_some() { 4 } else { 0 };
         let caplen = self.snap.keep_len(p.data, tag_len);
         let at = out.len();
-        out.resize(at + crate::sink::RECORD_HEADER + caplen, 0);
-        crate::sink::write_record(
+        out.resize(at + HEADER_LEN + caplen, 0);
+        write_ring_record(
             &mut out[at..],
-            p.ts_ns,
-            p.wire_len + tag_len as u32,
-            p.data,
-            p.vlan,
-            caplen,
+            &Record {
+                ts_ns: p.ts_ns,
+                wire_len: p.wire_len + tag_len as u32,
+                data: p.data,
+                tag: p.vlan,
+                caplen,
+            },
         );
     }
 
@@ -210,7 +213,13 @@ impl Stages {
         let seen = caplen.saturating_sub(tag_len).min(p.data.len());
         let linktype = self.linktypes.get(p.interface).copied().unwrap_or(1);
         observer.packet(&p.data[..seen], p.vlan, wire_len, p.ts_ns, linktype);
-        let kept = encoder.push(p.ts_ns, wire_len, p.data, p.vlan, caplen);
+        let kept = encoder.push(Record {
+            ts_ns: p.ts_ns,
+            wire_len,
+            data: p.data,
+            tag: p.vlan,
+            caplen,
+        });
         if !self.transforms.is_empty() {
             if let Some(bytes) = kept {
                 apply_all(&mut self.transforms, linktype, bytes, wire_len);

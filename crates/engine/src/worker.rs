@@ -22,10 +22,10 @@
 //! most [`HOLD_LIMIT`] for a stalled writer, then reads what is left and
 //! the writer drops what does not fit (counted), so that a capture always ends.
 
-use crate::sink::PacketSink;
 use crate::source::{Flow, Next, Source, SourceError};
 use crate::stages::{Observer, Stages};
 use crate::stop::Stop;
+use ringcap_sink::PacketSink;
 use ringcap_stats::{Board, CaptureCounts};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

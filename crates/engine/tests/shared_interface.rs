@@ -52,8 +52,6 @@ fn spec(iface: &str, filter: &str, snap: Snap, out: PathBuf, format: RecordForma
         snap,
         sampling: Sampling::All,
         transforms: Vec::new(),
-        framework_filter: String::new(),
-        stream: None,
         sink: SinkSpec {
             writer_buffer_bytes: 16 << 20,
             flush_interval: Duration::from_millis(100),

@@ -10,6 +10,8 @@
 //! - [`pcapng`]: pcapng blocks (writing).
 //! - [`walk`]: record boundaries and timestamps in files ringcap wrote.
 //! - [`read`]: [`Reader`] for any pcap or pcapng file.
+//! - [`record`]: [`Record`](record::Record), a kept packet, and the one 16-byte
+//!   record header layout (pcap files, ringcapd's rings).
 //! - [`sidecar`]: names of the files kept next to a capture (its index).
 //! - [`repair`](mod@repair): [`check`] and [`repair`](fn@repair) files cut short by a crash.
 
@@ -19,6 +21,7 @@
 pub mod pcap;
 pub mod pcapng;
 pub mod read;
+pub mod record;
 pub mod repair;
 pub mod sidecar;
 pub mod walk;

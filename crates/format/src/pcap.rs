@@ -1,12 +1,13 @@
 //! The classic pcap format: a 24-byte file header, then a 16-byte header before
 //! every packet. Files are written in the host's byte order, as libpcap does.
 
+use crate::record::{Endian, Header};
 use crate::TsResolution;
 
 /// Length of the file header.
 pub const FILE_HEADER_LEN: usize = 24;
 /// Length of the header in front of every packet record.
-pub const RECORD_HEADER_LEN: usize = 16;
+pub const RECORD_HEADER_LEN: usize = crate::record::HEADER_LEN;
 /// Magic number of a microsecond file, in the writer's byte order.
 pub const MAGIC_MICRO: u32 = 0xa1b2_c3d4;
 /// Magic number of a nanosecond file, in the writer's byte order.
@@ -40,16 +41,7 @@ pub fn write_record_header(
     wire_len: u32,
     resolution: TsResolution,
 ) {
-    let secs = (ts_ns / 1_000_000_000) as u32;
-    let frac = match resolution {
-        TsResolution::Micro => ((ts_ns % 1_000_000_000) / 1_000) as u32,
-        TsResolution::Nano => (ts_ns % 1_000_000_000) as u32,
-    };
-    let h = &mut dst[..RECORD_HEADER_LEN];
-    h[0..4].copy_from_slice(&secs.to_ne_bytes());
-    h[4..8].copy_from_slice(&frac.to_ne_bytes());
-    h[8..12].copy_from_slice(&caplen.to_ne_bytes());
-    h[12..16].copy_from_slice(&wire_len.to_ne_bytes());
+    Header::new(ts_ns, caplen, wire_len, resolution).write(dst, Endian::Host);
 }
 
 #[cfg(test)]

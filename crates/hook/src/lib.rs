@@ -231,7 +231,8 @@ pub fn copy_len(snaplen: u32, reach: Option<u32>) -> u32 {
 static LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 fn keep_log(level: PrintLevel, msg: String) {
-    if std::env::var_os("RINGCAP_BPF_DEBUG").is_some() {
+    // Debug builds only: the shipped binary reads no debugging variable.
+    if cfg!(debug_assertions) && std::env::var_os("RINGCAP_BPF_DEBUG").is_some() {
         eprint!("{msg}");
     }
     if matches!(level, PrintLevel::Debug) {

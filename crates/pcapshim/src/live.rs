@@ -14,6 +14,7 @@ use ringcap_client::{
     default_socket, Client, ClientError, InjectFrame, InjectStatus, OpenRequest, SessionCounters,
     Snap,
 };
+use ringcap_format::record::{Endian, Header, HEADER_LEN};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -25,7 +26,7 @@ const PLACEHOLDER: &str = "less 1";
 /// Largest snap length libpcap takes (and the daemon).
 const MAX_SNAPLEN: u32 = 262_144;
 /// Bytes of a record header in the queue (as in the ring).
-const RECORD: usize = 16;
+const RECORD: usize = HEADER_LEN;
 
 /// Settings made before activation (`pcap_set_*`).
 #[derive(Debug, Clone)]
@@ -335,11 +336,8 @@ impl Live {
     /// precision) and a pointer to its bytes (valid until the next read).
     fn take(&mut self) -> Option<(PktHdr, *const u8)> {
         let p = self.local.get(self.local_off..)?;
-        if p.len() < RECORD {
-            return None;
-        }
-        let w = |i: usize| u32::from_le_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
-        let (sec, nsec, caplen, wire) = (w(0), w(4), w(8), w(12));
+        let h = Header::read(p, Endian::Little)?;
+        let (sec, nsec, caplen, wire) = (h.secs, h.frac, h.caplen, h.wire_len);
         let end = (RECORD + caplen as usize).min(p.len());
         let data = p[RECORD..end].as_ptr();
         self.local_off += end;

@@ -40,6 +40,7 @@
 use serde::Serialize;
 
 use crate::error::ProtoError;
+pub use crate::messages::MessageKind;
 use crate::messages::{Request, Response};
 
 /// First four bytes of every message.
@@ -57,26 +58,6 @@ pub const MAX_MESSAGE: usize = 64 * 1024;
 
 /// Largest datagram (header + body): the receive buffer's size.
 pub const MAX_DATAGRAM: usize = HEADER_LEN + MAX_MESSAGE;
-
-/// Which way a message goes; the header's kind field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u16)]
-pub enum MessageKind {
-    /// Client → daemon.
-    Request = 1,
-    /// Daemon → client.
-    Response = 2,
-}
-
-impl MessageKind {
-    /// "request" or "response".
-    pub fn name(self) -> &'static str {
-        match self {
-            MessageKind::Request => "request",
-            MessageKind::Response => "response",
-        }
-    }
-}
 
 /// Encodes a request: header + JSON body. Does not validate and does not
 /// enforce the size limit (see the module docs); the peer does both.

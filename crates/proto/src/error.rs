@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::codec::MessageKind;
+use crate::messages::MessageKind;
 use crate::{MAX_MESSAGE, VERSION};
 
 /// Longest piece of peer-supplied text quoted in an error, in characters.

@@ -25,6 +25,26 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+/// Which way a message goes; the header's kind field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum MessageKind {
+    /// Client → daemon.
+    Request = 1,
+    /// Daemon → client.
+    Response = 2,
+}
+
+impl MessageKind {
+    /// "request" or "response".
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageKind::Request => "request",
+            MessageKind::Response => "response",
+        }
+    }
+}
+
 /// A client's request to the daemon (client → daemon).
 ///
 /// Every request travels without file descriptors; the daemon closes any

@@ -40,10 +40,6 @@ pub enum Command {
     ServeKeys(crate::serve::ServeKeysArgs),
     /// Make a pair of network namespaces, send traffic between them, capture it, and show the result.
     Demo(DemoArgs),
-    /// Storage-only benchmark: synthetic packets straight into the sink, to
-    /// measure the writer without a capture in front of it (used by bench/).
-    #[command(hide = true)]
-    BenchSink(BenchSinkArgs),
     /// Make a fresh Crypto-PAn key for --anonymize: into FILE (created mode 0600), or onto standard output redirected to a file.
     AnonymizeKey(AnonymizeKeyArgs),
     /// Send the frames of a capture file at their relative times (root, or through ringcapd as the grant allows), with a report per frame.
@@ -61,14 +57,6 @@ pub enum Command {
         /// --extcap-interfaces, --extcap-dlts, --extcap-config, --capture ...
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
-    },
-    /// (used by `demo`) send numbered test frames on an interface.
-    #[command(hide = true)]
-    DemoSend {
-        /// Interface.
-        interface: String,
-        /// Number of frames.
-        count: u32,
     },
 }
 
@@ -451,29 +439,6 @@ pub enum DumpAction {
         /// The file's name, as `list` shows it.
         name: String,
     },
-}
-
-/// `ringcap bench-sink`.
-#[derive(Debug, Args)]
-pub struct BenchSinkArgs {
-    /// Where to write (a file; removed afterwards unless --keep).
-    #[arg(short = 'w', long = "write", value_name = "PATH")]
-    pub write: PathBuf,
-    /// Packets to write.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub packets: u64,
-    /// Bytes per packet.
-    #[arg(long, default_value_t = 1500)]
-    pub size: u32,
-    /// How files are written: direct, uring or buffered.
-    #[arg(long, value_name = "MODE", default_value = "direct")]
-    pub write_mode: String,
-    /// Output format: pcap or pcapng.
-    #[arg(long, default_value = "pcap")]
-    pub format: String,
-    /// Keep the file.
-    #[arg(long)]
-    pub keep: bool,
 }
 
 /// `ringcap repair`.

@@ -246,8 +246,6 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
             snap,
             sampling,
             transforms: crate::privacy::transforms(a)?,
-            framework_filter: String::new(),
-            stream: None,
             sink,
             count: a.count,
             duration: a.duration.map(|d| secs("--duration", d)).transpose()?,

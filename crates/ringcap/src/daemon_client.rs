@@ -6,7 +6,7 @@
 
 use crate::cli::StatsArgs;
 use crate::failure::{exit, Failure};
-use crate::session::{Reporter, Signals};
+use crate::reporting::{Reporter, Signals};
 use ringcap_client::{
     default_socket, Client, ClientError, DumpRequest, OpenRequest, OutputFormat, Sample,
     Snap as SnapRequest,
@@ -145,7 +145,7 @@ impl Intake {
                     return;
                 }
                 self.left -= 1;
-                let kept = encoder.push(p.ts_ns, p.wire_len, p.data, None, p.data.len());
+                let kept = encoder.push(ringcap_engine::Record::whole(p.ts_ns, p.wire_len, p.data));
                 if let Some(bytes) = kept {
                     // Sessions are Ethernet interfaces (LINKTYPE_ETHERNET).
                     ringcap_stages::transform::apply_all(
@@ -329,7 +329,7 @@ pub fn capture(
     reporter.finish(&[(name, total)], &total, began.elapsed().as_secs_f64());
     eprintln!("ringcap: ringcapd ended the session: {reason}");
     if let Some(f) = shared.failure.lock().ok().and_then(|f| f.clone()) {
-        crate::session::report_failure(&f, &total);
+        crate::reporting::report_failure(&f, &total);
         return Ok(exit::RUNTIME);
     }
     Ok(0)

@@ -195,14 +195,34 @@ pub fn demo(args: &DemoArgs) -> Result<i32, Failure> {
             Err(_) => {}
         }
     }
-    let sent = Command::new("ip")
-        .args(["netns", "exec", &ns.names[1]])
-        .arg(&exe)
-        .args(["demo-send", peer_if, &args.count.to_string()])
-        .status();
-    if !matches!(sent, Ok(s) if s.success()) {
-        let _ = capture.kill();
-        return Err(Failure::runtime("sending the demo traffic failed"));
+    // The peer sends with `ringcap inject` (frames 1/64 ms apart; a late
+    // one is still sent), from a file made for it.
+    let frames = std::env::temp_dir().join(format!("ringcap-demo-{tag}.pcap"));
+    let sent = write_frames(&frames, args.count).and_then(|_| {
+        Command::new("ip")
+            .args(["netns", "exec", &ns.names[1]])
+            .arg(&exe)
+            .args(["inject", "-i", peer_if, "--tolerance", "60000", "-r"])
+            .arg(&frames)
+            .stdout(Stdio::null())
+            .output()
+    });
+    let _ = std::fs::remove_file(&frames);
+    match sent {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            let _ = capture.kill();
+            return Err(Failure::runtime(format!(
+                "sending the demo traffic failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )));
+        }
+        Err(e) => {
+            let _ = capture.kill();
+            return Err(Failure::runtime(format!(
+                "sending the demo traffic failed: {e}"
+            )));
+        }
     }
     let status = capture
         .wait()
@@ -249,49 +269,30 @@ pub fn demo(args: &DemoArgs) -> Result<i32, Failure> {
     })
 }
 
-/// `ringcap demo-send IFACE COUNT`: numbered UDP frames, paced, bounded.
-pub fn send(interface: &str, count: u32) -> Result<i32, Failure> {
-    let iface = ringcap_source::Interface::open(interface)?;
-    let inj = ringcap_source::inject::Injector::open(&iface)?;
+/// The demo's traffic as a pcap file for `ringcap inject`: `count`
+/// numbered UDP frames (198.18.0.2 -> 198.18.0.3, port 40000 -> 9, the
+/// sequence number as payload), 64 a millisecond.
+fn write_frames(path: &std::path::Path, count: u32) -> std::io::Result<()> {
+    use ringcap_format::{pcap, TsResolution};
+    let mut out = pcap::file_header(1, 65535, TsResolution::Nano).to_vec();
     for seq in 0..count.min(100_000) {
         let mut f = vec![0u8; 60];
         f[..6].copy_from_slice(&[0x02, 0x52, 0x43, 0, 0, 1]);
         f[6..12].copy_from_slice(&[0x02, 0x52, 0x43, 0, 0, 2]);
         f[12..14].copy_from_slice(&[0x08, 0x00]);
-        // IPv4 198.18.0.2 -> 198.18.0.3, UDP 40000 -> 9, payload = sequence number.
         let ip = [
-            0x45,
-            0,
-            0,
-            46 - 14 + 14,
-            0,
-            0,
-            0x40,
-            0,
-            64,
-            17,
-            0,
-            0,
-            198,
-            18,
-            0,
-            2,
-            198,
-            18,
-            0,
-            3,
+            0x45, 0, 0, 46, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 2, 198, 18, 0, 3,
         ];
         f[14..34].copy_from_slice(&ip);
-        f[16..18].copy_from_slice(&46u16.to_be_bytes());
         let csum = !ringcap_wire::ip::ones_complement_sum(&f[14..34]);
         f[24..26].copy_from_slice(&csum.to_be_bytes());
         f[34..42].copy_from_slice(&[0x9c, 0x40, 0, 9, 0, 26, 0, 0]);
         f[42..46].copy_from_slice(&seq.to_be_bytes());
-        inj.send(&f)
-            .map_err(|e| Failure::runtime(format!("sending on {interface}: {e}")))?;
-        if seq % 64 == 63 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let ts = 1_700_000_000_000_000_000 + u64::from(seq) * 15_625;
+        let mut h = [0u8; pcap::RECORD_HEADER_LEN];
+        pcap::write_record_header(&mut h, ts, 60, 60, TsResolution::Nano);
+        out.extend_from_slice(&h);
+        out.extend_from_slice(&f);
     }
-    Ok(0)
+    std::fs::write(path, out)
 }

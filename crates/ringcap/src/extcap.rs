@@ -20,6 +20,8 @@
 
 use crate::failure::Failure;
 use ringcap_client::{default_socket, Client, OpenRequest, Snap};
+use ringcap_format::record::{Endian, Header, HEADER_LEN};
+use ringcap_format::TsResolution;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -230,12 +232,9 @@ fn capture(a: &Args) -> Result<i32, Failure> {
                 if err.is_some() {
                     return;
                 }
-                let ts = p.ts_ns;
-                let mut rec = [0u8; 16];
-                rec[..4].copy_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
-                rec[4..8].copy_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
-                rec[8..12].copy_from_slice(&(p.data.len() as u32).to_le_bytes());
-                rec[12..].copy_from_slice(&p.wire_len.to_le_bytes());
+                let mut rec = [0u8; HEADER_LEN];
+                Header::new(p.ts_ns, p.data.len() as u32, p.wire_len, TsResolution::Nano)
+                    .write(&mut rec, Endian::Little);
                 if let Err(e) = out.write_all(&rec).and_then(|_| out.write_all(p.data)) {
                     err = Some(e);
                 }

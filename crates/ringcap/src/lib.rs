@@ -4,7 +4,6 @@
 //! `ringcap-sink`, with `ringcap-stats` alongside), and prints what the
 //! capture reports. The daemon `ringcapd` is the engine's other front end.
 
-pub mod benchsink;
 pub mod cli;
 pub mod config;
 pub mod daemon_client;
@@ -16,6 +15,7 @@ pub mod inject;
 pub mod privacy;
 pub mod privileges;
 pub mod query;
+pub mod reporting;
 pub mod run;
 pub mod serve;
 pub mod session;

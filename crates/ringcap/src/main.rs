@@ -26,9 +26,7 @@ fn main() {
         Command::Stats(args) => ringcap::daemon_client::stats(&args),
         Command::Dumps(args) => ringcap::daemon_client::dumps(&args),
         Command::Run(args) => ringcap::run::run(&args),
-        Command::BenchSink(args) => ringcap::benchsink::run(&args),
         Command::Demo(args) => ringcap::demo::demo(&args),
-        Command::DemoSend { interface, count } => ringcap::demo::send(&interface, count),
         Command::Extcap { args } => ringcap::extcap::run(&args),
     };
     match result {

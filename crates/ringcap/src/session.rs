@@ -6,128 +6,11 @@
 use crate::config::{self, Plan};
 use crate::failure::{exit, Failure};
 use crate::privileges;
+use crate::reporting::{report_failure, Reporter, Signals};
 use crossbeam_channel::RecvTimeoutError;
-use ringcap_engine::{Capture, Counters, ErrorKind, Event, Started};
-use ringcap_stats::report;
-use std::fs::File;
-use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// Signals as flags: SIGINT/SIGTERM stop, SIGHUP rotates.
-pub struct Signals {
-    /// Stop requested.
-    pub stop: Arc<AtomicBool>,
-    /// Rotation requested.
-    pub hup: Arc<AtomicBool>,
-}
-
-impl Signals {
-    /// Installs the handlers.
-    pub fn install() -> Signals {
-        let stop = Arc::new(AtomicBool::new(false));
-        let hup = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            let _ = signal_hook::flag::register(sig, stop.clone());
-        }
-        let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone());
-        Signals { stop, hup }
-    }
-}
-
-/// Reporting while the capture runs.
-pub struct Reporter {
-    started: Instant,
-    last: Instant,
-    last_total: Counters,
-    json: Option<File>,
-    tty: bool,
-    interval: Duration,
-}
-
-impl Reporter {
-    /// A reporter writing JSON records to `json` (already open).
-    pub fn new(json: Option<File>, interval: Duration) -> Reporter {
-        Reporter {
-            started: Instant::now(),
-            last: Instant::now(),
-            last_total: Counters::default(),
-            json,
-            tty: std::io::stderr().is_terminal(),
-            interval,
-        }
-    }
-
-    /// Time until the next interval record is due.
-    pub fn until_due(&self) -> Duration {
-        self.interval.saturating_sub(self.last.elapsed())
-    }
-
-    /// True when interval records go somewhere (a status line on a
-    /// terminal, `--stats-json`): otherwise nothing needs the counters
-    /// before the end.
-    pub fn active(&self) -> bool {
-        self.tty || self.json.is_some()
-    }
-
-    /// Emits an interval record if one is due (and goes somewhere), with
-    /// the counters `now` gives.
-    pub fn tick(
-        &mut self,
-        now: impl FnOnce() -> (Vec<(String, Counters)>, Counters, Option<String>),
-    ) {
-        if !self.active() || !self.until_due().is_zero() {
-            return;
-        }
-        let (per, total, file) = now();
-        if self.tty {
-            let line = report::status_line(
-                &total,
-                &self.last_total,
-                self.last.elapsed().as_secs_f64(),
-                file.as_deref(),
-            );
-            eprint!("\r\x1b[K{line}");
-        }
-        self.write_json(&per, &total, false, file.as_deref());
-        self.last = Instant::now();
-        self.last_total = total;
-    }
-
-    fn write_json(
-        &mut self,
-        per: &[(String, Counters)],
-        total: &Counters,
-        is_final: bool,
-        file: Option<&str>,
-    ) {
-        if let Some(f) = self.json.as_mut() {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0);
-            let line = report::json_line(
-                now,
-                self.started.elapsed().as_secs_f64(),
-                is_final,
-                per,
-                total,
-                file,
-            );
-            let _ = writeln!(f, "{line}");
-        }
-    }
-
-    /// The final JSON record and report.
-    pub fn finish(mut self, per: &[(String, Counters)], total: &Counters, seconds: f64) {
-        if self.tty {
-            eprintln!();
-        }
-        self.write_json(per, total, true, None);
-        eprint!("{}", report::final_report(per, total, seconds));
-    }
-}
+use ringcap_engine::{Capture, ErrorKind, Event, Started};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 fn print_event(e: &Event) {
     match e {
@@ -316,15 +199,6 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
             Ok(exit::RUNTIME)
         }
     }
-}
-
-/// Prints why the capture failed and how many packets did not make it.
-pub fn report_failure(message: &str, total: &Counters) {
-    eprintln!("ringcap: error: {message}");
-    eprintln!(
-        "ringcap: {} packets could not be written ({} were)",
-        total.packets_dropped_writer, total.packets_written
-    );
 }
 
 /// The tcpdump name of a link type.

@@ -2,6 +2,8 @@
 
 use crate::batch::{Batch, ALIGN};
 use crossbeam_channel::{Receiver, Sender};
+pub use ringcap_format::record::copy_with_tag;
+use ringcap_format::record::{read_ring_record, Endian, Header, Record, HEADER_LEN};
 use ringcap_format::walk::RecordFormat;
 use ringcap_format::{pcap, pcapng, TsResolution};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -110,19 +112,20 @@ impl Encoder {
         }
     }
 
-    /// Encodes one packet: `caplen` bytes made of `data`, with `tag` (a VLAN
-    /// tag the kernel stripped) put back after the two MAC addresses. Returns
+    /// Encodes one packet (see [`Record`]): `caplen` bytes made of `data`,
+    /// with `tag` (a VLAN tag the kernel stripped) put back after the two MAC
+    /// addresses. Returns
     /// the record's packet bytes (for in-place transforms), or `None` if the
     /// packet had to be dropped (no free batch).
     #[inline]
-    pub fn push(
-        &mut self,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-        tag: Option<[u8; 4]>,
-        caplen: usize,
-    ) -> Option<&mut [u8]> {
+    pub fn push(&mut self, rec: Record<'_>) -> Option<&mut [u8]> {
+        let Record {
+            ts_ns,
+            wire_len,
+            data,
+            tag,
+            caplen,
+        } = rec;
         let need = self.record_len(caplen);
         let fits = matches!(&self.current, Some(b) if b.remaining() >= need && !b.coded);
         if !fits && !self.next_batch(need) {
@@ -168,20 +171,13 @@ impl Encoder {
     /// `records` ends the call: it and anything after it are not kept (and
     /// not counted: callers hand over records they checked).
     pub fn push_pcap_records(&mut self, records: &[u8]) -> u64 {
-        const H: usize = pcap::RECORD_HEADER_LEN;
-        let le = |r: &[u8], i: usize| u32::from_le_bytes([r[i], r[i + 1], r[i + 2], r[i + 3]]);
         // Length of the record at the start of `r`, if it is whole.
-        let record = |r: &[u8]| -> Option<usize> {
-            let len = H + le(r.get(..H)?, 8) as usize;
-            (len <= r.len()).then_some(len)
-        };
+        let record = |r: &[u8]| read_ring_record(r).map(|(_, len)| len);
         let RecordFormat::Pcap(res) = self.format else {
             let mut kept = 0;
             let mut rest = records;
-            while let Some(len) = record(rest) {
-                let r = &rest[..len];
-                let ts = u64::from(le(r, 0)) * 1_000_000_000 + u64::from(le(r, 4));
-                if self.push(ts, le(r, 12), &r[H..], None, len - H).is_some() {
+            while let Some((rec, len)) = read_ring_record(rest) {
+                if self.push(rec).is_some() {
                     kept += 1;
                 }
                 rest = &rest[len..];
@@ -219,22 +215,23 @@ impl Encoder {
             dst.copy_from_slice(&rest[..take]);
             let mut at = 0;
             while at < take {
-                let h = &mut dst[at..at + H];
-                let words = [le(h, 0), le(h, 4), le(h, 8), le(h, 12)];
-                let frac = match res {
-                    TsResolution::Micro => words[1] / 1_000,
-                    TsResolution::Nano => words[1],
+                let h = &mut dst[at..at + HEADER_LEN];
+                let Some(ring) = Header::read(h, Endian::Little) else {
+                    break;
                 };
-                for (i, w) in [words[0], frac, words[2], words[3]].into_iter().enumerate() {
-                    h[i * 4..i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
+                let mut file = ring;
+                if res == TsResolution::Micro {
+                    file.frac /= 1_000;
                 }
-                at += H + words[2] as usize;
+                file.write(h, Endian::Host);
+                at += HEADER_LEN + ring.caplen as usize;
             }
             if batch.started.is_none() {
                 batch.started = Some(Instant::now());
             }
-            let l = &rest[last..];
-            batch.last_ts = u64::from(le(l, 0)) * 1_000_000_000 + u64::from(le(l, 4));
+            if let Some(l) = Header::read(&rest[last..], Endian::Little) {
+                batch.last_ts = l.ts_ns();
+            }
             batch.commit_records(take, n);
             kept += n;
             rest = &rest[take..];
@@ -386,63 +383,10 @@ impl Encoder {
     }
 }
 
-/// Copies `caplen` bytes of a packet into `dst[..caplen]`, putting `tag` (a
-/// VLAN tag the kernel stripped) back after the two MAC addresses. Bytes
-/// `data` does not have are zeros (a caller bug, not a panic); `dst` must
-/// hold `caplen` bytes.
-#[inline]
-pub fn copy_with_tag(dst: &mut [u8], data: &[u8], tag: Option<[u8; 4]>, caplen: usize) {
-    let dst = &mut dst[..caplen];
-    let from = match tag {
-        Some(tag) if data.len() >= 12 && caplen >= 12 => {
-            dst[..12].copy_from_slice(&data[..12]);
-            let tag_len = (caplen - 12).min(4);
-            dst[12..12 + tag_len].copy_from_slice(&tag[..tag_len]);
-            let rest = (caplen - 12 - tag_len).min(data.len() - 12);
-            dst[12 + tag_len..12 + tag_len + rest].copy_from_slice(&data[12..12 + rest]);
-            12 + tag_len + rest
-        }
-        _ => {
-            let n = caplen.min(data.len());
-            copy_bytes(&mut dst[..n], &data[..n]);
-            n
-        }
-    };
-    if from < dst.len() {
-        dst[from..].fill(0);
-    }
-}
-
-/// `dst.copy_from_slice(src)`, with short copies (a header trace's records)
-/// done as 16-byte moves rather than a call to `memcpy`, whose set-up costs
-/// more than the copy at these lengths.
-#[inline(always)]
-fn copy_bytes(dst: &mut [u8], src: &[u8]) {
-    let n = src.len();
-    if !(16..=128).contains(&n) || dst.len() != n {
-        dst.copy_from_slice(src);
-        return;
-    }
-    for (d, s) in dst.chunks_exact_mut(16).zip(src.chunks_exact(16)) {
-        d.copy_from_slice(s);
-    }
-    // The last 16 bytes again, overlapping what the loop copied.
-    dst[n - 16..].copy_from_slice(&src[n - 16..]);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn copy_bytes_copies_every_length() {
-        let src: Vec<u8> = (0..200u8).collect();
-        for n in 0..200 {
-            let mut dst = vec![0xee; n];
-            copy_bytes(&mut dst, &src[..n]);
-            assert_eq!(dst, &src[..n], "length {n}");
-        }
-    }
     use ringcap_format::TsResolution;
 
     fn pool(n: usize, size: usize) -> (Sender<Batch>, Receiver<Batch>) {
@@ -510,7 +454,7 @@ mod tests {
                     } else {
                         packets
                             .iter()
-                            .filter(|(ts, wire, d)| e.push(*ts, *wire, d, None, d.len()).is_some())
+                            .filter(|(ts, wire, d)| e.push(Record::whole(*ts, *wire, d)).is_some())
                             .count() as u64
                     };
                     let dropped = e.dropped;
@@ -552,7 +496,7 @@ mod tests {
         let data = [7u8; 1000];
         let mut kept = 0;
         for i in 0..10 {
-            if e.push(i, 1000, &data, None, 1000).is_some() {
+            if e.push(Record::whole(i, 1000, &data)).is_some() {
                 kept += 1;
             }
         }
@@ -579,7 +523,7 @@ mod tests {
         assert!(e.has_room(1 << 30));
         let data = [1u8; 1000];
         let mut kept = 0;
-        while e.push(kept, 1000, &data, None, 1000).is_some() {
+        while e.push(Record::whole(kept, 1000, &data)).is_some() {
             kept += 1;
         }
         assert_eq!(e.dropped, 1);
@@ -596,7 +540,7 @@ mod tests {
         // Waiting takes it as a spare, which the next record goes into.
         e.wait_room(std::time::Duration::from_millis(10));
         assert!(e.has_room(block));
-        assert!(e.push(kept, 1000, &data, None, 1000).is_some());
+        assert!(e.push(Record::whole(kept, 1000, &data)).is_some());
         assert_eq!(e.dropped, 1);
         // A closed encoder never holds the source back.
         e.close();
@@ -608,9 +552,17 @@ mod tests {
         let (_t, free_rx) = pool(1, 8192);
         let (full_tx, full_rx) = crossbeam_channel::unbounded();
         let mut e = Encoder::new(RecordFormat::Pcapng, 3, free_rx, full_tx);
-        assert!(e.push(1_000_000_007, 61, &[1u8; 61], None, 61).is_some());
         assert!(e
-            .push(2_000_000_009, 64, &[2u8; 60], Some([0x81, 0, 0, 1]), 64)
+            .push(Record::whole(1_000_000_007, 61, &[1u8; 61]))
+            .is_some());
+        assert!(e
+            .push(Record {
+                ts_ns: 2_000_000_009,
+                wire_len: 64,
+                data: &[2u8; 60],
+                tag: Some([0x81, 0, 0, 1]),
+                caplen: 64,
+            })
             .is_some());
         e.close();
         let b = full_rx.try_recv().unwrap();

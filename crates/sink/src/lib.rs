@@ -14,7 +14,9 @@
 pub mod batch;
 pub mod bell;
 pub mod encode;
+pub mod file_observer;
 pub mod files;
+pub mod packet_sink;
 pub mod strategy;
 mod sys;
 pub use sys::FixedWrites;
@@ -23,7 +25,10 @@ pub mod writer;
 pub use batch::Batch;
 pub use bell::Bell;
 pub use encode::Encoder;
+pub use file_observer::{FileHook, FileObserver};
 pub use files::{OutputPlan, Retention, Rotation};
+pub use packet_sink::{PacketSink, SharedSinkFactory, SinkFactory};
+pub use ringcap_format::record::Record;
 pub use strategy::WriteMode;
 pub use writer::{RingWrite, SinkInterface, Writer, WriterConfig, WriterHandle};
 

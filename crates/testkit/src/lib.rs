@@ -37,6 +37,7 @@
 //! ```
 
 pub mod capture;
+pub mod child;
 pub mod frames;
 pub mod netns;
 pub mod oracle;

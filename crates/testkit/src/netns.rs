@@ -575,7 +575,7 @@ pub(crate) fn output_with_timeout(mut cmd: Command, limit: Duration) -> io::Resu
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = cmd.spawn()?;
-    let guard = crate::capture::ChildGuard::new(child);
+    let guard = crate::child::ChildGuard::new(child);
     guard.wait_output(limit)
 }
 

@@ -14,9 +14,10 @@
 //! there.
 
 use super::group::{Group, GroupWork, Subscriber};
-use crate::sink::{PacketSink, RECORD_HEADER};
 use crate::source::Packet;
 use crate::stages::Stages;
+use ringcap_format::record::{write_ring_record, Record, HEADER_LEN};
+use ringcap_sink::PacketSink;
 use ringcap_stages::filter::{mentions_vlan, Target};
 use ringcap_stages::{compile, Exclude, Sampling, SessionFilter, Snap, UserSampler};
 use std::collections::HashSet;
@@ -29,17 +30,10 @@ type Kept = Arc<Mutex<Vec<Vec<u8>>>>;
 struct Keeper(Kept);
 
 impl PacketSink for Keeper {
-    fn push(
-        &mut self,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-        tag: Option<[u8; 4]>,
-        caplen: usize,
-    ) -> Option<&mut [u8]> {
-        let mut r = vec![0; RECORD_HEADER + caplen];
-        crate::sink::write_record(&mut r, ts_ns, wire_len, data, tag, caplen);
-        self.0.lock().unwrap().push(r[RECORD_HEADER..].to_vec());
+    fn push(&mut self, rec: Record<'_>) -> Option<&mut [u8]> {
+        let mut r = vec![0; HEADER_LEN + rec.caplen];
+        write_ring_record(&mut r, &rec);
+        self.0.lock().unwrap().push(r[HEADER_LEN..].to_vec());
         None
     }
     fn push_records(&mut self, _records: &[u8], _packets: u32) -> bool {

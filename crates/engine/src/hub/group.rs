@@ -10,10 +10,10 @@
 //! length, so a dozen clients with different filters cost one record each
 //! per packet, not twelve.
 
-use crate::sink::PacketSink;
 use crate::source::live::GROUP;
 use crate::source::{Flow, Packet};
 use crate::stages::Stages;
+use ringcap_sink::PacketSink;
 use ringcap_stages::bpf::interp::Paths;
 use ringcap_stages::{SessionFilter, Snap};
 use ringcap_stats::CaptureCounts;
@@ -260,7 +260,7 @@ impl GroupRecords {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sink::RECORD_HEADER;
+    use ringcap_format::record::{read_ring_record, write_ring_record, Record, HEADER_LEN};
     use ringcap_stages::filter::Target;
     use ringcap_stages::{Sampling, UserSampler};
     use std::sync::{Arc, Mutex};
@@ -276,16 +276,9 @@ mod tests {
     }
 
     impl PacketSink for Keeper {
-        fn push(
-            &mut self,
-            ts_ns: u64,
-            wire_len: u32,
-            data: &[u8],
-            tag: Option<[u8; 4]>,
-            caplen: usize,
-        ) -> Option<&mut [u8]> {
-            let mut r = vec![0; RECORD_HEADER + caplen];
-            crate::sink::write_record(&mut r, ts_ns, wire_len, data, tag, caplen);
+        fn push(&mut self, rec: Record<'_>) -> Option<&mut [u8]> {
+            let mut r = vec![0; HEADER_LEN + rec.caplen];
+            write_ring_record(&mut r, &rec);
             self.records.lock().unwrap().push(r);
             None
         }
@@ -295,8 +288,8 @@ mod tests {
             }
             self.bulk_calls -= 1;
             for _ in 0..packets {
-                let caplen = u32::from_le_bytes(records[8..12].try_into().unwrap()) as usize;
-                let (r, rest) = records.split_at(RECORD_HEADER + caplen);
+                let (_, len) = read_ring_record(records).expect("whole records only");
+                let (r, rest) = records.split_at(len);
                 self.records.lock().unwrap().push(r.to_vec());
                 records = rest;
             }

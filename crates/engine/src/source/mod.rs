@@ -6,6 +6,7 @@
 //! the abstraction.
 
 pub mod file;
+#[cfg(feature = "hook")]
 pub mod hook;
 pub mod live;
 

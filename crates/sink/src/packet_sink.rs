@@ -1,68 +1,22 @@
-//! The sink interface of a capture thread: where kept packets go. The file
-//! path is `ringcap_sink`'s [`Encoder`] (records into batches for the writer
+//! [`PacketSink`]: where one capture thread puts kept packets. The file
+//! path is this crate's [`Encoder`] (records into batches for the writer
 //! thread); other front ends bring their own (the daemon's per-client
 //! shared-memory rings) through a [`SinkFactory`]. The capture thread is
 //! generic over the sink, so the file path pays no indirect call.
 
-use ringcap_sink::encode::copy_with_tag;
-use ringcap_sink::Encoder;
+use crate::Encoder;
+use ringcap_format::record::Record;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Bytes of the header of a record in the layout sinks take in bulk
-/// ([`PacketSink::push_records`]) and the daemon's client rings hold: a pcap
-/// record header with nanoseconds, little endian (seconds, nanoseconds,
-/// captured length, length on the wire), then the captured bytes.
-pub const RECORD_HEADER: usize = 16;
-
-/// Writes one record of that layout at the start of `dst` (at least
-/// [`RECORD_HEADER`] + `caplen` bytes): `caplen` bytes of `data`, with `tag`
-/// put back after the MAC addresses, `wire_len` bytes long on the wire.
-#[inline]
-pub fn write_record(
-    dst: &mut [u8],
-    ts_ns: u64,
-    wire_len: u32,
-    data: &[u8],
-    tag: Option<[u8; 4]>,
-    caplen: usize,
-) {
-    dst[0..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
-    dst[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
-    dst[8..12].copy_from_slice(&(caplen as u32).to_le_bytes());
-    dst[12..16].copy_from_slice(&wire_len.to_le_bytes());
-    copy_with_tag(&mut dst[RECORD_HEADER..], data, tag, caplen);
-}
-
-/// The record of that layout at the start of `bytes`, if it is whole:
-/// (timestamp in ns, length on the wire, captured bytes, the record's
-/// length).
-#[inline]
-pub fn read_record(bytes: &[u8]) -> Option<(u64, u32, &[u8], usize)> {
-    let h = bytes.get(..RECORD_HEADER)?;
-    let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-    let end = RECORD_HEADER.checked_add(word(8) as usize)?;
-    let data = bytes.get(RECORD_HEADER..end)?;
-    let ts_ns = u64::from(word(0)) * 1_000_000_000 + u64::from(word(4));
-    Some((ts_ns, word(12), data, end))
-}
-
 /// Where one capture thread puts kept packets.
 pub trait PacketSink: Send {
-    /// Keeps one packet: `caplen` bytes of `data` (with `tag`, a VLAN tag the
-    /// kernel stripped, put back after the MAC addresses) that was `wire_len`
-    /// bytes long. Returns the kept bytes, for in-place transforms, or `None`
-    /// when the packet had to be dropped (and counted in [`dropped`](Self::dropped)).
-    fn push(
-        &mut self,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-        tag: Option<[u8; 4]>,
-        caplen: usize,
-    ) -> Option<&mut [u8]>;
+    /// Keeps one packet (see [`Record`]). Returns the kept bytes, for
+    /// in-place transforms, or `None` when the packet had to be dropped (and
+    /// counted in [`dropped`](Self::dropped)).
+    fn push(&mut self, rec: Record<'_>) -> Option<&mut [u8]>;
     /// Keeps `packets` packets at once: `records`, whole records as
-    /// [`write_record`] makes them (the daemon's hub makes a group's records
+    /// [`write_ring_record`](ringcap_format::record::write_ring_record) makes them (the daemon's hub makes a group's records
     /// once for every subscriber that keeps them alike). False when this sink
     /// only keeps packets one by one (the default, and when rate limits or
     /// transforms are in the way); then nothing was taken.
@@ -103,15 +57,8 @@ pub trait PacketSink: Send {
 
 impl PacketSink for Encoder {
     #[inline]
-    fn push(
-        &mut self,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-        tag: Option<[u8; 4]>,
-        caplen: usize,
-    ) -> Option<&mut [u8]> {
-        Encoder::push(self, ts_ns, wire_len, data, tag, caplen)
+    fn push(&mut self, rec: Record<'_>) -> Option<&mut [u8]> {
+        Encoder::push(self, rec)
     }
     fn flush(&mut self) {
         Encoder::flush(self)
@@ -142,15 +89,8 @@ impl PacketSink for Encoder {
 
 impl PacketSink for Box<dyn PacketSink> {
     #[inline]
-    fn push(
-        &mut self,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-        tag: Option<[u8; 4]>,
-        caplen: usize,
-    ) -> Option<&mut [u8]> {
-        (**self).push(ts_ns, wire_len, data, tag, caplen)
+    fn push(&mut self, rec: Record<'_>) -> Option<&mut [u8]> {
+        (**self).push(rec)
     }
     #[inline]
     fn push_records(&mut self, records: &[u8], packets: u32) -> bool {

@@ -1,0 +1,114 @@
+//! The supervisor thread of a capture: waits for its bells (stop, the
+//! writer's attention, rotation) or the end of the duration, turns the
+//! writer's log into events and, at the end, joins everything in order.
+
+use super::setup::Running;
+use super::*;
+use crate::source::SourceError;
+use crossbeam_channel::Sender;
+use ringcap_sink::bell::wait_readable;
+
+fn drain_log(shared: &Shared, completed_seen: &mut usize, tx: &Sender<Event>) {
+    if let Ok(mut l) = shared.log.lock() {
+        for m in l.drain(..) {
+            let _ = tx.send(Event::Notice(m));
+        }
+    }
+    if let Ok(c) = shared.completed.lock() {
+        for p in c.iter().skip(*completed_seen) {
+            let _ = tx.send(Event::FileCompleted(p.clone()));
+        }
+        *completed_seen = c.len();
+    }
+}
+
+pub(super) fn supervise(
+    inner: Arc<CaptureState>,
+    running: Running,
+    duration: Option<Duration>,
+    tx: Sender<Event>,
+    began: Instant,
+) -> Option<EngineError> {
+    let mut error: Option<EngineError> = None;
+    let mut completed_seen = 0;
+    loop {
+        // Woken by a bell (a stop, the writer, a rotation) or by the end of
+        // the duration: no timer while the capture runs.
+        let timeout = duration.map(|d| d.saturating_sub(began.elapsed()));
+        let bells = [inner.stop.fd(), inner.attention.fd(), inner.rotate.fd()];
+        match wait_readable(&bells, timeout) {
+            Ok(rung) => {
+                if rung & 1 != 0 {
+                    inner.stop.noticed();
+                }
+                // Cleared before looking at what it stands for: what comes
+                // after this rings again.
+                if rung & 2 != 0 {
+                    inner.attention.clear();
+                }
+                if rung & 4 != 0 && inner.rotate.clear() {
+                    inner.writer.request_rotation();
+                }
+            }
+            Err(_) => std::thread::sleep(SUPERVISE_FALLBACK),
+        }
+        if duration.is_some_and(|d| began.elapsed() >= d) {
+            inner.stop.request();
+        }
+        if error.is_none() {
+            if let Some(f) = inner.writer.failure.lock().ok().and_then(|f| f.clone()) {
+                let _ = tx.send(Event::Error(f.clone()));
+                error = Some(EngineError::runtime(f));
+                inner.stop.request();
+            }
+        }
+        drain_log(&inner.writer, &mut completed_seen, &tx);
+        if running.threads.iter().any(|h| h.is_finished()) {
+            inner.stop.request();
+        }
+        if inner.stop.requested() {
+            break;
+        }
+    }
+    // Count the interfaces first, then let the threads drain the rings.
+    if let Some(live) = &inner.live {
+        live.refresh(&inner.board);
+    }
+    let Running {
+        threads,
+        leases,
+        writer,
+        full,
+    } = running;
+    for h in threads {
+        let failed = match h.join() {
+            Ok(Ok(())) => None,
+            Ok(Err(SourceError::Input(m))) => Some(EngineError::usage(format!(
+                "{m} (the packets before it were written)"
+            ))),
+            Ok(Err(SourceError::Os(m))) => Some(EngineError::runtime(m)),
+            Err(_) => Some(EngineError::runtime("a capture thread panicked")),
+        };
+        if let Some(f) = failed {
+            if error.is_none() {
+                let _ = tx.send(Event::Error(f.message.clone()));
+                error = Some(f);
+            }
+        }
+    }
+    drop(full);
+    writer.join();
+    if let Some(live) = &inner.live {
+        live.refresh(&inner.board);
+    }
+    if let Some(f) = inner.writer.failure.lock().ok().and_then(|f| f.clone()) {
+        // A write failure outranks what it caused.
+        if !matches!(&error, Some(e) if e.message == f) {
+            error = Some(EngineError::runtime(f));
+        }
+    }
+    drain_log(&inner.writer, &mut completed_seen, &tx);
+    drop(leases);
+    let _ = tx.send(Event::Finished);
+    error
+}

@@ -44,6 +44,8 @@ pub struct Reporter {
     json: Option<File>,
     tty: bool,
     interval: Duration,
+    /// The flow stage's counters (`--flows`), in every JSON record.
+    flows: Option<std::sync::Arc<ringcap_flow::FlowStats>>,
 }
 
 impl Reporter {
@@ -56,7 +58,14 @@ impl Reporter {
             json,
             tty: std::io::stderr().is_terminal(),
             interval,
+            flows: None,
         }
+    }
+
+    /// Adds the flow stage's counters to the JSON records (`"flows"`).
+    pub fn with_flows(mut self, s: Option<std::sync::Arc<ringcap_flow::FlowStats>>) -> Reporter {
+        self.flows = s;
+        self
     }
 
     /// Time until the next interval record is due.
@@ -107,7 +116,7 @@ impl Reporter {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0);
-            let line = report::json_line(
+            let mut line = report::json_line(
                 now,
                 self.started.elapsed().as_secs_f64(),
                 is_final,
@@ -115,6 +124,9 @@ impl Reporter {
                 total,
                 file,
             );
+            if let Some(s) = &self.flows {
+                crate::flows::add_json(&mut line, s);
+            }
             let _ = writeln!(f, "{line}");
         }
     }
@@ -261,7 +273,8 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     if capture.started().live {
         eprintln!("{}", capturing_on(capture.started()));
     }
-    let mut reporter = Reporter::new(json, stats_interval);
+    let mut reporter =
+        Reporter::new(json, stats_interval).with_flows(flows.as_ref().map(|e| e.stats()));
     let mut stopping = false;
     loop {
         // This thread waits for the capture's events, and for the next
@@ -302,9 +315,10 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     if let Some(ix) = indexer {
         ix.finish();
     }
-    reporter.finish(&outcome.per_input, &outcome.total, outcome.seconds);
-    // Every capture thread has ended: the flows they left are queued.
+    // Every capture thread has ended: the flows they left are queued, and
+    // exported before the final record counts them.
     crate::flows::finish(flows);
+    reporter.finish(&outcome.per_input, &outcome.total, outcome.seconds);
     match outcome.error {
         None => Ok(0),
         Some(e) if e.kind == ErrorKind::Usage => {

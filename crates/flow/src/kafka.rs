@@ -9,7 +9,9 @@
 
 use crate::export::FlowStats;
 use rdkafka::config::ClientConfig;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{
+    BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext, PurgeConfig,
+};
 use rdkafka::ClientContext;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -85,11 +87,16 @@ impl KafkaSink {
     }
 
     /// At the end: waits for the brokers until `deadline`; messages still
-    /// undelivered then are counted as lost.
+    /// undelivered then are purged, and their failed delivery reports
+    /// count them as lost (once: here, not again when the producer goes).
     pub fn drain(&mut self, deadline: Instant) {
         let left = deadline.saturating_duration_since(Instant::now());
-        let _ = self.producer.flush(left);
-        let n = self.producer.in_flight_count().max(0) as u64;
-        self.stats.export_dropped.fetch_add(n, Ordering::Relaxed);
+        if self.producer.flush(left).is_err() {
+            self.producer
+                .purge(PurgeConfig::default().queue().inflight());
+            // The purged messages' reports.
+            let _ = self.producer.flush(Duration::from_secs(1));
+            self.producer.poll(Duration::ZERO);
+        }
     }
 }

@@ -12,6 +12,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod kafka;
+
 /// (src, dst, sport, dport, proto).
 pub type FiveTuple = (IpAddr, IpAddr, u16, u16, u8);
 /// Five-tuple -> (packets, bytes).

@@ -29,6 +29,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod devs;
+mod dl;
 mod ffi;
 mod live;
 mod registry;

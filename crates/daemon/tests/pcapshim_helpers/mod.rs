@@ -1,4 +1,8 @@
-//! Helpers of the libringcap_pcap.so tests (pcapshim.rs, pcapshim_tools.rs).
+//! Helpers of the libringcap_pcap.so tests (pcapshim.rs, pcapshim_tools.rs,
+//! pcapshim_scapy.rs).
+
+// Each test binary uses a part of these.
+#![allow(dead_code)]
 
 use crate::common::*;
 use ringcap_testkit::{TempDir, Testbed};

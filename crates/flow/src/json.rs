@@ -36,6 +36,17 @@ pub fn write(out: &mut String, r: &FlowRecord, community_id: bool) {
             r.icmp & 0xff
         );
     }
+    if k.tunnel.kind != 0 {
+        let t = &k.tunnel;
+        let _ = write!(
+            out,
+            ",\"tunnel\":\"{}\",\"tunnel_id\":{},\"outer_src\":\"{}\",\"outer_dst\":\"{}\"",
+            t.name(),
+            t.id,
+            t.src_addr(),
+            t.dst_addr()
+        );
+    }
     if community_id {
         let _ = write!(
             out,

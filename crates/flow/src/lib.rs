@@ -25,7 +25,7 @@ pub mod table;
 pub mod tcp;
 
 pub use export::{ExportOptions, Exporter, FlowSender, FlowStats, Target};
-pub use key::{parse, FlowKey, PacketInfo};
+pub use key::{parse, FlowKey, PacketInfo, Tunnel, NO_TUNNEL};
 pub use netflow::{Dialect, MessageBuilder, SamplingReport, StatsReport};
 pub use record::{Direction, EndReason, FlowRecord};
 pub use stage::FlowStage;

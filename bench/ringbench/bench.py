@@ -13,6 +13,7 @@ from .phases.capture import CapturePhases
 from .phases.clients import ClientsPhase
 from .phases.compress import CompressPhase
 from .phases.daemon import DaemonPhase
+from .phases.flows import FlowsPhase
 from .phases.hooks import HooksPhase
 from .phases.inject import InjectPhase
 from .phases.offline import OfflinePhase
@@ -25,7 +26,7 @@ from .testbed import Testbed
 
 class Bench(Testbed, Measure, CapturePhases, HooksPhase, OfflinePhase, PrivacyPhase,
             CompressPhase, InjectPhase, StoragePhase, DaemonPhase, ClientsPhase,
-            RetrievalPhase):
+            RetrievalPhase, FlowsPhase):
     """One run: the phases in order, then the report."""
 
     def run(self):
@@ -85,6 +86,8 @@ class Bench(Testbed, Measure, CapturePhases, HooksPhase, OfflinePhase, PrivacyPh
             self.phase_offline(tools)
         if not a.skip_privacy:
             self.phase_privacy()
+        if not a.skip_flows:
+            self.phase_flows()
         if not a.skip_compress:
             self.phase_compress()
         if not a.skip_inject:

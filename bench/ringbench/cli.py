@@ -86,6 +86,7 @@ def main():
     ap.add_argument("--skip-storage", action="store_true")
     ap.add_argument("--skip-daemon", action="store_true")
     ap.add_argument("--skip-privacy", action="store_true")
+    ap.add_argument("--skip-flows", action="store_true")
     ap.add_argument("--skip-inject", action="store_true")
     ap.add_argument("--skip-clients", action="store_true")
     ap.add_argument("--skip-hooks", action="store_true")

@@ -18,6 +18,7 @@ PRESETS = {
         daemon_clients=2, daemon_count=5000, clients_count=5000, clients_rounds=1,
         privacy_packets=20000, privacy_flows=2000,
         privacy_addr_packets=20000, privacy_addr_flows=2000,
+        flows_packets=20000, flows_flows=2000,
         compress_packets=6000,
         inject_frames=1000,
         hooks_sizes=[64], hooks_count=5000, hooks_rate=20000, hooks_reps=1,
@@ -40,6 +41,7 @@ PRESETS = {
         privacy_packets=2000000, privacy_flows=16384,
         # issue 30: 200,000 distinct addresses in 2 M packets
         privacy_addr_packets=2000000, privacy_addr_flows=100000,
+        flows_packets=2000000, flows_flows=1000000,
         compress_packets=300000,
         inject_frames=10000,
         hooks_sizes=[64, 1500], hooks_count=300000, hooks_rate=50000, hooks_reps=3,
@@ -59,6 +61,7 @@ PRESETS = {
         offline_mb=3000, storage_mb=4096,
         privacy_packets=10000000, privacy_flows=65536,
         privacy_addr_packets=2000000, privacy_addr_flows=100000,
+        flows_packets=8000000, flows_flows=1000000,
         compress_packets=2000000,
         inject_frames=60000,
         hooks_sizes=[64, 1500], hooks_count=2000000, hooks_rate=50000, hooks_reps=5,

@@ -257,6 +257,24 @@ def print_report(results, noise, out_path):
             if r["kind"] == "privacy-ratio":
                 print("\n  %s: traceanon / ringcap = %.1fx wall, %.1fx CPU (%s; goal >= 10x)"
                       % (r["trace"], r["wall_ratio"], r["cpu_ratio"], r["tool"]))
+    fl = [r for r in results if r["kind"] == "flows"]
+    if fl:
+        print("\n## Flows (-r IN, IPFIX to nfcapd on 127.0.0.1; %d packets over %d flows, "
+              "one core)\n" % (fl[0]["packets"], fl[0]["flows"]))
+        print(table(["tool", "seconds", "cpu s", "ns/pkt (CPU)", "peak RSS MiB",
+                     "records stored", "records/s exported"],
+                    [[r["tool"], fmt(r.get("seconds"), "{:.2f}"), fmt(r.get("cpu_s"), "{:.2f}"),
+                      fmt(r.get("cpu_ns_per_pkt"), "{:.0f}"),
+                      fmt((r.get("maxrss_kib") or 0) / 1024, "{:.0f}"),
+                      str(r.get("stored", "-")), fmt(r.get("records_per_s"), "{:.0f}")]
+                     for r in fl]))
+        for r in fl:
+            if r.get("error"):
+                print("  %s: ERROR %s" % (r["tool"], r["error"]))
+        for r in results:
+            if r["kind"] == "flows-memory":
+                print("  flow table memory: %.0f bytes per flow (peak RSS, 1 Mi-flow table "
+                      "minus 1 Ki)" % r["bytes_per_flow"])
     cmp_ = [r for r in results if r["kind"] == "compress"]
     if cmp_:
         print("\n## Header compression (-s headers, microseconds; bytes per packet, everything "

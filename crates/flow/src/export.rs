@@ -7,8 +7,9 @@
 //! file more slowly). A collector that is down costs failed sends, counted;
 //! UDP sends never block.
 
-use crate::netflow::{Dialect, MessageBuilder};
+use crate::netflow::{Dialect, MessageBuilder, SamplingReport, StatsReport};
 use crate::record::FlowRecord;
+use crate::tcp::TcpSink;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
@@ -27,8 +28,17 @@ const FLUSH_INTERVAL: Duration = Duration::from_millis(500);
 pub enum Target {
     /// `ipfix://HOST:PORT`: IPFIX over UDP.
     Ipfix(String),
+    /// `ipfix+tcp://HOST:PORT`: IPFIX over TCP.
+    IpfixTcp(String),
     /// `netflow9://HOST:PORT`: NetFlow v9 over UDP.
     Netflow9(String),
+    /// `kafka://BROKER[,BROKER...]/TOPIC`: one JSON message per flow.
+    Kafka {
+        /// Bootstrap brokers, HOST:PORT, comma-separated.
+        brokers: String,
+        /// Topic.
+        topic: String,
+    },
     /// `json:PATH` (`json:-`: standard output): one JSON object per line.
     Json(String),
 }
@@ -46,21 +56,55 @@ impl Target {
         }
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(format!(
-                "--flows {url}: use ipfix://HOST:PORT, netflow9://HOST:PORT or json:PATH"
+                "--flows {url}: use ipfix://HOST:PORT, ipfix+tcp://HOST:PORT, netflow9://HOST:PORT, kafka://BROKER/TOPIC or json:PATH"
             ));
         };
+        if scheme == "kafka" {
+            return parse_kafka(url, rest);
+        }
         let hostport = rest.trim_end_matches('/');
         match scheme {
             "ipfix" | "ipfix+udp" => Ok(Target::Ipfix(check_hostport(url, hostport)?)),
+            "ipfix+tcp" => Ok(Target::IpfixTcp(check_hostport(url, hostport)?)),
             "netflow9" | "nf9" => Ok(Target::Netflow9(check_hostport(url, hostport)?)),
-            "ipfix+tcp" | "kafka" => Err(format!(
-                "--flows {url}: {scheme} export is not built in this ringcap (ipfix://, netflow9:// and json: are)"
-            )),
             _ => Err(format!(
-                "--flows {url}: unknown scheme {scheme}; use ipfix://HOST:PORT, netflow9://HOST:PORT or json:PATH"
+                "--flows {url}: unknown scheme {scheme}; use ipfix://HOST:PORT, ipfix+tcp://HOST:PORT, netflow9://HOST:PORT, kafka://BROKER/TOPIC or json:PATH"
             )),
         }
     }
+}
+
+fn parse_kafka(url: &str, rest: &str) -> Result<Target, String> {
+    let Some((brokers, topic)) = rest.split_once('/') else {
+        return Err(format!(
+            "--flows {url}: give kafka://BROKER[,BROKER...]/TOPIC"
+        ));
+    };
+    for b in brokers.split(',') {
+        check_hostport(url, b)?;
+    }
+    // Kafka's own rule for topic names.
+    let ok = !topic.is_empty()
+        && topic.len() <= 249
+        && topic != "."
+        && topic != ".."
+        && topic
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'));
+    if !ok {
+        return Err(format!(
+            "--flows {url}: a Kafka topic is 1 to 249 of a-z A-Z 0-9 . _ -"
+        ));
+    }
+    if !cfg!(feature = "kafka") {
+        return Err(format!(
+            "--flows {url}: Kafka export is not built in this ringcap (cargo feature \"kafka\")"
+        ));
+    }
+    Ok(Target::Kafka {
+        brokers: brokers.to_string(),
+        topic: topic.to_string(),
+    })
 }
 
 fn check_hostport(url: &str, hp: &str) -> Result<String, String> {
@@ -89,8 +133,14 @@ pub struct FlowStats {
     pub queue_dropped: AtomicU64,
     /// Messages (datagrams, lines) sent.
     pub messages: AtomicU64,
-    /// Sends that failed (collector down, disk full).
+    /// Sends that failed (collector down, disk full, a broken TCP
+    /// connection, a Kafka delivery that failed).
     pub export_errors: AtomicU64,
+    /// Connections to a TCP collector that failed (retried with back-off).
+    pub connect_failures: AtomicU64,
+    /// Records lost after the exporter took them (a TCP collector's or
+    /// Kafka's queue full, or not empty at the end).
+    pub export_dropped: AtomicU64,
     /// Packets in no flow (not IP).
     pub not_ip: AtomicU64,
 }
@@ -100,13 +150,45 @@ impl FlowStats {
     pub fn summary(&self) -> String {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         format!(
-            "flows: {} exported ({} evicted early), {} export errors, {} dropped at the exporter queue, {} packets not IP",
+            "flows: {} exported ({} evicted early), {} export errors, {} dropped at the exporter queue, {} lost after it, {} packets not IP",
             g(&self.exported),
             g(&self.evicted_early),
             g(&self.export_errors),
             g(&self.queue_dropped),
+            g(&self.export_dropped),
             g(&self.not_ip)
         )
+    }
+
+    /// The counters as `"name":value` pairs of a JSON object (no braces),
+    /// for `--stats-json`.
+    pub fn json_fields(&self) -> String {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        format!(
+            "\"created\":{},\"active\":{},\"exported\":{},\"evicted_early\":{},\"queue_dropped\":{},\"export_dropped\":{},\"export_errors\":{},\"connect_failures\":{},\"messages\":{},\"not_ip\":{}",
+            g(&self.created),
+            g(&self.active),
+            g(&self.exported),
+            g(&self.evicted_early),
+            g(&self.queue_dropped),
+            g(&self.export_dropped),
+            g(&self.export_errors),
+            g(&self.connect_failures),
+            g(&self.messages),
+            g(&self.not_ip)
+        )
+    }
+
+    /// The statistics options record's values.
+    pub fn report(&self) -> StatsReport {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsReport {
+            messages: g(&self.messages),
+            records: g(&self.exported),
+            observed_flows: g(&self.created),
+            ignored_packets: g(&self.not_ip),
+            not_sent: g(&self.queue_dropped) + g(&self.export_dropped),
+        }
     }
 }
 
@@ -157,8 +239,14 @@ pub struct ExportOptions {
     pub domain: u32,
     /// Largest datagram payload.
     pub max_message: usize,
-    /// Templates are sent again this often.
+    /// Templates are sent again this often (UDP), and the exporter's
+    /// statistics (IPFIX options record) this often on every IPFIX target.
     pub template_refresh: Duration,
+    /// Sampling in front of the flow table: IPFIX reports it in an options
+    /// record with the templates.
+    pub sampling: Option<SamplingReport>,
+    /// Adds each flow's Community ID to JSON and Kafka records.
+    pub community_id: bool,
 }
 
 impl Default for ExportOptions {
@@ -168,6 +256,8 @@ impl Default for ExportOptions {
             // 1500-byte MTU less IPv6 and UDP headers.
             max_message: 1452,
             template_refresh: Duration::from_secs(60),
+            sampling: None,
+            community_id: true,
         }
     }
 }
@@ -178,40 +268,68 @@ enum Sink {
         to: SocketAddr,
         builder: MessageBuilder,
     },
+    Tcp(Box<TcpSink>),
     Json(Box<dyn Write + Send>),
+    #[cfg(feature = "kafka")]
+    Kafka(Box<crate::kafka::KafkaSink>),
+}
+
+/// How long the end of an export waits for a TCP collector or Kafka.
+const DRAIN: Duration = Duration::from_secs(10);
+
+fn udp_sink(t: &Target, hp: &str, opts: &ExportOptions) -> Result<Sink, String> {
+    let to = hp
+        .to_socket_addrs()
+        .map_err(|e| format!("--flows {hp}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("--flows {hp}: no address"))?;
+    let bind: SocketAddr = if to.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let socket = UdpSocket::bind(bind).map_err(|e| format!("--flows {hp}: {e}"))?;
+    socket
+        .set_nonblocking(true)
+        .map_err(|e| format!("--flows {hp}: {e}"))?;
+    let dialect = match t {
+        Target::Ipfix(_) => Dialect::Ipfix,
+        _ => Dialect::NetflowV9,
+    };
+    let mut builder = MessageBuilder::new(dialect, opts.domain, opts.max_message);
+    builder.set_sampling(opts.sampling);
+    Ok(Sink::Udp {
+        socket,
+        to,
+        builder,
+    })
 }
 
 impl Exporter {
-    /// Opens every target (sockets bound, files created: before a capture
-    /// starts and before privileges are dropped) and starts the thread.
+    /// Opens every target (sockets bound, files created, a first TCP
+    /// connection tried: before a capture starts and before privileges are
+    /// dropped) and starts the thread.
     pub fn start(targets: &[Target], opts: ExportOptions) -> Result<Exporter, String> {
+        let stats = Arc::new(FlowStats::default());
         let mut sinks = Vec::new();
         for t in targets {
             sinks.push(match t {
-                Target::Ipfix(hp) | Target::Netflow9(hp) => {
-                    let to = hp
-                        .to_socket_addrs()
-                        .map_err(|e| format!("--flows {hp}: {e}"))?
-                        .next()
-                        .ok_or_else(|| format!("--flows {hp}: no address"))?;
-                    let bind: SocketAddr = if to.is_ipv4() {
-                        "0.0.0.0:0".parse().map_err(|_| "bad address".to_string())?
-                    } else {
-                        "[::]:0".parse().map_err(|_| "bad address".to_string())?
-                    };
-                    let socket = UdpSocket::bind(bind).map_err(|e| format!("--flows {hp}: {e}"))?;
-                    socket
-                        .set_nonblocking(true)
-                        .map_err(|e| format!("--flows {hp}: {e}"))?;
-                    let dialect = match t {
-                        Target::Ipfix(_) => Dialect::Ipfix,
-                        _ => Dialect::NetflowV9,
-                    };
-                    Sink::Udp {
-                        socket,
-                        to,
-                        builder: MessageBuilder::new(dialect, opts.domain, opts.max_message),
-                    }
+                Target::Ipfix(hp) | Target::Netflow9(hp) => udp_sink(t, hp, &opts)?,
+                Target::IpfixTcp(hp) => {
+                    // The name must resolve now; the collector may come later.
+                    hp.to_socket_addrs()
+                        .map_err(|e| format!("--flows ipfix+tcp://{hp}: {e}"))?;
+                    let mut s = TcpSink::new(hp.clone(), opts.domain, opts.sampling);
+                    s.connect_now(now_secs(), &stats);
+                    Sink::Tcp(Box::new(s))
+                }
+                #[cfg(feature = "kafka")]
+                Target::Kafka { brokers, topic } => Sink::Kafka(Box::new(
+                    crate::kafka::KafkaSink::new(brokers, topic, stats.clone())?,
+                )),
+                #[cfg(not(feature = "kafka"))]
+                Target::Kafka { .. } => {
+                    return Err("Kafka export is not built in this ringcap".into())
                 }
                 Target::Json(p) if p == "-" => {
                     Sink::Json(Box::new(std::io::BufWriter::new(std::io::stdout())))
@@ -227,7 +345,6 @@ impl Exporter {
             });
         }
         let (tx, rx) = crossbeam_channel::bounded(QUEUE_LEN);
-        let stats = Arc::new(FlowStats::default());
         let s = stats.clone();
         let thread = std::thread::Builder::new()
             .name("ringcap-flows".into())
@@ -270,51 +387,109 @@ fn now_secs() -> u32 {
         .map_or(0, |d| d.as_secs() as u32)
 }
 
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A flow as one JSON line (Community ID when asked), into `line`.
+fn json_line(line: &mut String, r: &FlowRecord, opts: &ExportOptions) {
+    line.clear();
+    crate::json::write(line, r, opts.community_id);
+}
+
 fn run(rx: Receiver<Msg>, mut sinks: Vec<Sink>, opts: ExportOptions, stats: &FlowStats) {
     let began = Instant::now();
     let mut last_templates = Instant::now();
     let mut last_flush = Instant::now();
     let mut line = String::with_capacity(512);
     loop {
-        let msg = rx.recv_timeout(FLUSH_INTERVAL);
+        // A stream with messages waiting is looked at often.
+        let busy = sinks.iter().any(|s| match s {
+            Sink::Tcp(t) => t.busy(),
+            _ => false,
+        });
+        let wait = if busy {
+            Duration::from_millis(10)
+        } else {
+            FLUSH_INTERVAL
+        };
+        let msg = rx.recv_timeout(wait);
         let secs = now_secs();
         let uptime = began.elapsed().as_millis() as u32;
-        if last_templates.elapsed() >= opts.template_refresh {
+        let end = matches!(msg, Ok(Msg::End) | Err(RecvTimeoutError::Disconnected));
+        // Statistics (IPFIX options records) with each refresh and at the
+        // end; UDP templates with each refresh.
+        let report = end || last_templates.elapsed() >= opts.template_refresh;
+        if report {
             last_templates = Instant::now();
+            let r = stats.report();
             for s in &mut sinks {
-                if let Sink::Udp { builder, .. } = s {
-                    builder.refresh_templates();
+                match s {
+                    Sink::Udp {
+                        socket,
+                        to,
+                        builder,
+                    } => {
+                        builder.refresh_templates();
+                        builder.add_stats(&r, now_ms(), secs, &mut |m| send(socket, *to, m, stats));
+                    }
+                    Sink::Tcp(t) => {
+                        let mut out = Vec::new();
+                        t.builder()
+                            .add_stats(&r, now_ms(), secs, &mut |m| out.push(m.to_vec()));
+                        for m in out {
+                            t.take(&m, stats);
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
-        let end = match msg {
-            Ok(Msg::Flow(r)) => {
-                stats.exported.fetch_add(1, Ordering::Relaxed);
-                for s in &mut sinks {
-                    match s {
-                        Sink::Udp {
-                            socket,
-                            to,
-                            builder,
-                        } => {
-                            builder.add(&r, secs, uptime, &mut |m| send(socket, *to, m, stats));
-                        }
-                        Sink::Json(w) => {
-                            line.clear();
-                            crate::json::write(&mut line, &r);
-                            line.push('\n');
-                            match w.write_all(line.as_bytes()) {
-                                Ok(()) => stats.messages.fetch_add(1, Ordering::Relaxed),
-                                Err(_) => stats.export_errors.fetch_add(1, Ordering::Relaxed),
-                            };
+        if let Ok(Msg::Flow(r)) = msg {
+            stats.exported.fetch_add(1, Ordering::Relaxed);
+            let mut have_line = false;
+            for s in &mut sinks {
+                match s {
+                    Sink::Udp {
+                        socket,
+                        to,
+                        builder,
+                    } => {
+                        builder.add(&r, secs, uptime, &mut |m| send(socket, *to, m, stats));
+                    }
+                    Sink::Tcp(t) => {
+                        let mut out = Vec::new();
+                        t.builder()
+                            .add(&r, secs, uptime, &mut |m| out.push(m.to_vec()));
+                        for m in out {
+                            t.take(&m, stats);
                         }
                     }
+                    Sink::Json(w) => {
+                        if !have_line {
+                            json_line(&mut line, &r, &opts);
+                            have_line = true;
+                        }
+                        let ok = w.write_all(line.as_bytes()).is_ok() && w.write_all(b"\n").is_ok();
+                        if ok {
+                            stats.messages.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            stats.export_errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    #[cfg(feature = "kafka")]
+                    Sink::Kafka(k) => {
+                        if !have_line {
+                            json_line(&mut line, &r, &opts);
+                            have_line = true;
+                        }
+                        k.send(line.as_bytes());
+                    }
                 }
-                false
             }
-            Ok(Msg::End) | Err(RecvTimeoutError::Disconnected) => true,
-            Err(RecvTimeoutError::Timeout) => false,
-        };
+        }
         if end || rx.is_empty() && last_flush.elapsed() >= FLUSH_INTERVAL {
             last_flush = Instant::now();
             for s in &mut sinks {
@@ -326,15 +501,41 @@ fn run(rx: Receiver<Msg>, mut sinks: Vec<Sink>, opts: ExportOptions, stats: &Flo
                     } => {
                         builder.flush(secs, &mut |m| send(socket, *to, m, stats));
                     }
+                    Sink::Tcp(t) => {
+                        let mut out = Vec::new();
+                        t.builder().flush(secs, &mut |m| out.push(m.to_vec()));
+                        for m in out {
+                            t.take(&m, stats);
+                        }
+                    }
                     Sink::Json(w) => {
                         if w.flush().is_err() {
                             stats.export_errors.fetch_add(1, Ordering::Relaxed);
                         }
                     }
+                    #[cfg(feature = "kafka")]
+                    Sink::Kafka(_) => {}
                 }
             }
         }
+        for s in &mut sinks {
+            match s {
+                Sink::Tcp(t) => t.pump(secs, stats),
+                #[cfg(feature = "kafka")]
+                Sink::Kafka(k) => k.poll(),
+                _ => {}
+            }
+        }
         if end {
+            let deadline = Instant::now() + DRAIN;
+            for s in &mut sinks {
+                match s {
+                    Sink::Tcp(t) => t.drain(secs, deadline, stats),
+                    #[cfg(feature = "kafka")]
+                    Sink::Kafka(k) => k.drain(deadline),
+                    _ => {}
+                }
+            }
             break;
         }
     }

@@ -1,11 +1,13 @@
 //! JSON lines: one object per flow, field names after the IPFIX elements
-//! they stand for, times in ns since the epoch.
+//! they stand for, times in ns since the epoch, and (when asked) the
+//! flow's Community ID (`community_id`, see [`crate::community_id`]).
 
 use crate::record::FlowRecord;
 use std::fmt::Write;
 
-/// Appends `r` as one JSON object (no newline) to `out`.
-pub fn write(out: &mut String, r: &FlowRecord) {
+/// Appends `r` as one JSON object (no newline) to `out`, with its
+/// Community ID when `community_id`.
+pub fn write(out: &mut String, r: &FlowRecord, community_id: bool) {
     let k = &r.key;
     let _ = write!(
         out,
@@ -32,6 +34,24 @@ pub fn write(out: &mut String, r: &FlowRecord) {
             ",\"icmp_type\":{},\"icmp_code\":{}",
             r.icmp >> 8,
             r.icmp & 0xff
+        );
+    }
+    if k.tunnel.kind != 0 {
+        let t = &k.tunnel;
+        let _ = write!(
+            out,
+            ",\"tunnel\":\"{}\",\"tunnel_id\":{},\"outer_src\":\"{}\",\"outer_dst\":\"{}\"",
+            t.name(),
+            t.id,
+            t.src_addr(),
+            t.dst_addr()
+        );
+    }
+    if community_id {
+        let _ = write!(
+            out,
+            ",\"community_id\":\"{}\"",
+            crate::community_id::community_id(k, r.icmp, 0)
         );
     }
     let _ = write!(out, ",\"end_reason\":\"{}\"}}", r.reason.name());

@@ -1,21 +1,31 @@
 //! What a packet contributes to a flow: its key (the 5-tuple and VLAN ID)
 //! and its counts, read from the captured bytes with `ringcap-wire`'s views.
 //!
-//! The key is the *outer* 5-tuple: a tunnel (GRE, VXLAN, IPIP) is one flow
-//! between its end points, as softflowd and most exporters count it. The
-//! VLAN ID is the outermost tag's (the kernel's stripped tag on live
-//! captures, else the first tag in the frame). Octets are IP octets (the IP
-//! header's total length, or 40 + payload length for IPv6), as IPFIX's
+//! Tunnels: a packet in GRE (versions 0 and 1: IPv4, IPv6 or Ethernet
+//! inside), VXLAN (UDP to 4789 with an RFC 7348 header: flags exactly the I
+//! bit, reserved bytes zero, an Ethernet frame carrying IP inside) or IP in
+//! IP (protocol 4 or 41) is keyed by its *inner* 5-tuple, plus the tunnel
+//! (kind, GRE key or VNI, and the outer addresses, all part of the key), so
+//! conversations inside one tunnel are flows of their own and the same inner
+//! 5-tuple in two tunnels are two flows. One level: a tunnel inside the
+//! inner packet is not opened again (its outer packet is the flow). When the
+//! inner packet cannot be read (cut by the snap length, not IP) the outer
+//! 5-tuple is the key, as before. The VLAN ID is the outermost tag's (the
+//! kernel's stripped tag on live captures, else the first tag in the frame).
+//! Octets are the outer IP packet's (what the link carried: the IP header's
+//! total length, or 40 + payload length for IPv6), as IPFIX's
 //! octetDeltaCount counts them, so a cut snap length does not change them.
 //! ICMP keeps its ports at 0 and its type and code apart; a fragment that
 //! is not the first has no transport header and keys with ports 0.
 
 use ringcap_wire::ethernet::{ethertype, EthernetFrame};
+use ringcap_wire::gre::GrePacket;
 use ringcap_wire::ip::ip_proto;
 use ringcap_wire::ipv4::Ipv4Packet;
 use ringcap_wire::ipv6::Ipv6Packet;
 use ringcap_wire::ipv6_ext::{AuthHeader, Ipv6ExtHeader, Ipv6FragmentHeader};
 use ringcap_wire::vlan::VlanTag;
+use ringcap_wire::vxlan::VxlanPacket;
 
 /// Link types the flow stage reads (pcap LINKTYPE_ values).
 mod linktype {
@@ -45,6 +55,56 @@ pub struct FlowKey {
     pub v6: bool,
     /// VLAN ID of the outermost tag (0: none).
     pub vlan: u16,
+    /// The tunnel the 5-tuple was found in ([`NO_TUNNEL`]: none).
+    pub tunnel: Tunnel,
+}
+
+/// A tunnel's part of a flow key: its kind, identifier and outer addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Tunnel {
+    /// 0: none; else the outer IP protocol (4 IPv4-in-IP, 41 IPv6-in-IP,
+    /// 47 GRE) or 17 for VXLAN.
+    pub kind: u8,
+    /// Outer addresses are IPv6.
+    pub v6: bool,
+    /// GRE key (0 when absent) or VXLAN VNI.
+    pub id: u32,
+    /// Outer source address (IPv4 in the first 4 bytes).
+    pub src: [u8; 16],
+    /// Outer destination address.
+    pub dst: [u8; 16],
+}
+
+/// No tunnel.
+pub const NO_TUNNEL: Tunnel = Tunnel {
+    kind: 0,
+    v6: false,
+    id: 0,
+    src: [0; 16],
+    dst: [0; 16],
+};
+
+impl Tunnel {
+    /// The kind's name for JSON records ("" for none).
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            4 => "ipip",
+            41 => "ip6ip",
+            47 => "gre",
+            17 => "vxlan",
+            _ => "",
+        }
+    }
+
+    /// Outer source address.
+    pub fn src_addr(&self) -> std::net::IpAddr {
+        addr(&self.src, self.v6)
+    }
+
+    /// Outer destination address.
+    pub fn dst_addr(&self) -> std::net::IpAddr {
+        addr(&self.dst, self.v6)
+    }
 }
 
 impl FlowKey {
@@ -56,6 +116,11 @@ impl FlowKey {
             dst: self.src,
             sport: self.dport,
             dport: self.sport,
+            tunnel: Tunnel {
+                src: self.tunnel.dst,
+                dst: self.tunnel.src,
+                ..self.tunnel
+            },
             ..*self
         }
     }
@@ -139,7 +204,118 @@ pub fn parse(
     let fallback = wire_len.saturating_sub(l2 as u32);
     let mut info = PacketInfo::default();
     info.key.vlan = vid;
-    let l4 = match etype {
+    let l4 = ip_layer(etype, ip, fallback, &mut info)?;
+    transport(l4, &mut info);
+    // A tunnel: the inner packet's 5-tuple, when it can be read.
+    let inner = match info.key.proto {
+        ip_proto::IPV4 => Some((ethertype::IPV4, l4)),
+        ip_proto::IPV6 => Some((ethertype::IPV6, l4)),
+        ip_proto::GRE => gre_payload(l4),
+        ip_proto::UDP if info.key.dport == VXLAN_PORT => vxlan_payload(l4),
+        _ => None,
+    };
+    if let Some((etype, bytes)) = inner {
+        let mut tunnel = Tunnel {
+            kind: info.key.proto,
+            v6: info.key.v6,
+            id: 0,
+            src: info.key.src,
+            dst: info.key.dst,
+        };
+        let mut inner = PacketInfo::default();
+        if let Some((etype, bytes, id)) = match info.key.proto {
+            ip_proto::GRE => Some((etype, bytes, gre_key(l4))),
+            ip_proto::UDP => inner_ethernet(bytes).map(|(e, b)| (e, b, vxlan_vni(l4))),
+            _ => Some((etype, bytes, 0)),
+        } {
+            tunnel.id = id;
+            if let Some(l4) = ip_layer(etype, bytes, 0, &mut inner) {
+                transport(l4, &mut inner);
+                info.key = FlowKey {
+                    vlan: info.key.vlan,
+                    tunnel,
+                    ..inner.key
+                };
+                info.tcp_flags = inner.tcp_flags;
+                info.icmp = inner.icmp;
+            }
+        }
+    }
+    Some(info)
+}
+
+/// VXLAN's UDP port (RFC 7348).
+const VXLAN_PORT: u16 = 4789;
+
+/// GRE's payload as (EtherType, bytes), for versions 0 and 1 without the
+/// RFC 1701 routing bit; Ethernet inside is opened later.
+fn gre_payload(l4: &[u8]) -> Option<(u16, &[u8])> {
+    let g = GrePacket::new_checked(l4).ok()?;
+    if g.routing_present() || g.version() > 1 || g.header_len() > l4.len() {
+        return None;
+    }
+    let p = g.payload();
+    match g.protocol_type() {
+        ethertype::IPV4 | ethertype::IPV6 => Some((g.protocol_type(), p)),
+        // Transparent Ethernet bridging.
+        0x6558 => inner_ethernet(p),
+        _ => None,
+    }
+}
+
+fn gre_key(l4: &[u8]) -> u32 {
+    GrePacket::new_checked(l4)
+        .ok()
+        .and_then(|g| g.key())
+        .unwrap_or(0)
+}
+
+/// The inner Ethernet frame of a VXLAN packet (after the 8-byte UDP
+/// header), only for a header as RFC 7348 writes it: flags exactly the I
+/// bit, reserved bytes zero.
+fn vxlan_payload(l4: &[u8]) -> Option<(u16, &[u8])> {
+    let v = l4.get(8..)?;
+    let h = VxlanPacket::new_checked(v).ok()?;
+    if h.flags() != 0x08 || v[1..4] != [0, 0, 0] || v[7] != 0 {
+        return None;
+    }
+    Some((0, &v[8..]))
+}
+
+fn vxlan_vni(l4: &[u8]) -> u32 {
+    l4.get(8..)
+        .and_then(|v| VxlanPacket::new_checked(v).ok())
+        .map_or(0, |h| h.vni())
+}
+
+/// An inner Ethernet frame's IP packet (VLAN tags skipped).
+fn inner_ethernet(frame: &[u8]) -> Option<(u16, &[u8])> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    let mut etype = eth.ethertype();
+    let mut rest = eth.payload();
+    for _ in 0..2 {
+        if !ethertype::is_vlan(etype) {
+            break;
+        }
+        let tag = VlanTag::new_checked(rest).ok()?;
+        etype = tag.ethertype();
+        rest = tag.payload();
+    }
+    matches!(etype, ethertype::IPV4 | ethertype::IPV6).then_some((etype, rest))
+}
+
+/// Reads the IP header (and IPv6 extension headers) into `info`; returns
+/// the bytes after them (the transport header), or `None` when the IP
+/// header is cut or malformed. A non-first fragment returns an empty
+/// transport (ports stay 0).
+#[inline]
+fn ip_layer<'a>(
+    etype: u16,
+    ip: &'a [u8],
+    fallback: u32,
+    info: &mut PacketInfo,
+) -> Option<&'a [u8]> {
+    Some(match etype {
         ethertype::IPV4 => {
             let p = Ipv4Packet::new_checked(ip).ok()?;
             info.key.src[..4].copy_from_slice(&p.src_addr());
@@ -152,7 +328,7 @@ pub fn parse(
                 fallback
             };
             if p.frag_offset() != 0 {
-                return Some(info);
+                return Some(&[]);
             }
             &ip[p.header_len()..]
         }
@@ -185,7 +361,7 @@ pub fn parse(
                         rest = &rest[h.header_len()..];
                         if h.frag_offset() != 0 {
                             info.key.proto = next;
-                            return Some(info);
+                            return Some(&[]);
                         }
                     }
                     ip_proto::AH => {
@@ -202,7 +378,12 @@ pub fn parse(
             rest
         }
         _ => return None,
-    };
+    })
+}
+
+/// Ports, TCP flags, ICMP type and code from the transport header.
+#[inline]
+fn transport(l4: &[u8], info: &mut PacketInfo) {
     match info.key.proto {
         ip_proto::TCP | ip_proto::UDP | 132 /* SCTP */ | 136 /* UDP-Lite */ => {
             if l4.len() >= 4 {
@@ -218,5 +399,4 @@ pub fn parse(
         }
         _ => {}
     }
-    Some(info)
 }

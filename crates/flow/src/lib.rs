@@ -6,22 +6,27 @@
 //! timeouts, TCP FIN/RST, a fixed number of flows with the oldest exported
 //! early when full), and hands finished flows to one [`Exporter`] thread
 //! over a bounded queue. The exporter speaks IPFIX (RFC 7011) and NetFlow
-//! v9 over UDP ([`netflow`]) and writes JSON lines ([`json`]).
-//!
-//! Not built here (yet): IPFIX over TCP, Kafka, the sampling options
-//! template, flows through ringcapd.
+//! v9 over UDP ([`netflow`]), IPFIX over TCP ([`tcp`]), writes JSON lines
+//! ([`json`], with the flow's [`community_id`]) and, with the `kafka`
+//! feature, sends one JSON message per flow to Kafka ([`kafka`]). IPFIX
+//! carries the exporter's statistics and, when sampling is on, its
+//! parameters in options records (RFC 7011 section 4, RFC 5476).
 
+pub mod community_id;
 pub mod export;
 pub mod json;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod key;
 pub mod netflow;
 pub mod record;
 pub mod stage;
 pub mod table;
+pub mod tcp;
 
 pub use export::{ExportOptions, Exporter, FlowSender, FlowStats, Target};
-pub use key::{parse, FlowKey, PacketInfo};
-pub use netflow::{Dialect, MessageBuilder};
+pub use key::{parse, FlowKey, PacketInfo, Tunnel, NO_TUNNEL};
+pub use netflow::{Dialect, MessageBuilder, SamplingReport, StatsReport};
 pub use record::{Direction, EndReason, FlowRecord};
 pub use stage::FlowStage;
 pub use table::{FlowTable, TableConfig, TableCounts};

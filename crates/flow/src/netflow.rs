@@ -16,6 +16,98 @@ pub const REVERSE_PEN: u32 = 29305;
 pub const TEMPLATE_V4: u16 = 256;
 /// Template ID of IPv6 flows.
 pub const TEMPLATE_V6: u16 = 257;
+/// IPFIX options template of the sampling parameters (RFC 5476 style).
+pub const TEMPLATE_SAMPLING: u16 = 258;
+/// IPFIX options template of the exporter's statistics (RFC 7011 4.1-4.3).
+pub const TEMPLATE_STATS: u16 = 259;
+
+/// The sampling in front of the flow table, as an IPFIX options record
+/// (PSAMP, RFC 5475/5476/5477 information elements) reports it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SamplingReport {
+    /// selectorAlgorithm (IANA psampSelectorAlgorithm): 1 systematic
+    /// count-based, 4 uniform probabilistic, 6 hash-based (ringcap's flow
+    /// hash is not BOB, but the selection is hash-based filtering).
+    pub algorithm: u16,
+    /// samplingPacketInterval: packets selected in a row.
+    pub interval: u32,
+    /// samplingPacketSpace: packets not selected after them.
+    pub space: u32,
+    /// samplingProbability.
+    pub probability: f64,
+}
+
+impl SamplingReport {
+    /// Exactly every `n`th packet.
+    pub fn count(n: u32) -> SamplingReport {
+        SamplingReport {
+            algorithm: 1,
+            interval: 1,
+            space: n.saturating_sub(1),
+            probability: 1.0 / f64::from(n.max(1)),
+        }
+    }
+
+    /// Each packet with probability 1/`n`.
+    pub fn random(n: u32) -> SamplingReport {
+        SamplingReport {
+            algorithm: 4,
+            ..Self::count(n)
+        }
+    }
+
+    /// One flow in `n` by a hash of its 5-tuple.
+    pub fn flows(n: u32) -> SamplingReport {
+        SamplingReport {
+            algorithm: 6,
+            ..Self::count(n)
+        }
+    }
+}
+
+/// The exporter's counters, as the statistics options record carries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatsReport {
+    /// exportedMessageTotalCount.
+    pub messages: u64,
+    /// exportedFlowRecordTotalCount.
+    pub records: u64,
+    /// observedFlowTotalCount: flows begun.
+    pub observed_flows: u64,
+    /// ignoredPacketTotalCount: packets in no flow (not IP).
+    pub ignored_packets: u64,
+    /// notSentFlowTotalCount: records lost (full queues, failed sends).
+    pub not_sent: u64,
+}
+
+/// Options template fields: (element, length); the first `scope` ones are
+/// the scope.
+const SAMPLING_OPTIONS: (&[(u16, u16)], u16) = (
+    &[
+        (302, 8), // selectorId (scope)
+        (304, 2), // selectorAlgorithm
+        (305, 4), // samplingPacketInterval
+        (306, 4), // samplingPacketSpace
+        (311, 8), // samplingProbability
+    ],
+    1,
+);
+const STATS_OPTIONS: (&[(u16, u16)], u16) = (
+    &[
+        (149, 4), // observationDomainId (scope)
+        (41, 8),  // exportedMessageTotalCount
+        (42, 8),  // exportedFlowRecordTotalCount
+        (163, 8), // observedFlowTotalCount
+        (164, 8), // ignoredPacketTotalCount
+        (166, 8), // notSentFlowTotalCount
+        (323, 8), // observationTimeMilliseconds
+    ],
+    1,
+);
+
+fn options_len(o: (&[(u16, u16)], u16)) -> usize {
+    o.0.iter().map(|f| usize::from(f.1)).sum()
+}
 
 /// Which protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +203,17 @@ pub fn record_len(d: Dialect, v6: bool) -> usize {
     fields(d, v6).iter().map(|f| usize::from(f.1)).sum()
 }
 
+/// Length of one IPFIX data record of this exporter's template `id`.
+pub fn ipfix_record_len(id: u16) -> Option<usize> {
+    match id {
+        TEMPLATE_V4 => Some(record_len(Dialect::Ipfix, false)),
+        TEMPLATE_V6 => Some(record_len(Dialect::Ipfix, true)),
+        TEMPLATE_SAMPLING => Some(options_len(SAMPLING_OPTIONS)),
+        TEMPLATE_STATS => Some(options_len(STATS_OPTIONS)),
+        _ => None,
+    }
+}
+
 const HEADER_LEN: usize = 16;
 const V9_HEADER_LEN: usize = 20;
 
@@ -129,6 +232,12 @@ pub struct MessageBuilder {
     /// IPFIX: data records sent before; v9: messages sent before.
     sequence: u32,
     templates_due: bool,
+    /// Templates go into data messages (UDP: first and every refresh);
+    /// else (TCP: once per connection) only [`Self::templates_message`]
+    /// makes them.
+    templates_inline: bool,
+    /// IPFIX: the sampling options record sent with the templates.
+    sampling: Option<SamplingReport>,
     /// ms since the exporter started (NetFlow v9's sysUptime).
     uptime_ms: u32,
 }
@@ -148,8 +257,79 @@ impl MessageBuilder {
             data_records: 0,
             sequence: 0,
             templates_due: true,
+            templates_inline: true,
+            sampling: None,
             uptime_ms: 0,
         }
+    }
+
+    /// A builder for a stream (IPFIX over TCP): data messages carry no
+    /// templates; [`Self::templates_message`] opens each connection.
+    pub fn for_stream(dialect: Dialect, domain: u32, max_len: usize) -> MessageBuilder {
+        MessageBuilder {
+            templates_due: false,
+            templates_inline: false,
+            ..MessageBuilder::new(dialect, domain, max_len)
+        }
+    }
+
+    /// IPFIX: sends `s` as an options record (template 258) with the
+    /// templates.
+    pub fn set_sampling(&mut self, s: Option<SamplingReport>) {
+        self.sampling = s;
+    }
+
+    /// A message of the templates alone (and the sampling record, if any),
+    /// for the start of a stream; the data messages' sequence numbers are
+    /// not changed by it.
+    pub fn templates_message(&mut self, export_secs: u32) -> Vec<u8> {
+        let mut b = MessageBuilder {
+            templates_due: true,
+            templates_inline: true,
+            buf: Vec::with_capacity(1024),
+            set: None,
+            records: 0,
+            data_records: 0,
+            ..*self
+        };
+        b.start(export_secs);
+        let mut out = Vec::new();
+        b.flush(export_secs, &mut |m| out = m.to_vec());
+        out
+    }
+
+    /// IPFIX: adds the exporter's statistics as an options record
+    /// (template 259; NetFlow v9 has no such record: nothing is added).
+    pub fn add_stats(
+        &mut self,
+        s: &StatsReport,
+        now_ms: u64,
+        export_secs: u32,
+        send: &mut impl FnMut(&[u8]),
+    ) {
+        if self.dialect != Dialect::Ipfix {
+            return;
+        }
+        self.open_set(
+            TEMPLATE_STATS,
+            options_len(STATS_OPTIONS),
+            export_secs,
+            send,
+        );
+        let b = &mut self.buf;
+        b.extend_from_slice(&self.domain.to_be_bytes());
+        for v in [
+            s.messages,
+            s.records,
+            s.observed_flows,
+            s.ignored_packets,
+            s.not_sent,
+            now_ms,
+        ] {
+            b.extend_from_slice(&v.to_be_bytes());
+        }
+        self.records += 1;
+        self.data_records += 1;
     }
 
     /// Sends the templates again with the next message.
@@ -182,7 +362,22 @@ impl MessageBuilder {
     fn add_one(&mut self, r: &FlowRecord, export_secs: u32, send: &mut impl FnMut(&[u8])) {
         let v6 = r.key.v6;
         let template = if v6 { TEMPLATE_V6 } else { TEMPLATE_V4 };
-        let len = record_len(self.dialect, v6);
+        self.open_set(template, record_len(self.dialect, v6), export_secs, send);
+        self.write_record(r);
+        self.records += 1;
+        self.data_records += 1;
+    }
+
+    /// Makes room for a record of `len` bytes in a data set of `template`
+    /// (a new message when this one is full, a new set when the open one
+    /// is of another template).
+    fn open_set(
+        &mut self,
+        template: u16,
+        len: usize,
+        export_secs: u32,
+        send: &mut impl FnMut(&[u8]),
+    ) {
         let set_header = if self.set.is_some_and(|s| s.1 == template) {
             0
         } else {
@@ -200,9 +395,6 @@ impl MessageBuilder {
             self.buf.extend_from_slice(&template.to_be_bytes());
             self.buf.extend_from_slice(&[0, 0]);
         }
-        self.write_record(r);
-        self.records += 1;
-        self.data_records += 1;
     }
 
     /// Sends what is held, if anything.
@@ -251,7 +443,7 @@ impl MessageBuilder {
                 debug_assert_eq!(self.buf.len(), V9_HEADER_LEN);
             }
         }
-        if self.templates_due {
+        if self.templates_due && self.templates_inline {
             self.templates_due = false;
             let at = self.buf.len();
             let set_id: u16 = match self.dialect {
@@ -276,6 +468,50 @@ impl MessageBuilder {
             }
             let set_len = (self.buf.len() - at) as u16;
             self.buf[at + 2..at + 4].copy_from_slice(&set_len.to_be_bytes());
+            if self.dialect == Dialect::Ipfix {
+                self.write_options_templates();
+            }
+        }
+    }
+
+    /// IPFIX options templates (set 3): the exporter's statistics, and the
+    /// sampling parameters with their record when sampling is on.
+    fn write_options_templates(&mut self) {
+        let at = self.buf.len();
+        self.buf.extend_from_slice(&3u16.to_be_bytes());
+        self.buf.extend_from_slice(&[0, 0]);
+        let mut list = vec![(TEMPLATE_STATS, STATS_OPTIONS)];
+        if self.sampling.is_some() {
+            list.push((TEMPLATE_SAMPLING, SAMPLING_OPTIONS));
+        }
+        for (id, (fields, scope)) in list {
+            self.buf.extend_from_slice(&id.to_be_bytes());
+            self.buf
+                .extend_from_slice(&(fields.len() as u16).to_be_bytes());
+            self.buf.extend_from_slice(&scope.to_be_bytes());
+            for &(ie, len) in fields {
+                self.buf.extend_from_slice(&ie.to_be_bytes());
+                self.buf.extend_from_slice(&len.to_be_bytes());
+            }
+            self.records += 1;
+        }
+        let set_len = (self.buf.len() - at) as u16;
+        self.buf[at + 2..at + 4].copy_from_slice(&set_len.to_be_bytes());
+        if let Some(s) = self.sampling {
+            let at = self.buf.len();
+            self.buf.extend_from_slice(&TEMPLATE_SAMPLING.to_be_bytes());
+            self.buf.extend_from_slice(&[0, 0]);
+            // One selector: its ID is 1.
+            self.buf.extend_from_slice(&1u64.to_be_bytes());
+            self.buf.extend_from_slice(&s.algorithm.to_be_bytes());
+            self.buf.extend_from_slice(&s.interval.to_be_bytes());
+            self.buf.extend_from_slice(&s.space.to_be_bytes());
+            self.buf
+                .extend_from_slice(&s.probability.to_bits().to_be_bytes());
+            let set_len = (self.buf.len() - at) as u16;
+            self.buf[at + 2..at + 4].copy_from_slice(&set_len.to_be_bytes());
+            self.records += 1;
+            self.data_records += 1;
         }
     }
 

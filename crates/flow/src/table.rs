@@ -75,6 +75,7 @@ const EMPTY_ENTRY: Entry = Entry {
         proto: 0,
         v6: false,
         vlan: 0,
+        tunnel: crate::key::NO_TUNNEL,
     },
     hash: 0,
     first_ns: 0,
@@ -130,7 +131,14 @@ fn hash_key(k: &FlowKey, seed: u64) -> u64 {
     let (a, b) = (end(&k.src, k.sport), end(&k.dst, k.dport));
     // Commutative in the ends, then mixed with the rest.
     let ends = a.wrapping_add(b) ^ (a ^ b).rotate_left(17);
-    mix(ends ^ seed ^ (u64::from(k.proto) << 32 | u64::from(k.vlan) << 8 | u64::from(k.v6)))
+    let mut x = ends ^ seed ^ (u64::from(k.proto) << 32 | u64::from(k.vlan) << 8 | u64::from(k.v6));
+    if k.tunnel.kind != 0 {
+        // The tunnel's outer ends, also commutative.
+        let t = &k.tunnel;
+        let (c, d) = (end(&t.src, 0), end(&t.dst, 0));
+        x ^= mix(c.wrapping_add(d) ^ (u64::from(t.id) << 8 | u64::from(t.kind)));
+    }
+    mix(x)
 }
 
 #[inline]

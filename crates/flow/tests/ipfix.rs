@@ -67,12 +67,14 @@ fn decode(msgs: &[Vec<u8>], v9: bool) -> Decoded {
                 "set length {set_len} at {off}"
             );
             let body = &m[off + 4..off + set_len];
-            if set_id == tset {
+            // IPFIX options templates (set 3) carry a scope field count.
+            let options = !v9 && set_id == 3;
+            if set_id == tset || options {
                 let mut p = 0;
                 while p + 4 <= body.len() {
                     let id = be16(&body[p..]);
                     let n = be16(&body[p + 2..]);
-                    p += 4;
+                    p += if options { 6 } else { 4 };
                     let mut fields = Vec::new();
                     for _ in 0..n {
                         let raw = be16(&body[p..]);
@@ -197,8 +199,9 @@ fn ipfix_records_decode_to_the_flows() {
         d.sizes.len()
     );
     // Templates in the first message, and again after the refresh.
-    assert_eq!(d.template_msgs.iter().filter(|&&m| m == 0).count(), 2);
-    assert_eq!(d.template_msgs.len(), 4);
+    // Two data templates and the statistics options template, each time.
+    assert_eq!(d.template_msgs.iter().filter(|&&m| m == 0).count(), 3);
+    assert_eq!(d.template_msgs.len(), 6);
     // Header: version 10, domain, export time; sequence = data records before.
     let mut before = 0u32;
     for (h, n) in d.headers.iter().zip(&d.per_msg) {
@@ -241,10 +244,13 @@ fn one_ipfix_message_byte_for_byte() {
     b.flush(0x6000_0000, &mut |m| msgs.push(m.to_vec()));
     assert_eq!(msgs.len(), 1);
     let m = &msgs[0];
-    // Header (16) + template set (4 + two templates) + data set (4 + 70).
+    // Header (16) + template set (4 + two templates) + options template
+    // set (4 + the statistics template: 7 fields, 1 of them scope) + data
+    // set (4 + 70).
     let t4 = 4 + 16 * 4 + 3 * 4; // 16 fields, 3 of them reverse (PEN)
     let t6 = t4;
-    let want_len = 16 + 4 + t4 + t6 + 4 + 70;
+    let stats = 6 + 7 * 4;
+    let want_len = 16 + 4 + t4 + t6 + 4 + stats + 4 + 70;
     assert_eq!(m.len(), want_len);
     assert_eq!(
         &m[..16],

@@ -9,12 +9,13 @@
 use crate::failure::Failure;
 use clap::Args;
 use ringcap_engine::CaptureSpec;
-use ringcap_flow::{ExportOptions, Exporter, FlowStage, TableConfig, Target};
+use ringcap_engine::{SampleMode, Sampling};
+use ringcap_flow::{ExportOptions, Exporter, FlowStage, SamplingReport, TableConfig, Target};
 
 /// Flow options of `ringcap capture`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct FlowArgs {
-    /// Export flow records to URL: ipfix://HOST:PORT (IPFIX over UDP), netflow9://HOST:PORT (NetFlow v9 over UDP) or json:PATH (json:- for standard output). May be given more than once; -w is then optional.
+    /// Export flow records to URL: ipfix://HOST:PORT (IPFIX over UDP), ipfix+tcp://HOST:PORT (IPFIX over TCP), netflow9://HOST:PORT (NetFlow v9 over UDP), kafka://BROKER[,BROKER...]/TOPIC (one JSON message per flow) or json:PATH (json:- for standard output). May be given more than once; -w is then optional.
     #[arg(long = "flows", value_name = "URL", help_heading = "Flows")]
     pub flows: Vec<String>,
 
@@ -104,9 +105,39 @@ pub fn start(a: &FlowArgs, spec: &mut CaptureSpec) -> Result<Option<Exporter>, F
             "--flows json:- and -w - would both write to standard output: give one a file",
         ));
     }
-    let exporter = Exporter::start(&targets, ExportOptions::default()).map_err(Failure::usage)?;
+    let opts = ExportOptions {
+        sampling: sampling_report(&spec.sampling),
+        ..ExportOptions::default()
+    };
+    let exporter = Exporter::start(&targets, opts).map_err(Failure::usage)?;
     spec.observer = Some(FlowStage::factory(cfg, exporter.sender()));
     Ok(Some(exporter))
+}
+
+/// The sampling in front of the flow table, as IPFIX reports it.
+pub fn sampling_report(s: &Sampling) -> Option<SamplingReport> {
+    match *s {
+        Sampling::All => None,
+        Sampling::Packets {
+            n,
+            mode: SampleMode::Count,
+        } => Some(SamplingReport::count(n)),
+        Sampling::Packets {
+            n,
+            mode: SampleMode::Random,
+        } => Some(SamplingReport::random(n)),
+        Sampling::Flows { n } => Some(SamplingReport::flows(n)),
+    }
+}
+
+/// Adds `"flows":{...}` (the flow stage's counters) to a JSON record.
+pub fn add_json(line: &mut String, s: &ringcap_flow::FlowStats) {
+    if line.ends_with('}') {
+        line.pop();
+        line.push_str(",\"flows\":{");
+        line.push_str(&s.json_fields());
+        line.push_str("}}");
+    }
 }
 
 /// Exports what is left (after the capture has ended) and reports.
@@ -135,9 +166,16 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(t.len(), 2);
+        let (_, t) = plan(&args(&["ipfix+tcp://127.0.0.1:4739"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t, vec![Target::IpfixTcp("127.0.0.1:4739".into())]);
         for bad in [
             "kafka://b/t",
-            "ipfix+tcp://h:1",
+            "kafka://h:1/",
+            "kafka://h:1/a b",
+            "kafka://h:1,h/t",
+            "ipfix+tcp://h",
             "ipfix://h",
             "ipfix://h:0",
             "sflow://h:1",
@@ -146,8 +184,19 @@ mod tests {
             let e = plan(&args(&[bad])).unwrap_err();
             assert!(e.message.contains("--flows"), "{bad}: {}", e.message);
         }
-        let e = plan(&args(&["kafka://b/t"])).unwrap_err();
-        assert!(e.message.contains("not built"), "{}", e.message);
+        let k = plan(&args(&["kafka://127.0.0.1:9092,[::1]:9092/flows"]));
+        if cfg!(feature = "kafka") {
+            let (_, t) = k.unwrap().unwrap();
+            assert_eq!(
+                t,
+                vec![Target::Kafka {
+                    brokers: "127.0.0.1:9092,[::1]:9092".into(),
+                    topic: "flows".into()
+                }]
+            );
+        } else {
+            assert!(k.unwrap_err().message.contains("not built"));
+        }
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct Reporter {
     json: Option<File>,
     tty: bool,
     interval: Duration,
+    /// The flow stage's counters (`--flows`), in every JSON record.
+    flows: Option<std::sync::Arc<ringcap_flow::FlowStats>>,
 }
 
 impl Reporter {
@@ -52,7 +54,14 @@ impl Reporter {
             json,
             tty: std::io::stderr().is_terminal(),
             interval,
+            flows: None,
         }
+    }
+
+    /// Adds the flow stage's counters to the JSON records (`"flows"`).
+    pub fn with_flows(mut self, s: Option<std::sync::Arc<ringcap_flow::FlowStats>>) -> Reporter {
+        self.flows = s;
+        self
     }
 
     /// Time until the next interval record is due.
@@ -103,7 +112,7 @@ impl Reporter {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0);
-            let line = report::json_line(
+            let mut line = report::json_line(
                 now,
                 self.started.elapsed().as_secs_f64(),
                 is_final,
@@ -111,6 +120,9 @@ impl Reporter {
                 total,
                 file,
             );
+            if let Some(s) = &self.flows {
+                crate::flows::add_json(&mut line, s);
+            }
             let _ = writeln!(f, "{line}");
         }
     }

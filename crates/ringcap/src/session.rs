@@ -144,7 +144,8 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     if capture.started().live {
         eprintln!("{}", capturing_on(capture.started()));
     }
-    let mut reporter = Reporter::new(json, stats_interval);
+    let mut reporter =
+        Reporter::new(json, stats_interval).with_flows(flows.as_ref().map(|e| e.stats()));
     let mut stopping = false;
     loop {
         // This thread waits for the capture's events, and for the next
@@ -185,9 +186,10 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     if let Some(ix) = indexer {
         ix.finish();
     }
-    reporter.finish(&outcome.per_input, &outcome.total, outcome.seconds);
-    // Every capture thread has ended: the flows they left are queued.
+    // Every capture thread has ended: the flows they left are queued, and
+    // exported before the final record counts them.
     crate::flows::finish(flows);
+    reporter.finish(&outcome.per_input, &outcome.total, outcome.seconds);
     match outcome.error {
         None => Ok(0),
         Some(e) if e.kind == ErrorKind::Usage => {

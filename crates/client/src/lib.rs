@@ -591,6 +591,12 @@ impl Session {
         self.ring.counters()
     }
 
+    /// Bytes the session's ring holds: how much may wait unread before the
+    /// daemon drops.
+    pub fn ring_capacity(&self) -> usize {
+        self.ring.capacity()
+    }
+
     /// The session's counters (asks the daemon).
     pub fn stats(&mut self) -> Result<SessionCounters, ClientError> {
         self.client.send(&Request::Stats)?;

@@ -46,6 +46,11 @@ pub struct Dump {
     published: usize,
     /// The user's dump directory.
     pub dir: PathBuf,
+    /// Indexes each published file (`.NAME.ringcap-index`, issue 27), as
+    /// `ringcap capture` does: a background thread at nice 19; its bytes
+    /// count toward the user's quota like the files' ([`bytes_held`]), and
+    /// retention deletes an index with its file.
+    indexer: Option<ringcap_index::background::Indexer>,
 }
 
 fn untrusted(msg: String) -> io::Error {
@@ -224,6 +229,9 @@ impl Dump {
                 writer: Some(writer),
                 published: 0,
                 dir,
+                indexer: Some(ringcap_index::background::Indexer::start(|| {
+                    let _ = ringcap_source::sys::set_thread_nice(19);
+                })),
             },
             encoder,
         ))
@@ -237,7 +245,12 @@ impl Dump {
         let new: Vec<String> = done
             .iter()
             .skip(self.published)
-            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .filter_map(|p| {
+                if let Some(ix) = &self.indexer {
+                    ix.published(p);
+                }
+                p.file_name().map(|n| n.to_string_lossy().into_owned())
+            })
             .collect();
         self.published = done.len();
         new

@@ -108,6 +108,29 @@ fn dumps_are_written_rotated_held_to_the_quota_and_private() {
         "kept files are the newest ones: {kept:?} of {published:?}"
     );
 
+    // Each kept file has its index (built in the background after the file
+    // was published), and a query through it gives what tcpdump -r gives.
+    for name in &kept {
+        let f = d.dir.join("dumps/65534").join(name);
+        let t = std::time::Instant::now();
+        while ringcap_index::load_index(&f).is_err() && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let idx = ringcap_index::load_index(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            idx.summary.packets,
+            if name == kept.last().unwrap() {
+                50
+            } else {
+                100
+            }
+        );
+    }
+    assert!(
+        !list.contains("ringcap-index"),
+        "indexes are not listed: {list}"
+    );
+
     // Fetched as nobody: the daemon's file byte for byte, and the packets
     // are the last ones sent, in order.
     let dir = open_dir("dump-fetch");

@@ -99,6 +99,7 @@ fn main() {
                 plan: plan(filter),
                 window: Window::default(),
                 use_index,
+                stop: None,
             };
             let st = run(&q, std::slice::from_ref(&path), &mut out, &mut |_| {}).expect("query");
             println!(

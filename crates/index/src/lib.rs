@@ -18,11 +18,15 @@
 //! - [`plan`]: what an index can answer of a filter.
 //! - [`query`]: running a query; [`out`]: its pcap/pcapng output.
 //! - [`time`]: the times `--after`/`--before` take.
+//! - [`dir`]: the capture files of directories.
+//! - [`background`]: indexing files as they are published.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod background;
 pub mod build;
+pub mod dir;
 pub mod file;
 pub mod keys;
 pub mod out;

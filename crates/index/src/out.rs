@@ -34,7 +34,17 @@ pub struct Output {
     buf: Vec<u8>,
     /// Packets written.
     pub packets: u64,
+    /// Bytes written (headers and records).
+    pub bytes: u64,
+    /// Most packets and bytes to write (see [`Output::limit`]).
+    max_packets: u64,
+    max_bytes: u64,
+    /// Set when a packet was refused by the limits.
+    pub limited: bool,
 }
+
+/// The error [`Output::packet`] returns once a limit is reached.
+pub const LIMIT_REACHED: &str = "output limit reached";
 
 impl Output {
     /// Output to `w` in `format`.
@@ -46,7 +56,25 @@ impl Output {
             linktypes: Vec::new(),
             buf: Vec::with_capacity(1 << 16),
             packets: 0,
+            bytes: 0,
+            max_packets: u64::MAX,
+            max_bytes: u64::MAX,
+            limited: false,
         }
+    }
+
+    /// Stops the output before the packet that would make it hold more
+    /// than `packets` packets or `bytes` bytes: that packet's
+    /// [`Output::packet`] fails (with [`LIMIT_REACHED`]) and sets
+    /// `limited`; what was written is whole records.
+    pub fn limit(&mut self, packets: Option<u64>, bytes: Option<u64>) {
+        self.max_packets = packets.unwrap_or(u64::MAX);
+        self.max_bytes = bytes.unwrap_or(u64::MAX);
+    }
+
+    fn put(&mut self, b: &[u8]) -> io::Result<()> {
+        self.bytes += b.len() as u64;
+        self.w.write_all(b)
     }
 
     fn start(&mut self, linktype: u32) -> io::Result<()> {
@@ -57,10 +85,9 @@ impl Output {
         match self.format {
             OutFormat::Pcap => {
                 self.linktypes.push(linktype);
-                self.w
-                    .write_all(&pcap::file_header(linktype, SNAPLEN, TsResolution::Nano))
+                self.put(&pcap::file_header(linktype, SNAPLEN, TsResolution::Nano))
             }
-            OutFormat::Pcapng => self.w.write_all(&pcapng::section_header(
+            OutFormat::Pcapng => self.put(&pcapng::section_header(
                 std::env::consts::OS,
                 concat!("ringcap query ", env!("CARGO_PKG_VERSION")),
                 None,
@@ -78,6 +105,14 @@ impl Output {
     ) -> io::Result<()> {
         self.start(linktype)?;
         let caplen = data.len() as u32;
+        let rec = match self.format {
+            OutFormat::Pcap => pcap::RECORD_HEADER_LEN + data.len(),
+            OutFormat::Pcapng => pcapng::epb_len(data.len()),
+        } as u64;
+        if self.packets >= self.max_packets || self.bytes + rec > self.max_bytes {
+            self.limited = true;
+            return Err(io::Error::other(LIMIT_REACHED));
+        }
         match self.format {
             OutFormat::Pcap => {
                 if self.linktypes[0] != linktype {
@@ -92,8 +127,8 @@ impl Output {
                 }
                 let mut h = [0u8; pcap::RECORD_HEADER_LEN];
                 pcap::write_record_header(&mut h, ts_ns, caplen, wire_len, TsResolution::Nano);
-                self.w.write_all(&h)?;
-                self.w.write_all(data)?;
+                self.put(&h)?;
+                self.put(data)?;
             }
             OutFormat::Pcapng => {
                 let id = match self.linktypes.iter().position(|&l| l == linktype) {
@@ -102,15 +137,14 @@ impl Output {
                         let lt = u16::try_from(linktype).map_err(|_| {
                             io::Error::new(io::ErrorKind::InvalidData, "link type above 65535")
                         })?;
-                        self.w.write_all(&pcapng::interface_description(
-                            &InterfaceDescription {
-                                linktype: lt,
-                                snaplen: SNAPLEN,
-                                name: "",
-                                filter: None,
-                                description: None,
-                            },
-                        ))?;
+                        let idb = pcapng::interface_description(&InterfaceDescription {
+                            linktype: lt,
+                            snaplen: SNAPLEN,
+                            name: "",
+                            filter: None,
+                            description: None,
+                        });
+                        self.put(&idb)?;
                         self.linktypes.push(linktype);
                         self.linktypes.len() - 1
                     }
@@ -122,6 +156,7 @@ impl Output {
                 self.buf[pcapng::EPB_DATA_OFFSET..pcapng::EPB_DATA_OFFSET + data.len()]
                     .copy_from_slice(data);
                 pcapng::write_epb_trailer(&mut self.buf, caplen);
+                self.bytes += self.buf.len() as u64;
                 self.w.write_all(&self.buf)?;
             }
         }

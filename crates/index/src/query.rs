@@ -20,6 +20,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ringcap_format::{FormatError, Reader};
 use ringcap_stages::compile;
@@ -61,6 +62,8 @@ pub enum QueryError {
     File(PathBuf, String),
     /// The output could not be written.
     Output(io::Error),
+    /// Stopped from outside ([`Query::stop`]).
+    Stopped,
 }
 
 impl fmt::Display for QueryError {
@@ -69,6 +72,7 @@ impl fmt::Display for QueryError {
             QueryError::Filter(m) => write!(f, "{m}"),
             QueryError::File(p, m) => write!(f, "{}: {m}", p.display()),
             QueryError::Output(e) => write!(f, "writing the output: {e}"),
+            QueryError::Stopped => write!(f, "stopped"),
         }
     }
 }
@@ -146,6 +150,10 @@ pub struct Query<'a> {
     pub window: Window,
     /// Use the indexes (false: scan every file).
     pub use_index: bool,
+    /// Set from another thread to stop the query (a time limit, a client
+    /// gone): checked before each packet, so a query that reads much and
+    /// writes little stops too.
+    pub stop: Option<&'a AtomicBool>,
 }
 
 /// A file ready to be queried.
@@ -337,6 +345,9 @@ fn read_until(
     let mut linktypes: Vec<u32> = rd.interfaces().iter().map(|i| i.linktype).collect();
     let mut scratch = Vec::new();
     while rd.offset() < to {
+        if q.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return Err(QueryError::Stopped);
+        }
         let known = linktypes.len();
         let (lt, ts, wire) = {
             let p = match rd.next_packet() {

@@ -39,6 +39,7 @@ fn try_query(
         plan: plan(filter),
         window: w,
         use_index,
+        stop: None,
     };
     let st = run(&q, files, &mut out, &mut |_| {})?;
     let v = buf.0.borrow().clone();

@@ -47,7 +47,7 @@
 pub use crate::identity::Identity;
 use ringcap_policy::{InjectGrant, SettableField as F};
 use ringcap_stages::CheckedProgram;
-use ringcap_wire::arp::ArpPacket;
+use ringcap_wire::arp::{Addr, ArpPacket};
 use ringcap_wire::ethernet::{ethertype, EthernetFrame, HEADER_LEN as ETH_LEN};
 
 /// Why a frame was refused: the rule and the reason, for its report.
@@ -76,12 +76,12 @@ const ETH_MIN: usize = 60;
 pub(crate) struct Templates {
     /// IPv4 don't-fragment flag.
     pub df: Option<bool>,
-    /// The UDP header.
-    pub udp: Option<[u8; 8]>,
+    /// The UDP ports (source, destination).
+    pub udp: Option<(u16, u16)>,
     /// The TCP header (options included) and its length.
     pub tcp: Option<([u8; 60], usize)>,
-    /// The ICMP header, [IPv4, IPv6].
-    pub icmp: [Option<[u8; 8]>; 2],
+    /// The ICMP echo type, identifier and sequence number, [IPv4, IPv6].
+    pub icmp: [Option<(u8, u16, u16)>; 2],
 }
 
 /// One session's injection policy, with its state (IP ID counter, the
@@ -129,12 +129,12 @@ impl Guard {
                 ),
             ));
         }
-        let eth = EthernetFrame::new_checked(frame)
+        let mut eth = EthernetFrame::new_checked(&mut frame[..])
             .map_err(|e| refuse("malformed", format!("Ethernet header: {e}")))?;
         let kind = eth.ethertype();
         // Candidate first values: kept only if the frame passes.
         let mut t = self.templates;
-        let body = &mut frame[ETH_LEN..];
+        let body = eth.payload_mut();
         let used = match kind {
             ethertype::IPV4 => self.ipv4(body, &mut t)?,
             ethertype::IPV6 => self.ipv6(body, &mut t)?,
@@ -165,7 +165,9 @@ impl Guard {
                 ),
             ));
         }
-        frame[6..12].copy_from_slice(&self.identity.mac);
+        eth = EthernetFrame::new_checked(&mut frame[..])
+            .map_err(|e| refuse("malformed", format!("Ethernet header: {e}")))?;
+        eth.set_source(self.identity.mac);
         if self.program.run(frame, frame.len() as u32) == 0 {
             return Err(refuse(
                 "filter",
@@ -179,7 +181,7 @@ impl Guard {
     /// ARP for Ethernet/IPv4: the sender becomes the interface. Returns the
     /// packet's length.
     fn arp(&self, a: &mut [u8]) -> Result<usize, Refusal> {
-        let p = ArpPacket::new_checked(a)
+        let mut p = ArpPacket::new_checked(a)
             .map_err(|e| refuse("malformed", format!("ARP packet: {e}")))?;
         let shape = (
             p.hardware_type(),
@@ -198,9 +200,9 @@ impl Guard {
             .identity
             .ipv4
             .ok_or_else(|| refuse("source", "the interface has no IPv4 address"))?;
-        // Sender hardware address at 8, sender protocol address at 14.
-        a[8..14].copy_from_slice(&self.identity.mac);
-        a[14..18].copy_from_slice(&v4);
+        p.addr_mut(Addr::SenderHardware)
+            .copy_from_slice(&self.identity.mac);
+        p.addr_mut(Addr::SenderProtocol).copy_from_slice(&v4);
         Ok(len)
     }
 }

@@ -1,51 +1,19 @@
-//! The guard's IP and transport layers: each header is read through
-//! `ringcap_wire`'s checked views (which say whether it is whole and well
-//! formed), and the few fields the guard writes are named once, in [`at`],
-//! so no offset is worked out twice.
+//! The guard's IP and transport layers, written against `ringcap_wire`'s
+//! mutable views: each header is wrapped by its checked constructor (which
+//! says whether it is whole and well formed) and every field the guard
+//! holds or writes is read and set by name (`set_src_addr`,
+//! `set_seq_number`, `fill_checksum`), so no offset is worked out here.
 
 use crate::guard::{refuse, Guard, Refusal, Templates};
 use ringcap_policy::SettableField as F;
-use ringcap_wire::checksum::{add, sum};
+use ringcap_wire::checksum::pseudo_header;
 use ringcap_wire::icmp::Icmpv4Packet;
 use ringcap_wire::icmpv6::Icmpv6Packet;
 use ringcap_wire::ip::ip_proto as P;
 use ringcap_wire::ipv4::{Ipv4Packet, MIN_HEADER_LEN as V4_LEN};
 use ringcap_wire::ipv6::{Ipv6Packet, HEADER_LEN as V6_LEN};
 use ringcap_wire::tcp::TcpPacket;
-use ringcap_wire::udp::{UdpPacket, HEADER_LEN as UDP_LEN};
-use std::ops::Range;
-
-/// Where the fields the guard writes are (byte offsets in their header).
-mod at {
-    use std::ops::Range;
-    pub const V4_TOS: usize = 1;
-    pub const V4_ID: Range<usize> = 4..6;
-    /// Flags (reserved, DF, MF) in the top three bits.
-    pub const V4_FLAGS: usize = 6;
-    pub const V4_TTL: usize = 8;
-    pub const V4_CHECKSUM: Range<usize> = 10..12;
-    pub const V4_SRC: Range<usize> = 12..16;
-    pub const V4_ADDRS: Range<usize> = 12..20;
-    pub const V6_WORD0: Range<usize> = 0..4;
-    pub const V6_HLIM: usize = 7;
-    pub const V6_SRC: Range<usize> = 8..24;
-    pub const V6_ADDRS: Range<usize> = 8..40;
-    pub const SPORT: Range<usize> = 0..2;
-    pub const DPORT: Range<usize> = 2..4;
-    pub const UDP_CHECKSUM: usize = 6;
-    pub const TCP_SEQ: Range<usize> = 4..8;
-    pub const TCP_ACK: Range<usize> = 8..12;
-    /// Data offset (4 bits), reserved (3 bits), NS flag (1 bit).
-    pub const TCP_OFFSET_NS: usize = 12;
-    pub const TCP_FLAGS: usize = 13;
-    pub const TCP_WINDOW: Range<usize> = 14..16;
-    pub const TCP_CHECKSUM: usize = 16;
-    pub const TCP_URGENT_AND_OPTIONS: usize = 18;
-    pub const ICMP_TYPE: usize = 0;
-    pub const ICMP_CHECKSUM: usize = 2;
-    pub const ICMP_ID: Range<usize> = 4..6;
-    pub const ICMP_SEQ: Range<usize> = 6..8;
-}
+use ringcap_wire::udp::UdpPacket;
 
 /// UDP destination ports of tunnels: a payload to them is a packet the
 /// receiver may decapsulate and deliver as if it came from elsewhere.
@@ -53,16 +21,14 @@ mod at {
 /// VXLAN default.)
 pub const TUNNEL_PORTS: [u16; 8] = [1701, 2152, 4500, 4789, 4790, 6081, 6635, 8472];
 
-/// The pseudo-header's sum for a transport checksum.
+/// The pseudo-header's sum for a transport checksum (none for ICMP).
 #[derive(Clone, Copy)]
 struct Pseudo(u16);
 
 impl Pseudo {
-    fn of(addrs: &[u8], proto: u8, len: usize) -> Pseudo {
-        let s = add(sum(addrs), u16::from(proto));
+    fn of(src: &[u8], dst: &[u8], proto: u8, len: usize) -> Pseudo {
         // `len` fits: frames are at most an MTU plus 14 bytes (< 4 GiB).
-        let l = len as u32;
-        Pseudo(add(s, add((l >> 16) as u16, l as u16)))
+        Pseudo(pseudo_header(src, dst, proto, len as u32))
     }
 }
 
@@ -98,15 +64,10 @@ fn malformed(what: &str, e: ringcap_wire::Error) -> Refusal {
     refuse("malformed", format!("{what}: {e}"))
 }
 
-/// Copies the template's bytes `r` over the segment's.
-fn hold(seg: &mut [u8], template: &[u8], r: Range<usize>) {
-    seg[r.clone()].copy_from_slice(&template[r]);
-}
-
 impl Guard {
     /// An IPv4 packet at the start of `ip`; returns its total length.
     pub(crate) fn ipv4(&mut self, ip: &mut [u8], t: &mut Templates) -> Result<usize, Refusal> {
-        let v = Ipv4Packet::new_checked(ip).map_err(|e| malformed("IPv4 header", e))?;
+        let v = Ipv4Packet::new_checked(&ip[..]).map_err(|e| malformed("IPv4 header", e))?;
         if v.header_len() != V4_LEN {
             return Err(refuse(
                 "ip-options",
@@ -142,29 +103,31 @@ impl Guard {
             .identity
             .ipv4
             .ok_or_else(|| refuse("source", "the interface has no IPv4 address"))?;
-        ip[at::V4_SRC].copy_from_slice(&src);
-        ip[at::V4_FLAGS] = if df { 0x40 } else { 0 };
+        // The datagram only (not the Ethernet padding after it).
+        let mut v =
+            Ipv4Packet::new_checked(&mut ip[..total]).map_err(|e| malformed("IPv4 header", e))?;
+        v.set_src_addr(src);
+        // Reserved flag 0, DF as the session's first, not a fragment.
+        v.set_flags_and_offset(if df { 0x4000 } else { 0 });
         if !self.may(F::IpTtl) {
-            ip[at::V4_TTL] = 64;
+            v.set_ttl(64);
         }
         if !self.may(F::IpTos) {
-            ip[at::V4_TOS] = 0;
+            v.set_dscp_ecn(0);
         }
         if !self.may(F::IpId) {
             self.next_id = self.next_id.wrapping_add(1);
-            ip[at::V4_ID].copy_from_slice(&self.next_id.to_be_bytes());
+            v.set_ident(self.next_id);
         }
-        ip[at::V4_CHECKSUM].copy_from_slice(&[0, 0]);
-        let c = !sum(&ip[..V4_LEN]);
-        ip[at::V4_CHECKSUM].copy_from_slice(&c.to_be_bytes());
-        let pseudo = Pseudo::of(&ip[at::V4_ADDRS], proto, total - V4_LEN);
-        self.transport(proto, &mut ip[V4_LEN..total], pseudo, t)?;
+        v.fill_checksum();
+        let pseudo = Pseudo::of(&v.src_addr(), &v.dst_addr(), proto, total - V4_LEN);
+        self.transport(proto, v.payload_mut(), pseudo, t)?;
         Ok(total)
     }
 
     /// An IPv6 packet at the start of `ip`; returns its length.
     pub(crate) fn ipv6(&mut self, ip: &mut [u8], t: &mut Templates) -> Result<usize, Refusal> {
-        let v = Ipv6Packet::new_checked(ip).map_err(|e| malformed("IPv6 header", e))?;
+        let v = Ipv6Packet::new_checked(&ip[..]).map_err(|e| malformed("IPv6 header", e))?;
         let plen = usize::from(v.payload_len());
         if plen == 0 {
             return Err(refuse(
@@ -189,20 +152,20 @@ impl Guard {
             .identity
             .ipv6
             .ok_or_else(|| refuse("source", "the interface has no IPv6 address"))?;
-        ip[at::V6_SRC].copy_from_slice(&src);
-        let mut word = u32::from_be_bytes([ip[0], ip[1], ip[2], ip[3]]);
+        let mut v = Ipv6Packet::new_checked(&mut ip[..V6_LEN + plen])
+            .map_err(|e| malformed("IPv6 header", e))?;
+        v.set_src_addr(src);
         if !self.may(F::IpTos) {
-            word &= !0x0ff0_0000;
+            v.set_traffic_class(0);
         }
         if !self.may(F::Ipv6Flow) {
-            word &= !0x000f_ffff;
+            v.set_flow_label(0);
         }
-        ip[at::V6_WORD0].copy_from_slice(&word.to_be_bytes());
         if !self.may(F::Ipv6Hlim) {
-            ip[at::V6_HLIM] = 64;
+            v.set_hop_limit(64);
         }
-        let pseudo = Pseudo::of(&ip[at::V6_ADDRS], next, plen);
-        self.transport(next, &mut ip[V6_LEN..V6_LEN + plen], pseudo, t)?;
+        let pseudo = Pseudo::of(&v.src_addr(), &v.dst_addr(), next, plen);
+        self.transport(next, v.payload_mut(), pseudo, t)?;
         Ok(V6_LEN + plen)
     }
 
@@ -214,108 +177,146 @@ impl Guard {
         pseudo: Pseudo,
         t: &mut Templates,
     ) -> Result<(), Refusal> {
-        let (payload_at, checksum_at) = match proto {
-            P::UDP => (self.udp(seg, t)?, at::UDP_CHECKSUM),
-            P::TCP => (self.tcp(seg, t)?, at::TCP_CHECKSUM),
-            _ => (self.icmp(proto, seg, t)?, at::ICMP_CHECKSUM),
-        };
-        if !self.may(F::Payload) {
-            seg[payload_at..].fill(0);
+        let zero_payload = !self.may(F::Payload);
+        match proto {
+            P::UDP => {
+                let len = seg.len();
+                let mut u = UdpPacket::new_checked(seg).map_err(|e| malformed("UDP header", e))?;
+                self.udp(&mut u, len, t)?;
+                if zero_payload {
+                    u.payload_mut().fill(0);
+                }
+                u.fill_checksum(pseudo.0);
+            }
+            P::TCP => {
+                let first =
+                    TcpPacket::new_checked(&seg[..]).map_err(|e| malformed("TCP header", e))?;
+                let hl = first.header_len();
+                let (tm, tl) = *t.tcp.get_or_insert_with(|| {
+                    let mut h = [0u8; 60];
+                    h[..hl].copy_from_slice(&seg[..hl]);
+                    (h, hl)
+                });
+                if tl != hl {
+                    return Err(refuse(
+                        "fixed",
+                        format!("a TCP header of {hl} bytes where the session's first was {tl} (options are not settable)"),
+                    ));
+                }
+                let tm = TcpPacket::new_checked(&tm[..tl])
+                    .map_err(|e| malformed("the session's first TCP header", e))?;
+                let mut p = TcpPacket::new_checked(seg).map_err(|e| malformed("TCP header", e))?;
+                self.tcp(&mut p, &tm);
+                if zero_payload {
+                    p.payload_mut().fill(0);
+                }
+                p.fill_checksum(pseudo.0);
+            }
+            P::ICMP => {
+                let mut p =
+                    Icmpv4Packet::new_checked(seg).map_err(|e| malformed("ICMP header", e))?;
+                let now = (p.msg_type(), p.echo_ident(), p.echo_seq_no());
+                let (ty, id, seq) = self.echo(false, p.code(), now, t)?;
+                p.set_msg_type(ty);
+                p.set_echo_ident(id);
+                p.set_echo_seq_no(seq);
+                if zero_payload {
+                    p.payload_mut().fill(0);
+                }
+                p.fill_checksum();
+            }
+            _ => {
+                let mut p =
+                    Icmpv6Packet::new_checked(seg).map_err(|e| malformed("ICMPv6 header", e))?;
+                let now = (p.msg_type(), p.echo_ident(), p.echo_seq_no());
+                let (ty, id, seq) = self.echo(true, p.code(), now, t)?;
+                p.set_msg_type(ty);
+                p.set_echo_ident(id);
+                p.set_echo_seq_no(seq);
+                if zero_payload {
+                    p.payload_mut().fill(0);
+                }
+                p.fill_checksum(pseudo.0);
+            }
         }
-        seg[checksum_at..checksum_at + 2].copy_from_slice(&[0, 0]);
-        let s = sum(seg);
-        let mut c = if proto == P::ICMP {
-            !s
-        } else {
-            !add(pseudo.0, s)
-        };
-        if proto == P::UDP && c == 0 {
-            c = 0xffff;
-        }
-        seg[checksum_at..checksum_at + 2].copy_from_slice(&c.to_be_bytes());
         Ok(())
     }
 
-    /// UDP: returns where the payload starts.
-    fn udp(&self, seg: &mut [u8], t: &mut Templates) -> Result<usize, Refusal> {
-        let u = UdpPacket::new_checked(seg).map_err(|e| malformed("UDP header", e))?;
-        if usize::from(u.len()) != seg.len() {
+    /// UDP over an IP payload of `seg_len` bytes: ports held, tunnels
+    /// refused.
+    fn udp(
+        &self,
+        u: &mut UdpPacket<&mut [u8]>,
+        seg_len: usize,
+        t: &mut Templates,
+    ) -> Result<(), Refusal> {
+        if usize::from(u.len()) != seg_len {
             return Err(refuse(
                 "malformed",
                 format!(
-                    "UDP length {} where the IP payload is {} bytes",
-                    u.len(),
-                    seg.len()
+                    "UDP length {} where the IP payload is {seg_len} bytes",
+                    u.len()
                 ),
             ));
         }
-        let mut first = [0u8; UDP_LEN];
-        first.copy_from_slice(&seg[..UDP_LEN]);
-        let tm = *t.udp.get_or_insert(first);
+        let (sport, dport) = *t.udp.get_or_insert((u.src_port(), u.dst_port()));
         if !self.may(F::UdpSport) {
-            hold(seg, &tm, at::SPORT);
+            u.set_src_port(sport);
         }
         if !self.may(F::UdpDport) {
-            hold(seg, &tm, at::DPORT);
+            u.set_dst_port(dport);
         }
-        let dport = u16::from_be_bytes([seg[2], seg[3]]);
+        let dport = u.dst_port();
         if TUNNEL_PORTS.contains(&dport) {
             return Err(refuse(
                 "tunnel",
                 format!("UDP port {dport} is a tunnel's: not injected"),
             ));
         }
-        Ok(UDP_LEN)
+        Ok(())
     }
 
-    /// TCP: returns where the payload starts.
-    fn tcp(&self, seg: &mut [u8], t: &mut Templates) -> Result<usize, Refusal> {
-        let p = TcpPacket::new_checked(seg).map_err(|e| malformed("TCP header", e))?;
-        let hl = p.header_len();
-        let (tm, tl) = *t.tcp.get_or_insert_with(|| {
-            let mut h = [0u8; 60];
-            h[..hl].copy_from_slice(&seg[..hl]);
-            (h, hl)
-        });
-        if tl != hl {
-            return Err(refuse(
-                "fixed",
-                format!("a TCP header of {hl} bytes where the session's first was {tl} (options are not settable)"),
-            ));
+    /// TCP: every field not settable as in the session's first header `tm`
+    /// (of the same length).
+    fn tcp(&self, p: &mut TcpPacket<&mut [u8]>, tm: &TcpPacket<&[u8]>) {
+        if !self.may(F::TcpSport) {
+            p.set_src_port(tm.src_port());
         }
-        for (f, r) in [
-            (F::TcpSport, at::SPORT),
-            (F::TcpDport, at::DPORT),
-            (F::TcpSeq, at::TCP_SEQ),
-        ] {
-            if !self.may(f) {
-                hold(seg, &tm, r);
-            }
+        if !self.may(F::TcpDport) {
+            p.set_dst_port(tm.dst_port());
         }
-        // Never settable: acknowledgment number, reserved bits, window,
-        // urgent pointer, options.
-        hold(seg, &tm, at::TCP_ACK);
-        hold(seg, &tm, at::TCP_WINDOW);
-        hold(seg, &tm, at::TCP_URGENT_AND_OPTIONS..hl);
-        let ns = at::TCP_OFFSET_NS;
-        if self.may(F::TcpFlags) {
-            seg[ns] = (tm[ns] & 0xfe) | (seg[ns] & 1);
+        if !self.may(F::TcpSeq) {
+            p.set_seq_number(tm.seq_number());
+        }
+        // Never settable: acknowledgment number, data offset, reserved
+        // bits, window, urgent pointer, options.
+        p.set_ack_number(tm.ack_number());
+        p.set_window(tm.window());
+        p.set_urgent_pointer(tm.urgent_pointer());
+        p.options_mut().copy_from_slice(tm.options());
+        // The 9 flag bits (NS to FIN) are the client's when settable.
+        const FLAGS: u16 = 0x01ff;
+        let flags = if self.may(F::TcpFlags) {
+            p.offset_and_flags() & FLAGS
         } else {
-            seg[ns] = tm[ns];
-            seg[at::TCP_FLAGS] = tm[at::TCP_FLAGS];
-        }
-        Ok(hl)
-    }
-
-    /// ICMP or ICMPv6 echo: returns where the payload starts.
-    fn icmp(&self, proto: u8, seg: &mut [u8], t: &mut Templates) -> Result<usize, Refusal> {
-        let (v6, ty, code, echo) = if proto == P::ICMP {
-            let p = Icmpv4Packet::new_checked(seg).map_err(|e| malformed("ICMP header", e))?;
-            (false, p.msg_type(), p.code(), (0, 8))
-        } else {
-            let p = Icmpv6Packet::new_checked(seg).map_err(|e| malformed("ICMPv6 header", e))?;
-            (true, p.msg_type(), p.code(), (129, 128))
+            tm.offset_and_flags() & FLAGS
         };
+        // The data offset is the same (checked above); reserved bits as the
+        // session's first.
+        p.set_reserved_and_flags(tm.offset_and_flags() & !FLAGS | flags);
+    }
+
+    /// ICMP or ICMPv6 echo: the type, identifier and sequence number to
+    /// send, from the message's `now` and the session's first.
+    fn echo(
+        &self,
+        v6: bool,
+        code: u8,
+        now: (u8, u16, u16),
+        t: &mut Templates,
+    ) -> Result<(u8, u16, u16), Refusal> {
+        let ty = now.0;
+        let echo = if v6 { (129, 128) } else { (0, 8) };
         if ty != echo.0 && ty != echo.1 || code != 0 {
             return Err(refuse(
                 "icmp",
@@ -325,16 +326,11 @@ impl Guard {
                 ),
             ));
         }
-        let mut first = [0u8; 8];
-        first.copy_from_slice(&seg[..8]);
-        let tm = *t.icmp[usize::from(v6)].get_or_insert(first);
-        seg[at::ICMP_TYPE] = tm[at::ICMP_TYPE];
-        if !self.may(F::IcmpId) {
-            hold(seg, &tm, at::ICMP_ID);
-        }
-        if !self.may(F::IcmpSeq) {
-            hold(seg, &tm, at::ICMP_SEQ);
-        }
-        Ok(8)
+        let tm = *t.icmp[usize::from(v6)].get_or_insert(now);
+        Ok((
+            tm.0,
+            if self.may(F::IcmpId) { now.1 } else { tm.1 },
+            if self.may(F::IcmpSeq) { now.2 } else { tm.2 },
+        ))
     }
 }

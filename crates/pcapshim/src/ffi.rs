@@ -1,11 +1,9 @@
 //! libpcap's C types as this library sees them (Linux, 64-bit layouts from
 //! `pcap/pcap.h` and `pcap/bpf.h`) and the way to the system's libpcap:
 //! `dlsym(RTLD_NEXT, name)` — the library that would have answered had this
-//! one not been preloaded — falling back to `dlopen("libpcap.so.0.8")` for a
-//! program that loads libpcap itself.
+//! one not been preloaded.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
-use std::sync::OnceLock;
 
 /// `PCAP_ERRBUF_SIZE`.
 pub const ERRBUF_SIZE: usize = 256;
@@ -81,32 +79,14 @@ pub type Handler = Option<unsafe extern "C" fn(*mut u8, *const PktHdr, *const u8
 pub type Opaque = *mut c_void;
 
 /// The address of the system libpcap's `name` (NUL-terminated), 0 if there
-/// is none.
+/// is none. libpcap is this library's own dependency (build.rs), so it is
+/// always in the search order after this library, also in a program that
+/// does not link it.
 pub fn lookup(name: &'static str) -> usize {
     debug_assert!(name.ends_with('\0'));
     // SAFETY: `name` is NUL-terminated (above); RTLD_NEXT is a valid pseudo
     // handle for dlsym; dlsym only reads the string.
-    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast::<c_char>()) };
-    if !p.is_null() {
-        return p as usize;
-    }
-    static LIB: OnceLock<usize> = OnceLock::new();
-    let lib = *LIB.get_or_init(|| {
-        // SAFETY: a NUL-terminated literal; dlopen has no other precondition.
-        let h = unsafe {
-            libc::dlopen(
-                c"libpcap.so.0.8".as_ptr(),
-                libc::RTLD_NOW | libc::RTLD_GLOBAL,
-            )
-        };
-        h as usize
-    });
-    if lib == 0 {
-        return 0;
-    }
-    // SAFETY: `lib` is a handle dlopen returned (never closed); `name` is
-    // NUL-terminated.
-    unsafe { libc::dlsym(lib as *mut c_void, name.as_ptr().cast::<c_char>()) as usize }
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast::<c_char>()) as usize }
 }
 
 /// The system libpcap's function `name` as a value of type `$ty` (an

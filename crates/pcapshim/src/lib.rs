@@ -29,8 +29,10 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod devs;
+mod dl;
 mod ffi;
 mod live;
+mod reader;
 mod registry;
 
 use ffi::{real, Opaque};

@@ -1,18 +1,6 @@
 //! One live capture handle: what a `pcap_t` of this library is behind the
 //! pointer, in safe Rust.
 //!
-//! Why a reader thread: `pcap_get_selectable_fd` must return a descriptor
-//! that becomes readable when packets wait, with nobody calling into the
-//! library. The session's own wake-up pipe is written by the daemon only
-//! while the reader says it sleeps (see `ringcap-shm`), so a thread sleeps
-//! there for the tool: it moves whole chunks of records from the shared
-//! ring into a bounded queue and signals an eventfd, readable exactly while
-//! the queue holds packets (or the session has ended). The tool's thread
-//! takes the queue's buffer whole (a swap, one lock per batch, no lock or
-//! system call per packet). When the queue is full the thread stops
-//! reading, so the daemon's ring fills and the daemon counts the drops:
-//! `pcap_stats` reports them.
-//!
 //! Why a placeholder filter: libpcap tools call `pcap_activate`, then
 //! `pcap_setfilter`. The session is opened at activation (so a refusal is
 //! reported where libpcap reports it) with a filter that accepts nothing
@@ -21,13 +9,14 @@
 //! the grant's whole view from its first read on.
 
 use crate::ffi::{BpfInsn, PktHdr, Stat, Timeval};
+use crate::reader::{lock, reader, End, Queue, Shared, MAX_HOLD, SLICE};
 use ringcap_client::{
-    default_socket, Client, ClientError, InjectFrame, InjectStatus, OpenRequest, Session,
-    SessionCounters, Snap,
+    default_socket, Client, ClientError, InjectFrame, InjectStatus, OpenRequest, SessionCounters,
+    Snap,
 };
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -37,8 +26,6 @@ const PLACEHOLDER: &str = "less 1";
 const MAX_SNAPLEN: u32 = 262_144;
 /// Bytes of a record header in the queue (as in the ring).
 const RECORD: usize = 16;
-/// How long the reader thread sleeps at a time (it checks for the end).
-const SLICE: Duration = Duration::from_millis(50);
 
 /// Settings made before activation (`pcap_set_*`).
 #[derive(Debug, Clone)]
@@ -65,124 +52,24 @@ impl Config {
         }
     }
 
+    /// How long a packet may wait to be handed out with others: none in
+    /// immediate mode, else the tool's timeout (0: none given) up to
+    /// `MAX_HOLD`.
+    pub fn hold(&self) -> Option<Duration> {
+        if self.immediate {
+            return None;
+        }
+        match u64::try_from(self.timeout_ms) {
+            Ok(ms) if ms > 0 => Some(Duration::from_millis(ms).min(MAX_HOLD)),
+            _ => Some(MAX_HOLD),
+        }
+    }
+
     /// The snap length to ask for: libpcap treats 0 and too big as the maximum.
     pub fn snap(&self) -> u32 {
         match u32::try_from(self.snaplen) {
             Ok(n) if (1..=MAX_SNAPLEN).contains(&n) => n,
             _ => MAX_SNAPLEN,
-        }
-    }
-}
-
-/// How a session ended (seen by the reader thread).
-#[derive(Debug, Clone)]
-enum End {
-    /// The daemon ended it (reason).
-    Ended(String),
-    /// Reading failed.
-    Failed(String),
-}
-
-struct Queue {
-    /// Records, as in the ring: sec, nsec, caplen, wire length (u32 LE), data.
-    buf: Vec<u8>,
-    /// Bytes above which the reader stops taking chunks from the ring.
-    limit: usize,
-    end: Option<End>,
-}
-
-struct Shared {
-    session: Mutex<Session>,
-    queue: Mutex<Queue>,
-    /// Signalled when the queue gains packets or an end, or frees room.
-    cond: Condvar,
-    /// Readable while the queue holds packets or an end.
-    wake: OwnedFd,
-    /// Whether `wake` is readable now; changed with the queue locked, so
-    /// that a tool reading with `pcap_loop` costs no system call on it.
-    armed: AtomicBool,
-    stop: AtomicBool,
-    /// Bumped when the filter changes: records read before are discarded.
-    generation: AtomicU64,
-    /// The last counters the daemon gave (for `pcap_stats` when it cannot ask).
-    last: Mutex<SessionCounters>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere must not make every later call panic too.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl Shared {
-    /// Makes the descriptor readable (a system call only if it was not).
-    fn arm(&self) {
-        if !self.armed.swap(true, Ordering::AcqRel) {
-            let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
-        }
-    }
-
-    /// Makes it unreadable (a system call only if it was readable).
-    fn clear(&self) {
-        if self.armed.swap(false, Ordering::AcqRel) {
-            let mut b = [0u8; 8];
-            let _ = rustix::io::read(&self.wake, &mut b);
-        }
-    }
-}
-
-/// The reader thread: ring → queue, until stopped or the session ends.
-fn reader(shared: Arc<Shared>) {
-    let mut staging: Vec<u8> = Vec::new();
-    while !shared.stop.load(Ordering::Acquire) {
-        {
-            let mut q = lock(&shared.queue);
-            while q.buf.len() >= q.limit && !shared.stop.load(Ordering::Acquire) {
-                q = shared
-                    .cond
-                    .wait_timeout(q, SLICE)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            }
-        }
-        // Never hold the session while taking the queue (see `Live::stats`).
-        let (generation, result, ended) = {
-            let mut s = lock(&shared.session);
-            let generation = shared.generation.load(Ordering::Acquire);
-            let mut take = |s: &mut Session| s.chunks(|r| staging.extend_from_slice(r.bytes));
-            let mut result = s.wait(SLICE).and_then(|_| take(&mut s));
-            let mut ended = None;
-            if matches!(result, Ok(0)) {
-                ended = s.ended();
-                if ended.is_some() {
-                    // What the daemon delivered before its end notice.
-                    result = take(&mut s);
-                }
-            }
-            (generation, result, ended)
-        };
-        let mut q = lock(&shared.queue);
-        if generation == shared.generation.load(Ordering::Acquire) && !staging.is_empty() {
-            if q.buf.is_empty() {
-                std::mem::swap(&mut q.buf, &mut staging);
-            } else {
-                q.buf.extend_from_slice(&staging);
-            }
-        }
-        staging.clear();
-        if let Err(e) = result {
-            q.end = Some(End::Failed(e.to_string()));
-        } else if let Some((reason, counters)) = ended {
-            *lock(&shared.last) = counters;
-            q.end = Some(End::Ended(reason));
-        }
-        let stop = q.end.is_some();
-        if !q.buf.is_empty() || stop {
-            shared.arm();
-            shared.cond.notify_all();
-        }
-        drop(q);
-        if stop {
-            return;
         }
     }
 }
@@ -277,6 +164,7 @@ impl Live {
             armed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             generation: AtomicU64::new(0),
+            hold: self.config.hold(),
             last: Mutex::new(SessionCounters::default()),
         });
         // The tool's signals (SIGINT, SIGPIPE...) must reach its own

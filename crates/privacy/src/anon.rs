@@ -4,16 +4,15 @@
 
 use crate::cryptopan::{Cache, CryptoPan};
 use crate::fields::FieldSet;
+use crate::v4cache::V4Cache;
 
 /// Address anonymization state: the key's anonymizer and caches of recent
 /// translations, per thread.
 pub(crate) struct Anon {
     pub(crate) cpan: CryptoPan,
     pub(crate) fields: FieldSet,
-    v4: Cache<4, 65536>,
-    /// Images of /24 prefixes: a new address in a known /24 costs 8 AES
-    /// blocks instead of 32.
-    v4_24: Cache<3, 4096>,
+    /// IPv4: a /16 table and a growing address map ([`V4Cache`]).
+    v4: V4Cache,
     v6: Cache<16, 4096>,
     /// Images of /64 prefixes (64 AES blocks saved per new address).
     v6_64: Cache<8, 1024>,
@@ -25,27 +24,26 @@ impl Anon {
         Anon {
             cpan,
             fields,
-            v4: Cache::default(),
-            v4_24: Cache::default(),
+            v4: V4Cache::new(),
             v6: Cache::default(),
             v6_64: Cache::default(),
             mac: Cache::default(),
         }
     }
 
+    #[inline]
     pub(crate) fn ipv4(&mut self, a: [u8; 4]) -> [u8; 4] {
-        let Anon {
-            cpan, v4, v4_24, ..
-        } = self;
-        v4.get(a, |a| {
-            let p = v4_24.get([a[0], a[1], a[2]], |p| {
-                let i = cpan.ipv4([p[0], p[1], p[2], 0]);
-                [i[0], i[1], i[2]]
-            });
-            let orig = u128::from(u32::from_be_bytes(a)) << 96;
-            let last = (cpan.flips(orig, 24, 32) >> 96) as u8 ^ a[3];
-            [p[0], p[1], p[2], last]
-        })
+        self.v4.get(&self.cpan, u32::from_be_bytes(a)).to_be_bytes()
+    }
+
+    /// The images of two addresses (a header's source and destination),
+    /// looked up together.
+    #[inline]
+    pub(crate) fn ipv4_pair(&mut self, a: [u8; 4], b: [u8; 4]) -> ([u8; 4], [u8; 4]) {
+        let (x, y) = self
+            .v4
+            .get2(&self.cpan, u32::from_be_bytes(a), u32::from_be_bytes(b));
+        (x.to_be_bytes(), y.to_be_bytes())
     }
 
     pub(crate) fn ipv6(&mut self, a: [u8; 16]) -> [u8; 16] {

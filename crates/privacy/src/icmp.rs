@@ -14,7 +14,10 @@
 
 use crate::fields;
 use crate::rewrite::{AddrOp, IpCtx, Rewriter, Work};
+use ringcap_wire::icmp::{field as f4, msg_type as t4};
+use ringcap_wire::icmpv6::{field as f6, mld_record, msg_type as t6, nd_option as nd};
 use ringcap_wire::ip::ip_proto;
+use ringcap_wire::ipv6_ext::field as ext;
 
 impl Rewriter {
     pub(crate) fn hides_addresses(&self) -> bool {
@@ -81,40 +84,43 @@ impl Rewriter {
 
     /// An IPv6 extension header (or AH) at `off`.
     pub(crate) fn ext(&mut self, w: &mut Work<'_>, off: usize, kind: u8, ip: &mut IpCtx) {
-        let Some(len) = w.byte(off + 1) else {
+        let Some(len) = w.byte(off + ext::LENGTH) else {
             return;
         };
         if kind == ip_proto::AH {
             // The integrity value covers hidden fields (or is a function of
             // them): never shown.
             let end = (usize::from(len) + 2) * 4;
-            w.zero(off + 12, end.saturating_sub(12));
+            w.zero(off + ext::AH_ICV, end.saturating_sub(ext::AH_ICV));
             return;
         }
         let end = off + (usize::from(len) + 1) * 8;
         if kind == ip_proto::IPV6_ROUTING {
             self.routing(w, off, end, ip);
         } else {
-            self.ipv6_options(w, off + 2, end, kind == ip_proto::IPV6_DEST_OPTS, ip);
+            let dst = kind == ip_proto::IPV6_DEST_OPTS;
+            self.ipv6_options(w, off + ext::OPTIONS, end, dst, ip);
         }
     }
 
     /// Routing header: types 0 and 2 (RFC 8200, RFC 6275) are a list of
     /// addresses, type 4 (RFC 8754) a segment list then TLVs.
     fn routing(&mut self, w: &mut Work<'_>, off: usize, end: usize, ip: &mut IpCtx) {
-        let (ty, left) = (w.byte(off + 2), w.byte(off + 3));
-        let n = (end - off - 8) / 16;
+        let (ty, left) = (w.byte(off + ext::ROUTING_TYPE), w.byte(off + ext::SEG_LEFT));
+        let addrs_at = off + ext::ROUTING_ADDRS;
+        let n = (end - addrs_at) / 16;
         let (addrs, final_dst) = match ty {
             Some(0 | 2) => (n, n.checked_sub(1)),
             Some(4) => {
-                let segs = w.byte(off + 4).map_or(n, |l| (usize::from(l) + 1).min(n));
+                let last = w.byte(off + ext::ROUTING_DATA);
+                let segs = last.map_or(n, |l| (usize::from(l) + 1).min(n));
                 (segs, Some(0))
             }
             _ => (0, None),
         };
         if left.is_some_and(|l| l != 0) {
             match final_dst {
-                Some(k) => ip.dst = off + 8 + 16 * k,
+                Some(k) => ip.dst = addrs_at + 16 * k,
                 None => ip.dst_unknown = true,
             }
         }
@@ -122,13 +128,14 @@ impl Rewriter {
             return;
         }
         if ty.is_none() || !matches!(ty, Some(0 | 2 | 4)) {
-            w.zero(off + 4, end - off - 4);
+            let data = off + ext::ROUTING_DATA;
+            w.zero(data, end - data);
             return;
         }
         for k in 0..addrs {
-            self.addr(w, off + 8 + 16 * k, 16, self.ip_op);
+            self.addr(w, addrs_at + 16 * k, 16, self.ip_op);
         }
-        let rest = off + 8 + 16 * addrs;
+        let rest = addrs_at + 16 * addrs;
         w.zero(rest, end - rest);
     }
 
@@ -247,28 +254,33 @@ impl Rewriter {
     pub(crate) fn icmp4(&mut self, w: &mut Work<'_>, off: usize) {
         let m = self.mask;
         let ty = w.byte(off);
-        if m.has(fields::ICMP_ECHO) && matches!(ty, Some(0 | 8)) {
-            w.zero(off + 4, 4);
+        if m.has(fields::ICMP_ECHO) && matches!(ty, Some(t4::ECHO_REPLY | t4::ECHO_REQUEST)) {
+            w.zero_field(off, f4::ECHO_IDENT);
+            w.zero_field(off, f4::ECHO_SEQNO);
         }
         let op = self.ip_op;
         if op == AddrOp::Keep {
             return;
         }
         match ty {
-            Some(5) => self.addr(w, off + 4, 4, op),
-            Some(9) => {
-                w.sums.taint(off + 8);
-                let (n, size) = (w.byte(off + 4), w.byte(off + 5));
+            Some(t4::REDIRECT) => self.addr_field(w, off, f4::GATEWAY, op),
+            Some(t4::ROUTER_ADVERT) => {
+                let entries = off + f4::RA_ENTRIES;
+                w.sums.taint(entries);
+                let (n, size) = (
+                    w.byte(off + f4::RA_NUM_ADDRS),
+                    w.byte(off + f4::RA_ENTRY_SIZE),
+                );
                 let (Some(n), Some(size)) = (n, size) else {
                     return;
                 };
                 let size = usize::from(size) * 4;
                 if size < 4 {
-                    w.zero(off + 8, w.limit.saturating_sub(off + 8).min(0xffff));
+                    w.zero(entries, w.limit.saturating_sub(entries).min(0xffff));
                     return;
                 }
                 for k in 0..usize::from(n) {
-                    self.addr(w, off + 8 + k * size, 4, op);
+                    self.addr(w, entries + k * size, 4, op);
                 }
             }
             _ => {}
@@ -278,37 +290,38 @@ impl Rewriter {
     /// ICMPv6: neighbor discovery (133 to 137) and MLD (130 to 132, 143).
     pub(crate) fn icmp6(&mut self, w: &mut Work<'_>, off: usize) {
         let ty = w.byte(off);
-        if self.mask.has(fields::ICMP_ECHO) && matches!(ty, Some(128 | 129)) {
-            w.zero(off + 4, 4);
+        if self.mask.has(fields::ICMP_ECHO) && matches!(ty, Some(t6::ECHO_REQUEST | t6::ECHO_REPLY))
+        {
+            w.zero_field(off, f6::ECHO_IDENT);
+            w.zero_field(off, f6::ECHO_SEQNO);
         }
         if !self.hides_addresses() {
             return;
         }
         let op = self.ip_op;
         let options = match ty {
-            Some(133) => off + 8,
-            Some(134) => off + 16,
-            Some(135 | 136) => {
-                self.addr(w, off + 8, 16, op);
-                off + 24
+            Some(t6::ROUTER_SOLICIT) => off + f6::RS_OPTIONS,
+            Some(t6::ROUTER_ADVERT) => off + f6::RA_OPTIONS,
+            Some(t6::NEIGHBOR_SOLICIT | t6::NEIGHBOR_ADVERT) => {
+                self.addr_field(w, off, f6::ND_TARGET, op);
+                off + f6::NS_NA_OPTIONS
             }
-            Some(137) => {
-                self.addr(w, off + 8, 16, op);
-                self.addr(w, off + 24, 16, op);
-                off + 40
+            Some(t6::REDIRECT) => {
+                self.addr_field(w, off, f6::ND_TARGET, op);
+                self.addr_field(w, off, f6::REDIRECT_DST, op);
+                off + f6::REDIRECT_OPTIONS
             }
-            Some(130..=132) => {
-                self.addr(w, off + 8, 16, op);
+            Some(t6::MLD_QUERY..=t6::MLD_DONE) => {
+                self.addr_field(w, off, f6::MLD_ADDR, op);
                 // An MLDv2 query: its sources.
-                if ty == Some(130) {
-                    if let (Some(hi), Some(lo)) = (w.byte(off + 26), w.byte(off + 27)) {
-                        let n = usize::from(u16::from_be_bytes([hi, lo]));
-                        self.addr_list(w, off + 28, n);
+                if ty == Some(t6::MLD_QUERY) {
+                    if let Some(n) = w.msg_word(off, f6::MLD_QUERY_NUM_SRCS) {
+                        self.addr_list(w, off + f6::MLD_QUERY_SRCS, usize::from(n));
                     }
                 }
                 return;
             }
-            Some(143) => return self.mldv2_report(w, off),
+            Some(t6::MLDV2_REPORT) => return self.mldv2_report(w, off),
             _ => return,
         };
         // The options are hidden in the checksum even where not captured.
@@ -339,17 +352,22 @@ impl Rewriter {
             }
             match t {
                 // Source / target link-layer address: Ethernet's 6 bytes.
-                1 | 2 if l == 8 => self.mac(w, i + 2, self.eth_op),
-                3 if l == 32 => self.addr(w, i + 16, 16, self.ip_op),
-                24 if l <= 24 => self.addr(w, i + 8, l.saturating_sub(8), self.ip_op),
-                25 => {
-                    let mut a = i + 8;
+                nd::SOURCE_LL | nd::TARGET_LL if l == 8 => {
+                    self.mac(w, i + nd::LL_ADDR.start, self.eth_op)
+                }
+                nd::PREFIX_INFO if l == 32 => self.addr_field(w, i, nd::PREFIX, self.ip_op),
+                nd::ROUTE_INFO if l <= 24 => {
+                    let p = nd::ROUTE_PREFIX;
+                    self.addr(w, i + p, l.saturating_sub(p), self.ip_op)
+                }
+                nd::RDNSS => {
+                    let mut a = i + nd::RDNSS_ADDRS;
                     while a + 16 <= i + l {
                         self.addr(w, a, 16, self.ip_op);
                         a += 16;
                     }
                 }
-                5 | 14 => {}
+                nd::MTU | nd::NONCE => {}
                 // The Redirected Header's quoted packet, longer link-layer
                 // addresses, options not understood.
                 _ => w.zero(i + 2, l - 2),
@@ -360,21 +378,23 @@ impl Rewriter {
 
     /// MLDv2 report (RFC 3810): records of a group address and sources.
     fn mldv2_report(&mut self, w: &mut Work<'_>, off: usize) {
-        w.sums.taint(off + 8);
+        let mut r = off + f6::MLD_REPORT_RECORDS;
+        w.sums.taint(r);
         let op = self.ip_op;
-        let (Some(hi), Some(lo)) = (w.byte(off + 6), w.byte(off + 7)) else {
+        let Some(records) = w.msg_word(off, f6::MLD_REPORT_NUM_RECORDS) else {
             return;
         };
-        let mut r = off + 8;
-        for _ in 0..u16::from_be_bytes([hi, lo]) {
-            let (Some(aux), Some(h), Some(l)) = (w.byte(r + 1), w.byte(r + 2), w.byte(r + 3))
-            else {
+        for _ in 0..records {
+            let (Some(aux), Some(n)) = (
+                w.byte(r + mld_record::AUX_LEN),
+                w.msg_word(r, mld_record::NUM_SRCS),
+            ) else {
                 return;
             };
-            let n = usize::from(u16::from_be_bytes([h, l]));
-            self.addr(w, r + 4, 16, op);
-            self.addr_list(w, r + 20, n);
-            let aux_at = r + 20 + 16 * n;
+            let n = usize::from(n);
+            self.addr_field(w, r, mld_record::ADDR, op);
+            self.addr_list(w, r + mld_record::SRCS, n);
+            let aux_at = r + mld_record::SRCS + 16 * n;
             let aux = usize::from(aux) * 4;
             w.zero(aux_at, aux);
             r = aux_at + aux;

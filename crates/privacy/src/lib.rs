@@ -48,6 +48,7 @@ mod icmp;
 pub mod key;
 pub mod rewrite;
 mod sums;
+mod v4cache;
 
 pub use key::Key;
 

@@ -26,9 +26,10 @@
 use crate::anon::Anon;
 use crate::fields::{self, FieldSet};
 use crate::sums::{Kind, Pseudo, Sums};
-use ringcap_wire::ethernet::ethertype;
+use ringcap_wire::ethernet::{self, ethertype};
 use ringcap_wire::headers::{visit_headers, Visitor};
 use ringcap_wire::ip::ip_proto;
+use ringcap_wire::{arp, icmp, icmpv6, ipv4, ipv6, tcp, udp, Field};
 
 /// Headers a frame may have (3 per tunnel level) before the rest is zeroed
 /// unread (fail closed).
@@ -181,8 +182,12 @@ impl Rewriter {
             match *h {
                 Hdr::Eth(off) => {
                     let off = off as usize;
-                    self.mac(&mut w, off, self.eth_op);
-                    self.mac(&mut w, off + 6, self.eth_op);
+                    self.mac(
+                        &mut w,
+                        off + ethernet::field::DESTINATION.start,
+                        self.eth_op,
+                    );
+                    self.mac(&mut w, off + ethernet::field::SOURCE.start, self.eth_op);
                 }
                 Hdr::Arp(off) => self.arp(&mut w, off as usize),
                 Hdr::Ip(off, v6) => {
@@ -201,7 +206,7 @@ impl Rewriter {
                     w.limit = usize::MAX;
                     quote = match (proto, w.frame.get(off)) {
                         (ip_proto::ICMP, Some(3 | 4 | 5 | 11 | 12))
-                        | (ip_proto::ICMPV6, Some(1..=4)) => Some((off + 8, end)),
+                        | (ip_proto::ICMPV6, Some(1..=4)) => Some((off + icmp::field::QUOTE, end)),
                         _ => None,
                     };
                 }
@@ -273,16 +278,41 @@ impl Rewriter {
         w.write(p, &new[..n]);
     }
 
+    /// The address field `f` of the header at `base`.
+    #[inline]
+    pub(crate) fn addr_field(&mut self, w: &mut Work<'_>, base: usize, f: Field, op: AddrOp) {
+        self.addr(w, base + f.start, f.len(), op);
+    }
+
+    /// An IPv4 header's two addresses: anonymized as a pair when both were
+    /// captured (their lookups overlap), else one by one as far as captured.
+    fn ipv4_addrs(&mut self, w: &mut Work<'_>, off: usize) {
+        use ipv4::field as f;
+        if self.ip_op == AddrOp::Anonymize && w.limit == usize::MAX {
+            if let Ok(v) = ipv4::Ipv4Packet::new_checked(w.frame.get(off..).unwrap_or(&[])) {
+                let an = self.anon.as_mut().expect("anonymize without a key");
+                let (x, y) = an.ipv4_pair(v.src_addr(), v.dst_addr());
+                w.write(off + f::SRC_ADDR.start, &x);
+                w.write(off + f::DST_ADDR.start, &y);
+                return;
+            }
+        }
+        self.addr_field(w, off, f::SRC_ADDR, self.ip_op);
+        self.addr_field(w, off, f::DST_ADDR, self.ip_op);
+    }
+
     fn arp(&mut self, w: &mut Work<'_>, off: usize) {
-        let Some(f) = w.frame.get(off..off + 8) else {
+        use arp::field as f;
+        let (Some(htype), Some(ptype), Some(hlen), Some(plen)) = (
+            w.word(off, f::HTYPE),
+            w.word(off, f::PTYPE),
+            w.byte(off + f::HLEN),
+            w.byte(off + f::PLEN),
+        ) else {
             return;
         };
-        let (htype, ptype) = (
-            u16::from_be_bytes([f[0], f[1]]),
-            u16::from_be_bytes([f[2], f[3]]),
-        );
-        let (hlen, plen) = (usize::from(f[4]), usize::from(f[5]));
-        let sha = off + 8;
+        let (hlen, plen) = (usize::from(hlen), usize::from(plen));
+        let sha = off + arp::FIXED_LEN;
         let spa = sha + hlen;
         let tha = spa + plen;
         let tpa = tha + hlen;
@@ -305,18 +335,17 @@ impl Rewriter {
     }
 
     fn ip(&mut self, w: &mut Work<'_>, off: usize, v6: bool) -> IpCtx {
-        let byte = |i: usize| w.frame.get(off + i).copied();
-        let word = |i: usize| Some(u16::from_be_bytes([byte(i)?, byte(i + 1)?]));
         if !v6 {
-            let hl = usize::from(byte(0).unwrap_or(0x45) & 0xf) * 4;
-            let end = match word(2) {
+            use ipv4::field as f;
+            let hl = usize::from(w.frame.get(off + f::VER_IHL).map_or(5, |b| b & 0xf)) * 4;
+            let end = match w.word(off, f::LENGTH) {
                 Some(tl) if usize::from(tl) >= hl => off + usize::from(tl),
                 _ => usize::MAX,
             };
-            let later_fragment = word(6).is_some_and(|f| f & 0x1fff != 0);
+            let later_fragment = w.word(off, f::FLG_OFF).is_some_and(|f| f & 0x1fff != 0);
             // The header checksum covers this header only.
             w.sums.push(
-                off + 10,
+                off + f::CHECKSUM.start,
                 off,
                 off + hl,
                 Kind::Inet { udp: false },
@@ -325,33 +354,33 @@ impl Rewriter {
                 false,
             );
             self.ip_fields(w, off, false);
-            self.addr(w, off + 12, 4, self.ip_op);
-            self.addr(w, off + 16, 4, self.ip_op);
-            if hl > 20 {
-                self.ipv4_options(w, off + 20, off + hl);
+            self.ipv4_addrs(w, off);
+            if hl > ipv4::MIN_HEADER_LEN {
+                self.ipv4_options(w, off + ipv4::MIN_HEADER_LEN, off + hl);
             }
             IpCtx {
                 v6,
                 end,
-                src: off + 12,
-                dst: off + 16,
+                src: off + f::SRC_ADDR.start,
+                dst: off + f::DST_ADDR.start,
                 dst_unknown: false,
                 quoted: false,
                 later_fragment,
             }
         } else {
-            let end = match word(4) {
-                Some(pl) if pl != 0 => off + 40 + usize::from(pl),
+            use ipv6::field as f;
+            let end = match w.word(off, f::LENGTH) {
+                Some(pl) if pl != 0 => off + ipv6::HEADER_LEN + usize::from(pl),
                 _ => usize::MAX,
             };
             self.ip_fields(w, off, true);
-            self.addr(w, off + 8, 16, self.ip_op);
-            self.addr(w, off + 24, 16, self.ip_op);
+            self.addr_field(w, off, f::SRC_ADDR, self.ip_op);
+            self.addr_field(w, off, f::DST_ADDR, self.ip_op);
             IpCtx {
                 v6,
                 end,
-                src: off + 8,
-                dst: off + 24,
+                src: off + f::SRC_ADDR.start,
+                dst: off + f::DST_ADDR.start,
                 dst_unknown: false,
                 quoted: false,
                 later_fragment: false,
@@ -363,23 +392,26 @@ impl Rewriter {
     pub(crate) fn ip_fields(&mut self, w: &mut Work<'_>, off: usize, v6: bool) {
         let m = self.mask;
         if !v6 {
+            use ipv4::field as f;
             if m.has(fields::IP_TOS) {
-                w.zero(off + 1, 1);
+                w.zero(off + f::DSCP_ECN, 1);
             }
             if m.has(fields::IP_ID) {
-                w.zero(off + 4, 2);
+                w.zero_field(off, f::IDENT);
             }
             if m.has(fields::IP_TTL) {
-                w.zero(off + 8, 1);
+                w.zero(off + f::TTL, 1);
             }
             return;
         }
+        use ipv6::field as f;
         if m.has(fields::IP_TOS) || m.has(fields::IPV6_FLOW) {
             // As much of the first word as was captured.
             let mut b = [0u8; 4];
-            let avail = w.frame.len().saturating_sub(off).min(4);
+            let word0 = off + f::VER_TC_FLOW.start;
+            let avail = w.frame.len().saturating_sub(word0).min(4);
             if avail > 0 {
-                b[..avail].copy_from_slice(&w.frame[off..off + avail]);
+                b[..avail].copy_from_slice(&w.frame[word0..word0 + avail]);
             }
             {
                 let mut word = u32::from_be_bytes(b);
@@ -389,11 +421,11 @@ impl Rewriter {
                 if m.has(fields::IPV6_FLOW) {
                     word &= !0x000f_ffff;
                 }
-                w.write(off, &word.to_be_bytes());
+                w.write(word0, &word.to_be_bytes());
             }
         }
         if m.has(fields::IP_TTL) {
-            w.zero(off + 7, 1);
+            w.zero(off + f::HOP_LIMIT, 1);
         }
     }
 
@@ -417,12 +449,16 @@ impl Rewriter {
         let hidden_pseudo = self.ip_op != AddrOp::Keep;
         let inet = Kind::Inet { udp: false };
         let sum = match proto {
-            ip_proto::TCP => Some((off + 16, inet, pseudo)),
+            ip_proto::TCP => Some((off + tcp::field::CHECKSUM.start, inet, pseudo)),
             // UDP over IPv4 without a checksum (0) keeps none.
-            ip_proto::UDP if !ip.v6 && w.frame.get(off + 6..off + 8) == Some(&[0, 0]) => None,
-            ip_proto::UDP => Some((off + 6, Kind::Inet { udp: true }, pseudo)),
-            ip_proto::ICMP => Some((off + 2, inet, Pseudo::None)),
-            ip_proto::ICMPV6 => Some((off + 2, inet, pseudo)),
+            ip_proto::UDP if !ip.v6 && w.word(off, udp::field::CHECKSUM) == Some(0) => None,
+            ip_proto::UDP => Some((
+                off + udp::field::CHECKSUM.start,
+                Kind::Inet { udp: true },
+                pseudo,
+            )),
+            ip_proto::ICMP => Some((off + icmp::field::CHECKSUM.start, inet, Pseudo::None)),
+            ip_proto::ICMPV6 => Some((off + icmpv6::field::CHECKSUM.start, inet, pseudo)),
             ip_proto::GRE => match w.frame.get(off) {
                 Some(b) if b & 0x80 != 0 => Some((off + 4, inet, Pseudo::None)),
                 _ => None,
@@ -433,9 +469,9 @@ impl Rewriter {
         if let Some((field, kind, pseudo)) = sum {
             let tainted = hidden_pseudo && !matches!(pseudo, Pseudo::None);
             // UDP covers what its own length says.
-            let end = match (proto, w.frame.get(off + 4..off + 6)) {
-                (ip_proto::UDP, Some(&[hi, lo])) if u16::from_be_bytes([hi, lo]) >= 8 => {
-                    off + usize::from(u16::from_be_bytes([hi, lo]))
+            let end = match (proto, w.word(off, udp::field::LENGTH)) {
+                (ip_proto::UDP, Some(l)) if usize::from(l) >= udp::HEADER_LEN => {
+                    off + usize::from(l)
                 }
                 (ip_proto::UDP, _) => usize::MAX,
                 _ => ip.end,
@@ -450,29 +486,36 @@ impl Rewriter {
         }
         match proto {
             ip_proto::TCP => {
+                use tcp::field as f;
                 if m.has(fields::TCP_PORT) {
-                    w.zero(off, 4);
+                    w.zero_field(off, f::SRC_PORT);
+                    w.zero_field(off, f::DST_PORT);
                 }
                 if m.has(fields::TCP_SEQ) {
-                    w.zero(off + 4, 8);
+                    w.zero_field(off, f::SEQ_NUM);
+                    w.zero_field(off, f::ACK_NUM);
                 }
                 if m.has(fields::TCP_WINDOW) {
-                    w.zero(off + 14, 2);
+                    w.zero_field(off, f::WIN_SIZE);
                 }
                 if m.has(fields::TCP_OPTIONS) {
-                    match w.frame.get(off + 12) {
+                    let options = off + tcp::MIN_HEADER_LEN;
+                    match w.frame.get(off + f::OFF_FLAGS.start) {
                         Some(&doff) => {
                             let hl = usize::from(doff >> 4) * 4;
-                            if hl > 20 {
-                                w.zero(off + 20, hl - 20);
+                            if hl > tcp::MIN_HEADER_LEN {
+                                w.zero(options, hl - tcp::MIN_HEADER_LEN);
                             }
                         }
                         // Options hidden past the capture.
-                        None => w.sums.taint(off + 20),
+                        None => w.sums.taint(options),
                     }
                 }
             }
-            ip_proto::UDP if m.has(fields::UDP_PORT) => w.zero(off, 4),
+            ip_proto::UDP if m.has(fields::UDP_PORT) => {
+                w.zero_field(off, udp::field::SRC_PORT);
+                w.zero_field(off, udp::field::DST_PORT);
+            }
             ip_proto::ICMP => self.icmp4(w, off),
             ip_proto::ICMPV6 => self.icmp6(w, off),
             _ => {}
@@ -514,6 +557,31 @@ impl Work<'_> {
         if p < end {
             self.frame[p..end].fill(0);
         }
+    }
+
+    /// Zeroes field `f` of the header at `base`, like [`zero`](Self::zero).
+    #[inline]
+    pub(crate) fn zero_field(&mut self, base: usize, f: Field) {
+        self.zero(base + f.start, f.len());
+    }
+
+    /// The 16-bit field `f` of the header at `base`, if captured (the
+    /// walk decided the header is there, so not bounded by the message).
+    #[inline]
+    pub(crate) fn word(&self, base: usize, f: Field) -> Option<u16> {
+        let p = base + f.start;
+        Some(u16::from_be_bytes([
+            *self.frame.get(p)?,
+            *self.frame.get(p + 1)?,
+        ]))
+    }
+
+    /// The 16-bit field `f` of the message at `base`, if captured and
+    /// inside the current message.
+    #[inline]
+    pub(crate) fn msg_word(&self, base: usize, f: Field) -> Option<u16> {
+        let p = base + f.start;
+        Some(u16::from_be_bytes([self.byte(p)?, self.byte(p + 1)?]))
     }
 
     /// The byte at `p`, if captured and inside the current message.

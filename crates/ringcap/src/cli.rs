@@ -34,6 +34,10 @@ pub enum Command {
     Index(crate::query::IndexArgs),
     /// Find packets in capture files by tcpdump filter and time window, through their indexes.
     Query(crate::query::QueryArgs),
+    /// Serve stored packets over HTTPS with client certificates: stenographer's POST /query (stenoread works unchanged) and a tcpdump-filter endpoint.
+    Serve(crate::serve::ServeArgs),
+    /// Make the keys of `ringcap serve` (CA, server and client certificates, stenographer's layout and config).
+    ServeKeys(crate::serve::ServeKeysArgs),
     /// Make a pair of network namespaces, send traffic between them, capture it, and show the result.
     Demo(DemoArgs),
     /// Storage-only benchmark: synthetic packets straight into the sink, to

@@ -17,4 +17,5 @@ pub mod privacy;
 pub mod privileges;
 pub mod query;
 pub mod run;
+pub mod serve;
 pub mod session;

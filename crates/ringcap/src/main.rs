@@ -19,6 +19,8 @@ fn main() {
         Command::Repair(args) => ringcap::demo::repair(&args),
         Command::Index(args) => ringcap::query::index(&args),
         Command::Query(args) => ringcap::query::query(&args),
+        Command::Serve(args) => ringcap::serve::serve(&args),
+        Command::ServeKeys(args) => ringcap::serve::serve_keys(&args),
         Command::AnonymizeKey(args) => ringcap::privacy::anonymize_key(&args),
         Command::Inject(args) => ringcap::inject::run(&args),
         Command::Stats(args) => ringcap::daemon_client::stats(&args),

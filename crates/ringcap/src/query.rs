@@ -16,9 +16,7 @@
 use std::fs;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Args;
 use ringcap_index::{
@@ -77,6 +75,17 @@ pub struct QueryArgs {
     /// Print what the query read to stderr.
     #[arg(short = 'v', long)]
     pub verbose: bool,
+    /// Ask the retrieval service of a sensor (`ringcap serve`) instead of
+    /// local files: [NAME=]https://HOST:PORT; repeat for several, the answers
+    /// are merged by time (pcapng: one interface per sensor, named after it).
+    #[arg(long = "sensor", value_name = "URL")]
+    pub sensors: Vec<String>,
+    /// With --sensor: the keys directory (`ringcap serve-keys`).
+    #[arg(long, value_name = "DIR")]
+    pub certs: Option<PathBuf>,
+    /// With --sensor: the client certificate's name in --certs.
+    #[arg(long, value_name = "NAME", default_value = "client")]
+    pub client: String,
     /// With -d: the filter (tcpdump syntax). Without -d: the files.
     #[arg(value_name = "FILTER|FILES")]
     pub rest: Vec<String>,
@@ -118,34 +127,11 @@ pub fn index(args: &IndexArgs) -> Result<i32, Failure> {
     Ok(status)
 }
 
-/// The capture files of `dir`, skipping hidden and non-regular files.
-fn files_of(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
-    let rd = fs::read_dir(dir).map_err(|e| Failure::usage(format!("{}: {e}", dir.display())))?;
-    let mut v = Vec::new();
-    for e in rd.flatten() {
-        let name = e.file_name();
-        if name.to_string_lossy().starts_with('.') {
-            continue;
-        }
-        if e.file_type().is_ok_and(|t| t.is_file()) {
-            v.push(e.path());
-        }
-    }
-    v.sort();
-    Ok(v)
-}
-
-/// Whether `path` starts like a capture file ringcap reads.
-fn is_capture(path: &Path) -> bool {
-    // Its header is enough (the reader would otherwise read ahead a MiB).
-    fs::File::open(path)
-        .ok()
-        .and_then(|f| ringcap_format::Reader::new(io::Read::take(f, 64 << 10)).ok())
-        .is_some()
-}
-
 /// `ringcap query`.
 pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
+    if !args.sensors.is_empty() {
+        return query_sensors(args);
+    }
     let (files, filter) = if args.dirs.is_empty() {
         if args.rest.is_empty() {
             return Err(Failure::usage(
@@ -160,16 +146,10 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
                 "query: a filter both in --filter and as arguments",
             ));
         }
-        let mut files = Vec::new();
-        for d in &args.dirs {
-            for f in files_of(d)? {
-                if is_capture(&f) {
-                    files.push(f);
-                } else {
-                    eprintln!("ringcap: {}: not a capture file, skipped", f.display());
-                }
-            }
-        }
+        let mut files = ringcap_index::dir::capture_files(&args.dirs, &mut |f| {
+            eprintln!("ringcap: {}: not a capture file, skipped", f.display())
+        })
+        .map_err(Failure::usage)?;
         // Not the output itself, if it is written into a queried directory.
         if let Some(out) = args.write.as_deref().filter(|w| *w != "-") {
             let out = fs::canonicalize(out).ok();
@@ -208,6 +188,7 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
         plan: plan(&filter),
         window,
         use_index: !args.no_index,
+        stop: None,
     };
     let started = Instant::now();
     let stats =
@@ -241,91 +222,56 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-/// Files waiting for the indexer at most: beyond, a file is left without
-/// an index (said once; queries scan it, `ringcap index` builds it) rather
-/// than letting the indexer fall further and further behind.
-const QUEUE: usize = 64;
-
-/// How long the end of a capture waits for the files still queued.
-const FINISH_WAIT: Duration = Duration::from_secs(5);
-
-/// Indexes the files a capture publishes, one at a time, in the background.
-pub struct Indexer {
-    tx: Option<mpsc::SyncSender<PathBuf>>,
-    done: mpsc::Receiver<()>,
-    pending: Arc<AtomicUsize>,
-    behind: AtomicBool,
+/// `ringcap query --sensor`.
+fn query_sensors(args: &QueryArgs) -> Result<i32, Failure> {
+    if !args.dirs.is_empty() || args.filter.is_some() || args.no_index {
+        return Err(Failure::usage(
+            "query: --sensor takes the filter as arguments (no -d, --filter, --no-index)",
+        ));
+    }
+    let t = |s: &Option<String>| s.as_deref().map(parse_time).transpose();
+    let window = Window {
+        after: t(&args.after).map_err(Failure::usage)?,
+        before: t(&args.before).map_err(Failure::usage)?,
+    };
+    let format = match args.format.as_str() {
+        "pcap" => OutFormat::Pcap,
+        "pcapng" => OutFormat::Pcapng,
+        f => return Err(Failure::usage(format!("--format {f}: use pcap or pcapng"))),
+    };
+    crate::serve::query_sensors(
+        &args.sensors,
+        args.certs.as_ref(),
+        &args.client,
+        &args.rest.join(" "),
+        window,
+        format,
+        args.write.as_deref(),
+    )
 }
+
+/// Indexes the files a capture publishes, one at a time, in a background
+/// thread at the lowest CPU priority (see [`ringcap_index::background`]).
+pub struct Indexer(ringcap_index::background::Indexer);
 
 impl Indexer {
     /// Starts the indexing thread.
     pub fn start() -> Indexer {
-        let (tx, rx) = mpsc::sync_channel::<PathBuf>(QUEUE);
-        let (done_tx, done) = mpsc::channel();
-        let pending = Arc::new(AtomicUsize::new(0));
-        let left = pending.clone();
-        let spawned = std::thread::Builder::new()
-            .name("ringcap-index".into())
-            .spawn(move || {
-                // The capture comes first: lowest priority; failing to lower
-                // it only costs the capture a little more CPU.
-                let _ = ringcap_source::sys::set_thread_nice(19);
-                for path in rx {
-                    if let Err(e) = build_index(&path) {
-                        // Deleted by retention before its turn, or a
-                        // compressed file (scanned by queries): nothing to say.
-                        if path.exists() && !matches!(e, ringcap_index::BuildError::Compressed(_)) {
-                            eprintln!("ringcap: warning: indexing {e}");
-                        }
-                    }
-                    left.fetch_sub(1, Ordering::Relaxed);
-                }
-                let _ = done_tx.send(());
-            })
-            .is_ok();
-        Indexer {
-            tx: spawned.then_some(tx),
-            done,
-            pending,
-            behind: AtomicBool::new(false),
-        }
+        Indexer(ringcap_index::background::Indexer::start(|| {
+            // The capture comes first: lowest priority; failing to lower
+            // it only costs the capture a little more CPU.
+            let _ = ringcap_source::sys::set_thread_nice(19);
+        }))
     }
 
     /// Queues a published file.
     pub fn published(&self, path: &Path) {
-        let Some(tx) = &self.tx else {
-            return;
-        };
-        self.pending.fetch_add(1, Ordering::Relaxed);
-        if tx.try_send(path.to_path_buf()).is_err() {
-            self.pending.fetch_sub(1, Ordering::Relaxed);
-            if !self.behind.swap(true, Ordering::Relaxed) {
-                eprintln!(
-                    "ringcap: warning: indexing falls behind the capture: {} and later files \
-                     beyond {QUEUE} waiting are left without an index (queries scan them; \
-                     `ringcap index FILES` builds them)",
-                    path.display()
-                );
-            }
-        }
+        self.0.published(path)
     }
 
-    /// Waits (up to a few seconds) for the queued files to be indexed; says
-    /// how many are left without an index if that is not enough.
-    pub fn finish(mut self) {
-        if self.tx.take().is_none() {
-            return;
-        }
-        if self.done.recv_timeout(FINISH_WAIT).is_err() {
-            let n = self.pending.load(Ordering::Relaxed);
-            if n > 0 {
-                eprintln!(
-                    "ringcap: warning: {n} file{} left without an index at exit \
-                     (queries scan them; `ringcap index FILES` builds them)",
-                    if n == 1 { "" } else { "s" }
-                );
-            }
-        }
+    /// Waits (up to a few seconds) for the queued files to be indexed.
+    pub fn finish(self) {
+        self.0.finish()
     }
 }
 

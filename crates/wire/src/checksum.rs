@@ -65,6 +65,14 @@ pub fn update(check: u16, d: u16) -> u16 {
     !add(!check, d)
 }
 
+/// The sum of a TCP, UDP or ICMPv6 pseudo-header (RFC 793, RFC 768,
+/// RFC 8200 section 8.1): the two addresses (4 or 16 bytes each), the
+/// protocol and the upper-layer length; not complemented.
+pub fn pseudo_header(src: &[u8], dst: &[u8], proto: u8, len: u32) -> u16 {
+    let s = add(add(sum(src), sum(dst)), u16::from(proto));
+    add(s, add((len >> 16) as u16, len as u16))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 //! +-------------------+-------------------+-------+---------
 //! ```
 
-use crate::{array, be16, need, tail, Result};
+use crate::{array, be16, need, put16, tail, Result};
 
 /// Length of an Ethernet II header (no FCS, no VLAN tags).
 pub const HEADER_LEN: usize = 14;
@@ -43,42 +43,54 @@ pub mod ethertype {
     }
 }
 
-/// A view of an Ethernet II frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EthernetFrame<'a> {
-    buf: &'a [u8],
+/// Where each field is (byte ranges in the header).
+pub mod field {
+    use crate::Field;
+    /// Destination MAC address.
+    pub const DESTINATION: Field = 0..6;
+    /// Source MAC address.
+    pub const SOURCE: Field = 6..12;
+    /// EtherType.
+    pub const ETHERTYPE: Field = 12..14;
 }
 
-impl<'a> EthernetFrame<'a> {
+/// A view of an Ethernet II frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EthernetFrame<T> {
+    buf: T,
+}
+
+impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Wraps `buf`, checking that it holds a whole 14-byte header.
     #[inline]
-    pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
-        need(buf, HEADER_LEN)?;
+    pub fn new_checked(buf: T) -> Result<Self> {
+        let b = buf.as_ref();
+        need(b, HEADER_LEN)?;
         Ok(EthernetFrame { buf })
     }
 
-    /// The underlying bytes (header and payload).
+    /// The wrapped buffer.
     #[inline]
-    pub fn as_bytes(&self) -> &'a [u8] {
+    pub fn into_inner(self) -> T {
         self.buf
     }
 
     /// Destination MAC address.
     #[inline]
     pub fn destination(&self) -> [u8; 6] {
-        array(self.buf, 0)
+        array(self.buf.as_ref(), 0)
     }
 
     /// Source MAC address.
     #[inline]
     pub fn source(&self) -> [u8; 6] {
-        array(self.buf, 6)
+        array(self.buf.as_ref(), 6)
     }
 
     /// The EtherType field (or, below 0x0600, an IEEE 802.3 length).
     #[inline]
     pub fn ethertype(&self) -> u16 {
-        be16(self.buf, 12)
+        be16(self.buf.as_ref(), 12)
     }
 
     /// Header length: always [`HEADER_LEN`].
@@ -86,11 +98,45 @@ impl<'a> EthernetFrame<'a> {
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }
+}
+
+impl<'a, T: AsRef<[u8]> + ?Sized> EthernetFrame<&'a T> {
+    /// The underlying bytes (header and payload).
+    #[inline]
+    pub fn as_bytes(&self) -> &'a [u8] {
+        AsRef::<[u8]>::as_ref(self.buf)
+    }
 
     /// The bytes after the header (may include trailing padding).
     #[inline]
     pub fn payload(&self) -> &'a [u8] {
-        tail(self.buf, HEADER_LEN)
+        tail(AsRef::<[u8]>::as_ref(self.buf), HEADER_LEN)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
+    /// Sets the destination MAC address.
+    #[inline]
+    pub fn set_destination(&mut self, a: [u8; 6]) {
+        self.buf.as_mut()[field::DESTINATION].copy_from_slice(&a);
+    }
+
+    /// Sets the source MAC address.
+    #[inline]
+    pub fn set_source(&mut self, a: [u8; 6]) {
+        self.buf.as_mut()[field::SOURCE].copy_from_slice(&a);
+    }
+
+    /// Sets the EtherType.
+    #[inline]
+    pub fn set_ethertype(&mut self, t: u16) {
+        put16(self.buf.as_mut(), field::ETHERTYPE.start, t);
+    }
+
+    /// The bytes after the header, writable.
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buf.as_mut()[HEADER_LEN..]
     }
 }
 

@@ -5,7 +5,8 @@
 //! unreachable, source quench, redirect, time exceeded, parameter problem)
 //! then quote the IP header and at least 8 bytes of the offending datagram.
 
-use crate::{array, be16, need, tail, Result};
+use crate::checksum::sum;
+use crate::{array, be16, need, put16, tail, Result};
 
 /// Length of the ICMP header (type, code, checksum, rest of header).
 pub const HEADER_LEN: usize = 8;
@@ -26,6 +27,8 @@ pub mod msg_type {
     pub const TIME_EXCEEDED: u8 = 11;
     /// Parameter problem (error).
     pub const PARAMETER_PROBLEM: u8 = 12;
+    /// Router advertisement (RFC 1256).
+    pub const ROUTER_ADVERT: u8 = 9;
 }
 
 /// True for the ICMPv4 error types that quote the offending datagram
@@ -35,54 +38,88 @@ pub const fn is_error(msg_type: u8) -> bool {
     matches!(msg_type, 3 | 4 | 5 | 11 | 12)
 }
 
-/// A view of an ICMPv4 message whose 8-byte header is present.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Icmpv4Packet<'a> {
-    buf: &'a [u8],
+/// Where each field is (byte ranges in the header).
+pub mod field {
+    use crate::Field;
+    /// Message type.
+    pub const TYPE: usize = 0;
+    /// Code.
+    pub const CODE: usize = 1;
+    /// Checksum.
+    pub const CHECKSUM: Field = 2..4;
+    /// The type-specific rest of the header.
+    pub const REST: Field = 4..8;
+    /// Echo identifier (echo request and reply).
+    pub const ECHO_IDENT: Field = 4..6;
+    /// Echo sequence number (echo request and reply).
+    pub const ECHO_SEQNO: Field = 6..8;
+    /// A redirect's gateway address (type 5).
+    pub const GATEWAY: Field = 4..8;
+    /// A router advertisement's number of addresses (type 9, RFC 1256).
+    pub const RA_NUM_ADDRS: usize = 4;
+    /// A router advertisement's entry size in 32-bit words.
+    pub const RA_ENTRY_SIZE: usize = 5;
+    /// Where a router advertisement's entries (address, preference) start.
+    pub const RA_ENTRIES: usize = 8;
+    /// Where an error's quoted datagram starts.
+    pub const QUOTE: usize = 8;
 }
 
-impl<'a> Icmpv4Packet<'a> {
+/// A view of an ICMPv4 message whose 8-byte header is present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Icmpv4Packet<T> {
+    buf: T,
+}
+
+impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
     /// Wraps `buf`, checking that the 8-byte header is present.
     #[inline]
-    pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
-        need(buf, HEADER_LEN)?;
+    pub fn new_checked(buf: T) -> Result<Self> {
+        let b = buf.as_ref();
+        need(b, HEADER_LEN)?;
         Ok(Icmpv4Packet { buf })
+    }
+
+    /// The wrapped buffer.
+    #[inline]
+    pub fn into_inner(self) -> T {
+        self.buf
     }
 
     /// Message type.
     #[inline]
     pub fn msg_type(&self) -> u8 {
-        self.buf[0]
+        self.buf.as_ref()[0]
     }
 
     /// Message code.
     #[inline]
     pub fn code(&self) -> u8 {
-        self.buf[1]
+        self.buf.as_ref()[1]
     }
 
     /// Checksum field.
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(self.buf, 2)
+        be16(self.buf.as_ref(), 2)
     }
 
     /// The four type-specific bytes after the checksum.
     #[inline]
     pub fn rest_of_header(&self) -> [u8; 4] {
-        array(self.buf, 4)
+        array(self.buf.as_ref(), 4)
     }
 
     /// Identifier (echo request/reply).
     #[inline]
     pub fn echo_ident(&self) -> u16 {
-        be16(self.buf, 4)
+        be16(self.buf.as_ref(), 4)
     }
 
     /// Sequence number (echo request/reply).
     #[inline]
     pub fn echo_seq_no(&self) -> u16 {
-        be16(self.buf, 6)
+        be16(self.buf.as_ref(), 6)
     }
 
     /// True if this is an error message quoting a datagram.
@@ -96,11 +133,59 @@ impl<'a> Icmpv4Packet<'a> {
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }
+}
 
+impl<'a, T: AsRef<[u8]> + ?Sized> Icmpv4Packet<&'a T> {
     /// The bytes after the header (for errors: the quoted datagram).
     #[inline]
     pub fn payload(&self) -> &'a [u8] {
-        tail(self.buf, HEADER_LEN)
+        tail(AsRef::<[u8]>::as_ref(self.buf), HEADER_LEN)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
+    /// Sets the message type.
+    #[inline]
+    pub fn set_msg_type(&mut self, v: u8) {
+        self.buf.as_mut()[field::TYPE] = v;
+    }
+
+    /// Sets the code.
+    #[inline]
+    pub fn set_code(&mut self, v: u8) {
+        self.buf.as_mut()[field::CODE] = v;
+    }
+
+    /// Sets the checksum field.
+    #[inline]
+    pub fn set_checksum(&mut self, v: u16) {
+        put16(self.buf.as_mut(), field::CHECKSUM.start, v);
+    }
+
+    /// Sets the echo identifier.
+    #[inline]
+    pub fn set_echo_ident(&mut self, v: u16) {
+        put16(self.buf.as_mut(), field::ECHO_IDENT.start, v);
+    }
+
+    /// Sets the echo sequence number.
+    #[inline]
+    pub fn set_echo_seq_no(&mut self, v: u16) {
+        put16(self.buf.as_mut(), field::ECHO_SEQNO.start, v);
+    }
+
+    /// Computes and sets the checksum over the whole buffer (wrap exactly
+    /// the message).
+    pub fn fill_checksum(&mut self) {
+        self.set_checksum(0);
+        let c = !sum(self.buf.as_ref());
+        self.set_checksum(c);
+    }
+
+    /// The bytes after the 8-byte header, writable.
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buf.as_mut()[HEADER_LEN..]
     }
 }
 

@@ -6,7 +6,8 @@
 //! as tcpdump does. Error messages (types 1-4) then quote as much of the
 //! offending packet as fits.
 
-use crate::{array, be16, need, tail, Result};
+use crate::checksum::{add, sum};
+use crate::{array, be16, need, put16, tail, Result};
 
 /// Length treated as the ICMPv6 header.
 pub const HEADER_LEN: usize = 8;
@@ -25,10 +26,24 @@ pub mod msg_type {
     pub const ECHO_REQUEST: u8 = 128;
     /// Echo reply.
     pub const ECHO_REPLY: u8 = 129;
+    /// Multicast listener query (MLDv1 and v2).
+    pub const MLD_QUERY: u8 = 130;
+    /// MLDv1 report.
+    pub const MLD_REPORT: u8 = 131;
+    /// MLDv1 done.
+    pub const MLD_DONE: u8 = 132;
+    /// Router solicitation.
+    pub const ROUTER_SOLICIT: u8 = 133;
+    /// Router advertisement.
+    pub const ROUTER_ADVERT: u8 = 134;
     /// Neighbor solicitation.
     pub const NEIGHBOR_SOLICIT: u8 = 135;
     /// Neighbor advertisement.
     pub const NEIGHBOR_ADVERT: u8 = 136;
+    /// Redirect.
+    pub const REDIRECT: u8 = 137;
+    /// MLDv2 report.
+    pub const MLDV2_REPORT: u8 = 143;
 }
 
 /// True for the ICMPv6 error types that quote the offending packet (1-4).
@@ -37,54 +52,146 @@ pub const fn is_error(msg_type: u8) -> bool {
     matches!(msg_type, 1..=4)
 }
 
-/// A view of an ICMPv6 message whose first 8 bytes are present.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Icmpv6Packet<'a> {
-    buf: &'a [u8],
+/// Where each field is (byte ranges in the header).
+pub mod field {
+    use crate::Field;
+    /// Message type.
+    pub const TYPE: usize = 0;
+    /// Code.
+    pub const CODE: usize = 1;
+    /// Checksum.
+    pub const CHECKSUM: Field = 2..4;
+    /// The type-specific rest of the header.
+    pub const REST: Field = 4..8;
+    /// Echo identifier (echo request and reply).
+    pub const ECHO_IDENT: Field = 4..6;
+    /// Echo sequence number (echo request and reply).
+    pub const ECHO_SEQNO: Field = 6..8;
+    /// Where an error's quoted packet starts.
+    pub const QUOTE: usize = 8;
+    /// Neighbor solicitation and advertisement, redirect: the target.
+    pub const ND_TARGET: Field = 8..24;
+    /// Redirect: the destination.
+    pub const REDIRECT_DST: Field = 24..40;
+    /// Where the ND options start: router solicitation.
+    pub const RS_OPTIONS: usize = 8;
+    /// Where the ND options start: router advertisement.
+    pub const RA_OPTIONS: usize = 16;
+    /// Where the ND options start: neighbor solicitation and advertisement.
+    pub const NS_NA_OPTIONS: usize = 24;
+    /// Where the ND options start: redirect.
+    pub const REDIRECT_OPTIONS: usize = 40;
+    /// MLD (v1, and a v2 query): the multicast address.
+    pub const MLD_ADDR: Field = 8..24;
+    /// MLDv2 query: the number of sources.
+    pub const MLD_QUERY_NUM_SRCS: Field = 26..28;
+    /// MLDv2 query: where the sources start.
+    pub const MLD_QUERY_SRCS: usize = 28;
+    /// MLDv2 report: the number of records.
+    pub const MLD_REPORT_NUM_RECORDS: Field = 6..8;
+    /// MLDv2 report: where the records start.
+    pub const MLD_REPORT_RECORDS: usize = 8;
 }
 
-impl<'a> Icmpv6Packet<'a> {
+/// Neighbor discovery options (RFC 4861 section 4.6): type, length in
+/// 8-byte units, data. Offsets are from the option's start.
+pub mod nd_option {
+    use crate::Field;
+    /// Source link-layer address.
+    pub const SOURCE_LL: u8 = 1;
+    /// Target link-layer address.
+    pub const TARGET_LL: u8 = 2;
+    /// Prefix information.
+    pub const PREFIX_INFO: u8 = 3;
+    /// Redirected header.
+    pub const REDIRECTED: u8 = 4;
+    /// MTU.
+    pub const MTU: u8 = 5;
+    /// Nonce (RFC 3971).
+    pub const NONCE: u8 = 14;
+    /// Route information (RFC 4191).
+    pub const ROUTE_INFO: u8 = 24;
+    /// Recursive DNS server (RFC 8106).
+    pub const RDNSS: u8 = 25;
+    /// A link-layer address option's address (Ethernet: 6 bytes).
+    pub const LL_ADDR: Field = 2..8;
+    /// A prefix information option's prefix.
+    pub const PREFIX: Field = 16..32;
+    /// A route information option's prefix (up to 16 bytes).
+    pub const ROUTE_PREFIX: usize = 8;
+    /// Where a recursive DNS server option's addresses start.
+    pub const RDNSS_ADDRS: usize = 8;
+}
+
+/// An MLDv2 report's multicast address record (RFC 3810 section 5.2):
+/// offsets from the record's start.
+pub mod mld_record {
+    use crate::Field;
+    /// Auxiliary data length in 32-bit words.
+    pub const AUX_LEN: usize = 1;
+    /// Number of sources.
+    pub const NUM_SRCS: Field = 2..4;
+    /// The multicast address.
+    pub const ADDR: Field = 4..20;
+    /// Where the sources start.
+    pub const SRCS: usize = 20;
+}
+
+/// A view of an ICMPv6 message whose first 8 bytes are present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Icmpv6Packet<T> {
+    buf: T,
+}
+
+impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     /// Wraps `buf`, checking that the 8-byte header is present.
     #[inline]
-    pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
-        need(buf, HEADER_LEN)?;
+    pub fn new_checked(buf: T) -> Result<Self> {
+        let b = buf.as_ref();
+        need(b, HEADER_LEN)?;
         Ok(Icmpv6Packet { buf })
+    }
+
+    /// The wrapped buffer.
+    #[inline]
+    pub fn into_inner(self) -> T {
+        self.buf
     }
 
     /// Message type.
     #[inline]
     pub fn msg_type(&self) -> u8 {
-        self.buf[0]
+        self.buf.as_ref()[0]
     }
 
     /// Message code.
     #[inline]
     pub fn code(&self) -> u8 {
-        self.buf[1]
+        self.buf.as_ref()[1]
     }
 
     /// Checksum field.
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(self.buf, 2)
+        be16(self.buf.as_ref(), 2)
     }
 
     /// The four type-specific bytes after the checksum.
     #[inline]
     pub fn rest_of_header(&self) -> [u8; 4] {
-        array(self.buf, 4)
+        array(self.buf.as_ref(), 4)
     }
 
     /// Identifier (echo request/reply).
     #[inline]
     pub fn echo_ident(&self) -> u16 {
-        be16(self.buf, 4)
+        be16(self.buf.as_ref(), 4)
     }
 
     /// Sequence number (echo request/reply).
     #[inline]
     pub fn echo_seq_no(&self) -> u16 {
-        be16(self.buf, 6)
+        be16(self.buf.as_ref(), 6)
     }
 
     /// True if this is an error message quoting a packet.
@@ -98,11 +205,60 @@ impl<'a> Icmpv6Packet<'a> {
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }
+}
 
+impl<'a, T: AsRef<[u8]> + ?Sized> Icmpv6Packet<&'a T> {
     /// The bytes after the first 8.
     #[inline]
     pub fn payload(&self) -> &'a [u8] {
-        tail(self.buf, HEADER_LEN)
+        tail(AsRef::<[u8]>::as_ref(self.buf), HEADER_LEN)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
+    /// Sets the message type.
+    #[inline]
+    pub fn set_msg_type(&mut self, v: u8) {
+        self.buf.as_mut()[field::TYPE] = v;
+    }
+
+    /// Sets the code.
+    #[inline]
+    pub fn set_code(&mut self, v: u8) {
+        self.buf.as_mut()[field::CODE] = v;
+    }
+
+    /// Sets the checksum field.
+    #[inline]
+    pub fn set_checksum(&mut self, v: u16) {
+        put16(self.buf.as_mut(), field::CHECKSUM.start, v);
+    }
+
+    /// Sets the echo identifier.
+    #[inline]
+    pub fn set_echo_ident(&mut self, v: u16) {
+        put16(self.buf.as_mut(), field::ECHO_IDENT.start, v);
+    }
+
+    /// Sets the echo sequence number.
+    #[inline]
+    pub fn set_echo_seq_no(&mut self, v: u16) {
+        put16(self.buf.as_mut(), field::ECHO_SEQNO.start, v);
+    }
+
+    /// Computes and sets the checksum over the whole buffer (wrap exactly
+    /// the message) and `pseudo`, the pseudo-header's sum
+    /// ([`crate::checksum::pseudo_header`]).
+    pub fn fill_checksum(&mut self, pseudo: u16) {
+        self.set_checksum(0);
+        let c = !add(pseudo, sum(self.buf.as_ref()));
+        self.set_checksum(c);
+    }
+
+    /// The bytes after the 8-byte header, writable.
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buf.as_mut()[HEADER_LEN..]
     }
 }
 

@@ -13,6 +13,29 @@ use crate::ip::ip_proto;
 use crate::{be16, be32, need, tail, Error, Result};
 
 /// True for the next-header values of the IPv6 extension headers this module
+/// Where the fields of the extension headers are (offsets from the
+/// header's start).
+pub mod field {
+    /// Next header (every extension header and AH).
+    pub const NXT_HDR: usize = 0;
+    /// Header length: in 8-byte units minus one (extension headers), in
+    /// 4-byte units minus two (AH).
+    pub const LENGTH: usize = 1;
+    /// Where hop-by-hop and destination options start.
+    pub const OPTIONS: usize = 2;
+    /// Routing header: routing type.
+    pub const ROUTING_TYPE: usize = 2;
+    /// Routing header: segments left.
+    pub const SEG_LEFT: usize = 3;
+    /// Routing header: the first byte of type-specific data (a segment
+    /// routing header's last entry index).
+    pub const ROUTING_DATA: usize = 4;
+    /// Routing header types 0, 2 and 4: where the addresses start.
+    pub const ROUTING_ADDRS: usize = 8;
+    /// Authentication header: where the integrity check value starts.
+    pub const AH_ICV: usize = 12;
+}
+
 /// decodes: hop-by-hop, routing, fragment, destination options and AH.
 #[inline]
 pub const fn is_extension_header(next_header: u8) -> bool {

@@ -2,11 +2,22 @@
 //! capture path needs: [`header_len`] (exact header truncation, `-s headers`).
 //!
 //! The layout follows smoltcp's `wire` module: one module per protocol, each
-//! with a small view struct wrapping a borrowed `&[u8]`, a checked
-//! constructor (`new_checked`) that verifies every byte an accessor may read
-//! is present, and documented accessors. Views never allocate, never panic on
+//! with a small view struct wrapping a buffer, a checked constructor
+//! (`new_checked`) that verifies every byte an accessor may read or write is
+//! present, and documented accessors. Views never allocate, never panic on
 //! any input and contain no `unsafe` code. Since a view can only be built
 //! through its checked constructor, its accessors are infallible.
+//!
+//! The views of Ethernet, ARP, IPv4, IPv6, TCP, UDP, ICMP and ICMPv6 are
+//! generic over the buffer, `View<T: AsRef<[u8]>>`: over `&[u8]` (payload
+//! accessors then return slices of the buffer's lifetime) or, for
+//! rewriting in place, over `&mut [u8]`, where `T: AsMut<[u8]>` adds
+//! setters (`set_src_addr`, `set_seq_number`, ...), `*_mut` slices and
+//! `fill_checksum`. Each of those modules has a `field` table naming where
+//! its fields are, for code that must address a header only partly
+//! captured (the privacy rewrite). `tests/views.rs` checks over random
+//! bytes that no accessor or setter panics and that a setter writes its
+//! field only.
 //!
 //! # Why hand-written and not `etherparse`
 //!
@@ -90,6 +101,22 @@ impl std::error::Error for Error {}
 
 /// Result type of the checked view constructors.
 pub type Result<T> = core::result::Result<T, Error>;
+
+/// A field's byte range in its header (the `field` module of each
+/// protocol names them, as smoltcp's `wire` does).
+pub type Field = core::ops::Range<usize>;
+
+/// Writes a big-endian `u16` at `i`. Callers guarantee `i + 2 <= b.len()`.
+#[inline(always)]
+pub(crate) fn put16(b: &mut [u8], i: usize, v: u16) {
+    b[i..i + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Writes a big-endian `u32` at `i`. Callers guarantee `i + 4 <= b.len()`.
+#[inline(always)]
+pub(crate) fn put32(b: &mut [u8], i: usize, v: u32) {
+    b[i..i + 4].copy_from_slice(&v.to_be_bytes());
+}
 
 /// Reads a big-endian `u16` at `i`. Callers guarantee `i + 2 <= b.len()`
 /// (checked by the view constructors).

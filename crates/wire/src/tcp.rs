@@ -13,7 +13,7 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 
-use crate::{be16, be32, need, tail, Error, Result};
+use crate::{be16, be32, need, put16, put32, tail, Error, Result};
 
 /// Length of a TCP header without options.
 pub const MIN_HEADER_LEN: usize = 20;
@@ -40,57 +40,85 @@ pub mod flags {
     pub const NS: u16 = 0x100;
 }
 
-/// A view of a TCP segment whose whole header (with options) is present.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TcpPacket<'a> {
-    buf: &'a [u8],
+/// Where each field is (byte ranges in the header).
+pub mod field {
+    use crate::Field;
+    /// Source port.
+    pub const SRC_PORT: Field = 0..2;
+    /// Destination port.
+    pub const DST_PORT: Field = 2..4;
+    /// Sequence number.
+    pub const SEQ_NUM: Field = 4..8;
+    /// Acknowledgment number.
+    pub const ACK_NUM: Field = 8..12;
+    /// Data offset (4 bits), reserved (3 bits) and the 9 flags.
+    pub const OFF_FLAGS: Field = 12..14;
+    /// Window.
+    pub const WIN_SIZE: Field = 14..16;
+    /// Checksum.
+    pub const CHECKSUM: Field = 16..18;
+    /// Urgent pointer.
+    pub const URGENT: Field = 18..20;
 }
 
-impl<'a> TcpPacket<'a> {
+/// A view of a TCP segment whose whole header (with options) is present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpPacket<T> {
+    buf: T,
+}
+
+impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// Wraps `buf`, checking the data offset is at least 5 and the whole
     /// header (data offset * 4 bytes) is present.
     ///
     /// The data offset is checked as soon as its byte is present:
     /// [`Error::Truncated`] means the bytes there could begin a valid header.
     #[inline]
-    pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
-        if buf.get(12).is_some_and(|&b| b >> 4 < 5) {
+    pub fn new_checked(buf: T) -> Result<Self> {
+        let b = buf.as_ref();
+        if b.get(12).is_some_and(|&b| b >> 4 < 5) {
             return Err(Error::Malformed);
         }
-        need(buf, MIN_HEADER_LEN)?;
+        need(b, MIN_HEADER_LEN)?;
         let p = TcpPacket { buf };
-        need(buf, p.header_len())?;
+        need(p.buf.as_ref(), p.header_len())?;
         Ok(p)
+    }
+
+    /// The wrapped buffer.
+    #[inline]
+    pub fn into_inner(self) -> T {
+        self.buf
     }
 
     /// Source port.
     #[inline]
     pub fn src_port(&self) -> u16 {
-        be16(self.buf, 0)
+        be16(self.buf.as_ref(), 0)
     }
 
     /// Destination port.
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        be16(self.buf, 2)
+        be16(self.buf.as_ref(), 2)
     }
 
     /// Sequence number.
     #[inline]
     pub fn seq_number(&self) -> u32 {
-        be32(self.buf, 4)
+        be32(self.buf.as_ref(), 4)
     }
 
     /// Acknowledgment number.
     #[inline]
     pub fn ack_number(&self) -> u32 {
-        be32(self.buf, 8)
+        be32(self.buf.as_ref(), 8)
     }
 
     /// Data offset: header length in 32-bit words.
     #[inline]
     pub fn data_offset(&self) -> u8 {
-        self.buf[12] >> 4
+        self.buf.as_ref()[12] >> 4
     }
 
     /// Header length in bytes, options included.
@@ -99,10 +127,16 @@ impl<'a> TcpPacket<'a> {
         usize::from(self.data_offset()) * 4
     }
 
+    /// Data offset, reserved bits and the 9 flags as one word.
+    #[inline]
+    pub fn offset_and_flags(&self) -> u16 {
+        be16(self.buf.as_ref(), field::OFF_FLAGS.start)
+    }
+
     /// The 9 flag bits (see [`flags`]).
     #[inline]
     pub fn flags(&self) -> u16 {
-        be16(self.buf, 12) & 0x01ff
+        be16(self.buf.as_ref(), 12) & 0x01ff
     }
 
     /// FIN flag.
@@ -156,31 +190,109 @@ impl<'a> TcpPacket<'a> {
     /// Window size.
     #[inline]
     pub fn window(&self) -> u16 {
-        be16(self.buf, 14)
+        be16(self.buf.as_ref(), 14)
     }
 
     /// Checksum field.
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(self.buf, 16)
+        be16(self.buf.as_ref(), 16)
     }
 
     /// Urgent pointer.
     #[inline]
     pub fn urgent_pointer(&self) -> u16 {
-        be16(self.buf, 18)
+        be16(self.buf.as_ref(), 18)
     }
+}
 
+impl<'a, T: AsRef<[u8]> + ?Sized> TcpPacket<&'a T> {
     /// The options bytes (empty when the data offset is 5).
     #[inline]
     pub fn options(&self) -> &'a [u8] {
-        &self.buf[MIN_HEADER_LEN..self.header_len()]
+        &AsRef::<[u8]>::as_ref(self.buf)[MIN_HEADER_LEN..self.header_len()]
     }
 
     /// The captured bytes after the header.
     #[inline]
     pub fn payload(&self) -> &'a [u8] {
-        tail(self.buf, self.header_len())
+        tail(AsRef::<[u8]>::as_ref(self.buf), self.header_len())
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
+    /// Sets the source port.
+    #[inline]
+    pub fn set_src_port(&mut self, v: u16) {
+        put16(self.buf.as_mut(), field::SRC_PORT.start, v);
+    }
+
+    /// Sets the destination port.
+    #[inline]
+    pub fn set_dst_port(&mut self, v: u16) {
+        put16(self.buf.as_mut(), field::DST_PORT.start, v);
+    }
+
+    /// Sets the sequence number.
+    #[inline]
+    pub fn set_seq_number(&mut self, v: u32) {
+        put32(self.buf.as_mut(), field::SEQ_NUM.start, v);
+    }
+
+    /// Sets the acknowledgment number.
+    #[inline]
+    pub fn set_ack_number(&mut self, v: u32) {
+        put32(self.buf.as_mut(), field::ACK_NUM.start, v);
+    }
+
+    /// Sets the reserved bits and the 9 flags (the low 12 bits of `v`),
+    /// keeping the data offset: the header's length is the one the view
+    /// was checked with, so no later accessor can read past the buffer.
+    #[inline]
+    pub fn set_reserved_and_flags(&mut self, v: u16) {
+        let w = self.offset_and_flags() & 0xf000 | v & 0x0fff;
+        put16(self.buf.as_mut(), field::OFF_FLAGS.start, w);
+    }
+
+    /// Sets the window.
+    #[inline]
+    pub fn set_window(&mut self, v: u16) {
+        put16(self.buf.as_mut(), field::WIN_SIZE.start, v);
+    }
+
+    /// Sets the checksum field.
+    #[inline]
+    pub fn set_checksum(&mut self, v: u16) {
+        put16(self.buf.as_mut(), field::CHECKSUM.start, v);
+    }
+
+    /// Sets the urgent pointer.
+    #[inline]
+    pub fn set_urgent_pointer(&mut self, v: u16) {
+        put16(self.buf.as_mut(), field::URGENT.start, v);
+    }
+
+    /// Computes and sets the checksum over the whole buffer (wrap exactly
+    /// the segment) and `pseudo`, the pseudo-header's sum
+    /// ([`crate::checksum::pseudo_header`]).
+    pub fn fill_checksum(&mut self, pseudo: u16) {
+        self.set_checksum(0);
+        let c = !crate::checksum::add(pseudo, crate::checksum::sum(self.buf.as_ref()));
+        self.set_checksum(c);
+    }
+
+    /// The options bytes, writable.
+    #[inline]
+    pub fn options_mut(&mut self) -> &mut [u8] {
+        let hl = self.header_len();
+        &mut self.buf.as_mut()[MIN_HEADER_LEN..hl]
+    }
+
+    /// The bytes after the header (to the end of the buffer), writable.
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let hl = self.header_len();
+        &mut self.buf.as_mut()[hl..]
     }
 }
 

@@ -1,4 +1,8 @@
-//! Helpers of the libringcap_pcap.so tests (pcapshim.rs, pcapshim_tools.rs).
+//! Helpers of the libringcap_pcap.so tests (pcapshim.rs, pcapshim_tools.rs,
+//! pcapshim_scapy.rs).
+
+// Each test binary uses a part of these.
+#![allow(dead_code)]
 
 use crate::common::*;
 use ringcap_testkit::{TempDir, Testbed};
@@ -93,4 +97,32 @@ pub fn compile_c(dir: &TempDir, name: &str, source: &str) -> PathBuf {
     );
     assert!(st.success(), "cc {name}.c: {log}");
     exe
+}
+
+/// The lines a sender printed for the frames of `binding_inject_frames`
+/// ("I sent" / "I refused MESSAGE") against what the peer captured: every
+/// tenth frame (port 40000) refused by the filter rule and absent, every
+/// other frame sent and seen (by its IP ID).
+pub fn check_sent_lines(stdout: &str, n: u16, peer: &[ringcap_testkit::CapturedPacket]) {
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), usize::from(n), "{stdout}");
+    let arrived: std::collections::BTreeSet<u16> = peer
+        .iter()
+        .filter(|p| p.data.len() >= 42 && p.data[23] == 17)
+        .map(|p| u16::from_be_bytes([p.data[18], p.data[19]]))
+        .collect();
+    for (i, line) in lines.iter().enumerate() {
+        let i = i as u16;
+        if i % 10 == 9 {
+            assert!(
+                line.starts_with(&format!("{i} refused")) && line.contains("filter"),
+                "frame {i}: {line}"
+            );
+            assert!(!arrived.contains(&i), "refused frame {i} arrived");
+        } else {
+            assert_eq!(*line, format!("{i} sent"), "frame {i}");
+            assert!(arrived.contains(&i), "frame {i} never arrived");
+        }
+    }
+    assert_eq!(arrived.len(), usize::from(n - n / 10), "{arrived:?}");
 }

@@ -1,0 +1,1 @@
+"""One file per benchmark phase; each is a mixin of ringbench.bench.Bench."""

@@ -1,0 +1,147 @@
+//! `ringcap serve`, `ringcap serve-keys` and `ringcap query --sensor`: thin
+//! wrappers over `ringcap-serve` (the retrieval service, its keys, and the
+//! many-sensor client).
+
+use std::io::{self, IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use ringcap_index::{query::Window, OutFormat};
+use ringcap_serve::server::{Limits, Service};
+
+use crate::failure::Failure;
+
+/// `ringcap serve`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Answers POST /query (stenographer's query language: stenoread and stenocurl work
+unchanged, given the `config` that `ringcap serve-keys` writes) and
+POST /tcpdump?after=T&before=T (a tcpdump filter) with a pcap stream of the
+matching packets of the files in DIR, in time order. A client certificate signed
+by the CA of --certs is required.
+
+Example:
+  ringcap serve-keys --certs /etc/ringcap/certs --host sensor1.example
+  ringcap serve -d /srv/pcap --certs /etc/ringcap/certs --listen 0.0.0.0:1234
+  STENOGRAPHER_CONFIG=/etc/ringcap/certs/config stenoread 'host 198.18.0.1 and after 1h ago' -w out.pcap")]
+pub struct ServeArgs {
+    /// Directory of capture files to answer from (repeat for several).
+    #[arg(short = 'd', long = "dir", value_name = "DIR", required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// Directory of keys made by `ringcap serve-keys`.
+    #[arg(long, value_name = "DIR")]
+    pub certs: PathBuf,
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:1234")]
+    pub listen: SocketAddr,
+    /// Queries running at once (beyond: 503, try again).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub max_queries: usize,
+    /// Bytes of one answer (beyond: 413 before anything is sent).
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 30)]
+    pub max_bytes: u64,
+    /// Seconds one query may take (beyond: its stream is cut).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub max_time: u64,
+}
+
+/// `ringcap serve-keys`.
+#[derive(Debug, Args)]
+pub struct ServeKeysArgs {
+    /// Directory for the keys (created; existing keys are never overwritten).
+    #[arg(long, value_name = "DIR")]
+    pub certs: PathBuf,
+    /// The server's name or address, as clients reach it.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// The port written into the stenographer-style `config`.
+    #[arg(long, default_value_t = 1234)]
+    pub port: u16,
+    /// Only issue another client certificate, NAME_cert.pem and NAME_key.pem.
+    #[arg(long, value_name = "NAME")]
+    pub client: Option<String>,
+}
+
+/// `ringcap serve-keys`.
+pub fn serve_keys(args: &ServeKeysArgs) -> Result<i32, Failure> {
+    match &args.client {
+        Some(n) => ringcap_serve::tls::add_client(&args.certs, n).map_err(Failure::usage)?,
+        None => ringcap_serve::tls::make_keys(&args.certs, &args.host, args.port)
+            .map_err(Failure::usage)?,
+    }
+    println!("keys in {}", args.certs.display());
+    Ok(0)
+}
+
+/// `ringcap serve`: runs until killed.
+pub fn serve(args: &ServeArgs) -> Result<i32, Failure> {
+    for d in &args.dirs {
+        if !d.is_dir() {
+            return Err(Failure::usage(format!("{}: not a directory", d.display())));
+        }
+    }
+    if args.max_queries == 0 {
+        return Err(Failure::usage("--max-queries: at least 1"));
+    }
+    let tls = ringcap_serve::tls::server_config(&args.certs).map_err(Failure::usage)?;
+    let svc = Service {
+        dirs: args.dirs.clone(),
+        limits: Limits {
+            queries: args.max_queries,
+            bytes: args.max_bytes,
+            time: Duration::from_secs(args.max_time),
+            ..Limits::default()
+        },
+        log: Arc::new(|m| eprintln!("ringcap serve: {m}")),
+    };
+    ringcap_serve::run(args.listen, tls, svc, |a| {
+        eprintln!("ringcap serve: listening on {a}")
+    })
+    .map_err(Failure::runtime)?;
+    Ok(0)
+}
+
+/// `ringcap query --sensor URL...`: the query goes to the sensors, their
+/// answers are merged by time.
+pub fn query_sensors(
+    sensors: &[String],
+    certs: Option<&PathBuf>,
+    client: &str,
+    filter: &str,
+    window: Window,
+    format: OutFormat,
+    write: Option<&str>,
+) -> Result<i32, Failure> {
+    let certs = certs.ok_or_else(|| {
+        Failure::usage("--sensor needs --certs DIR (the keys `ringcap serve-keys` made)")
+    })?;
+    let sensors = sensors
+        .iter()
+        .map(|s| ringcap_serve::client::parse_sensor(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Failure::usage)?;
+    let tls = ringcap_serve::tls::client_config(certs, client).map_err(Failure::usage)?;
+    let mut w: Box<dyn Write> = match write {
+        Some("-") | None => {
+            if write.is_none() && io::stdout().is_terminal() {
+                return Err(Failure::usage(
+                    "query: standard output is a terminal; give -w FILE (or -w - to force)",
+                ));
+            }
+            Box::new(io::BufWriter::with_capacity(1 << 20, io::stdout().lock()))
+        }
+        Some(path) => Box::new(io::BufWriter::with_capacity(
+            1 << 20,
+            std::fs::File::create(path).map_err(|e| Failure::usage(format!("{path}: {e}")))?,
+        )),
+    };
+    let m = ringcap_serve::client::query_sensors(&sensors, tls, filter, window, format, &mut *w)
+        .map_err(Failure::runtime)?;
+    for (s, n) in sensors.iter().zip(&m.per_sensor) {
+        eprintln!("ringcap: sensor {} ({}): {n} packets", s.name, s.url);
+    }
+    Ok(0)
+}

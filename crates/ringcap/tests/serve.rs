@@ -1,0 +1,373 @@
+//! The retrieval service (`ringcap serve`) with real clients: Debian's
+//! stenographer client (`stenoread`, which runs curl with the client
+//! certificate, then tcpdump) gets byte for byte the file that tcpdump -r
+//! of the files writes with the equivalent filter; a client without a
+//! certificate, or with one from another CA, is refused; bad queries and
+//! too large answers get clear 4xx errors; and `ringcap query --sensor`
+//! merges two servers' answers into what tcpdump -r of all files, merged
+//! by time, gives. Servers listen on 127.0.0.1 only.
+
+#[path = "../../index/tests/mixed/mod.rs"]
+mod mixed;
+mod serve_support;
+mod storage_support;
+
+use std::process::Command;
+
+use mixed::Rng;
+use serve_support::*;
+use storage_support::*;
+
+#[test]
+fn a_client_gone_mid_stream_frees_its_query() {
+    if skip_without(&["curl", "tcpdump"]) {
+        return;
+    }
+    let d = TempDir::new("serve-gone");
+    let dir = d.join("caps");
+    std::fs::create_dir_all(&dir).unwrap();
+    // ~20 MB: more than the server's, the kernel's and curl's buffers hold.
+    let files = mixed::write_series(&dir, &mut Rng(5), 8, 4000, 1_764_000_000_000_000_000);
+    index(&files);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let srv = Server::start(&[&dir], &certs, &["--max-queries", "1"]);
+    let mut slow = slow_curl(&certs, srv.port, "after 20000d ago", "20k");
+    assert!(
+        within(10, || srv
+            .log()
+            .contains("\"after 20000d ago\" = '' Window")
+            && srv.log().contains("streaming")),
+        "the slow query did not start\n{}",
+        srv.log()
+    );
+    // While it streams, the one query slot is taken: 503, try again.
+    assert!(
+        within(10, || curl(&certs, srv.port, "/query", "tcp", &[]).0
+            == "503"),
+        "no 503 while the slot is taken\n{}",
+        srv.log()
+    );
+    let (code, body, _) = curl(&certs, srv.port, "/query", "tcp", &[]);
+    assert!(code == "503" && String::from_utf8_lossy(&body).contains("try again"));
+    // The client goes away mid-stream: its query ends, the slot is free.
+    slow.kill().unwrap();
+    slow.wait().unwrap();
+    assert!(
+        within(10, || curl(
+            &certs,
+            srv.port,
+            "/query",
+            "host 198.18.0.7",
+            &[]
+        )
+        .0 == "200"),
+        "the slot was not freed\n{}",
+        srv.log()
+    );
+    assert!(
+        within(5, || srv.log().contains("cut after")),
+        "{}",
+        srv.log()
+    );
+    println!("{}", srv.log());
+}
+
+#[test]
+fn stenoread_gets_what_tcpdump_gives() {
+    if skip_without(&["stenoread", "curl", "jq", "tcpdump", "date"]) {
+        return;
+    }
+    let d = TempDir::new("serve-steno");
+    let t0 = 1_764_000_000_000_000_000u64;
+    let files = series(&d.join("caps"), 7, 6, t0);
+    // All but the last file indexed: that one is scanned.
+    index(&files[..5]);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let srv = Server::start(&[&d.join("caps")], &certs, &[]);
+    keys(&certs, srv.port);
+    let span = 6 * 300 * 1_000_000u64;
+    let (t1, t2) = (t0 + span / 4, t0 + 2 * span / 3);
+    let cases: Vec<(String, &str, u64, u64)> = vec![
+        ("host 198.18.0.7".into(), "host 198.18.0.7", 0, u64::MAX),
+        (
+            "net 198.18.1.9/24 and tcp".into(),
+            "net 198.18.1.0/24 and tcp",
+            0,
+            u64::MAX,
+        ),
+        (
+            "port 53 || port 443".into(),
+            "port 53 or port 443",
+            0,
+            u64::MAX,
+        ),
+        (
+            "ip proto 47".into(),
+            "ip proto 47 or ip6 proto 47",
+            0,
+            u64::MAX,
+        ),
+        (
+            format!(
+                "udp and net 198.18.0.0 mask 255.255.254.0 and after {} and before {}",
+                rfc3339(t1),
+                rfc3339(t2)
+            ),
+            "udp and net 198.18.0.0/23",
+            t1,
+            t2,
+        ),
+        (
+            "(icmp or host fd52:4300:0:1::3) and before 1m ago and after 20000d ago".into(),
+            "icmp or host fd52:4300:0:1::3",
+            0,
+            u64::MAX,
+        ),
+        // Equal binding, left to right, as in stenographer's grammar.
+        (
+            "host 198.18.0.7 or port 80 and tcp".into(),
+            "(host 198.18.0.7 or port 80) and tcp",
+            0,
+            u64::MAX,
+        ),
+    ];
+    let out = d.join("out.pcap");
+    for (steno, tcpdump_filter, after, before) in &cases {
+        let _ = std::fs::remove_file(&out);
+        let o = Command::new("stenoread")
+            .env("STENOGRAPHER_CONFIG", certs.join("config"))
+            .arg(steno)
+            .arg("-w")
+            .arg(&out)
+            .output()
+            .expect("run stenoread");
+        assert!(
+            o.status.success(),
+            "stenoread '{steno}': {}\n{}",
+            String::from_utf8_lossy(&o.stderr),
+            srv.log()
+        );
+        let got = std::fs::read(&out).unwrap();
+        let want_recs = tcpdump(&files, tcpdump_filter, *after, *before);
+        let want = as_stenoread_writes(&want_recs, &d.join("."));
+        assert!(
+            got == want,
+            "'{steno}': {} bytes from stenoread, {} from tcpdump ({} packets)\n{}",
+            got.len(),
+            want.len(),
+            want_recs.len(),
+            srv.log()
+        );
+        assert!(
+            !want_recs.is_empty() || steno.contains("fd52"),
+            "'{steno}' matches something"
+        );
+        println!(
+            "'{steno}': {} packets, {} bytes identical",
+            want_recs.len(),
+            got.len()
+        );
+    }
+    // stenoread's own limit (a header): the first packets, a whole file.
+    let o = Command::new("stenoread")
+        .env("STENOGRAPHER_CONFIG", certs.join("config"))
+        .args(["--limit-packets", "5", "tcp", "-w"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let want = tcpdump(&files, "tcp", 0, u64::MAX);
+    let got = records(&std::fs::read(&out).unwrap());
+    assert_eq!(got.len(), 5);
+    assert!(got
+        .iter()
+        .zip(&want)
+        .all(|(g, w)| g.2 == w.2 && g.0 / 1000 == w.0 / 1000));
+    let log = srv.log();
+    assert!(log.contains("200 5 packets"), "{log}");
+}
+
+#[test]
+fn refusals_and_limits() {
+    if skip_without(&["curl", "tcpdump"]) {
+        return;
+    }
+    let d = TempDir::new("serve-refuse");
+    let files = series(&d.join("caps"), 11, 4, 1_764_000_000_000_000_000);
+    index(&files);
+    let (certs, other) = (d.join("certs"), d.join("other"));
+    keys(&certs, 1);
+    keys(&other, 1);
+    let total: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    let limit = total / 3;
+    let srv = Server::start(
+        &[&d.join("caps")],
+        &certs,
+        &["--max-bytes", &limit.to_string()],
+    );
+    let url = format!("https://127.0.0.1:{}/query", srv.port);
+    // No client certificate: the handshake fails, nothing is answered.
+    let o = Command::new("curl")
+        .arg("--cacert")
+        .arg(certs.join("ca_cert.pem"))
+        .args(["--silent", "-o", "-", "-d", "tcp", &url])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && o.stdout.is_empty(),
+        "no certificate: {o:?}"
+    );
+    // A certificate from another CA.
+    let o = Command::new("curl")
+        .arg("--cert")
+        .arg(other.join("client_cert.pem"))
+        .arg("--key")
+        .arg(other.join("client_key.pem"))
+        .arg("--cacert")
+        .arg(certs.join("ca_cert.pem"))
+        .args(["--silent", "-o", "-", "-d", "tcp", &url])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && o.stdout.is_empty(),
+        "other CA: {o:?}"
+    );
+    let log = srv.log();
+    assert_eq!(log.matches("TLS refused").count(), 2, "{log}");
+    // The right certificate: a small answer, whole.
+    let (code, body, ok) = curl(&certs, srv.port, "/query", "host 198.18.0.7 and udp", &[]);
+    assert!(ok && code == "200", "{code}");
+    assert_eq!(
+        records(&body),
+        tcpdump(&files, "host 198.18.0.7 and udp", 0, u64::MAX)
+    );
+    // Bad queries: 400 saying what is wrong.
+    for (q, says) in [
+        ("host 198.18.0", "bad IP address"),
+        ("port 70000", "bad port"),
+        ("hostile 1.2.3.4", "unknown word 'hostile'"),
+        ("host 198.18.0.1 or after 1h ago", "must be and-ed"),
+        ("", "empty query"),
+    ] {
+        let (code, body, _) = curl(&certs, srv.port, "/query", q, &[]);
+        let body = String::from_utf8_lossy(&body);
+        assert!(code == "400" && body.contains(says), "'{q}': {code} {body}");
+    }
+    let (code, body, _) = curl(&certs, srv.port, "/tcpdump", "tcp and and", &[]);
+    assert_eq!(code, "400", "{}", String::from_utf8_lossy(&body));
+    let (code, _, _) = curl(&certs, srv.port, "/nothing", "tcp", &[]);
+    assert_eq!(code, "404");
+    // A query larger than the limit: refused whole, before any packet.
+    let big = "x".repeat(20 << 10);
+    let (code, _, _) = curl(&certs, srv.port, "/query", &big, &[]);
+    assert_eq!(code, "413");
+    let (code, body, _) = curl(&certs, srv.port, "/tcpdump", "", &[]);
+    let body = String::from_utf8_lossy(&body);
+    assert!(
+        code == "413" && body.contains("larger than"),
+        "{code} {body}"
+    );
+    // The tcpdump endpoint with a window.
+    let t = 1_764_000_000_000_000_000u64 + 300_000_000;
+    let path = format!(
+        "/tcpdump?after={}&before={}",
+        t / 1_000_000_000,
+        t / 1_000_000_000 + 1
+    );
+    let (code, body, ok) = curl(&certs, srv.port, &path, "vlan or udp", &[]);
+    assert!(ok && code == "200", "{code}");
+    let s = t / 1_000_000_000 * 1_000_000_000;
+    assert_eq!(
+        records(&body),
+        tcpdump(&files, "vlan or udp", s, s + 1_000_000_000)
+    );
+    println!("{}", srv.log());
+}
+
+#[test]
+fn two_sensors_merged_like_tcpdump_of_all_files() {
+    if skip_without(&["mergecap", "tcpdump", "tshark"]) {
+        return;
+    }
+    let d = TempDir::new("serve-merge");
+    let t0 = 1_764_000_000_000_000_000u64;
+    let a = sorted_series(&d.join("a"), 21, 4, t0);
+    let b = sorted_series(&d.join("b"), 22, 5, t0 + 777);
+    index(&a);
+    index(&b[1..]);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let sa = Server::start(&[&d.join("a")], &certs, &[]);
+    let sb = Server::start(&[&d.join("b")], &certs, &[]);
+    let merged = d.join("merged.pcap");
+    let o = Command::new("mergecap")
+        .args(["-F", "nsecpcap", "-w"])
+        .arg(&merged)
+        .args(a.iter().chain(&b))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = d.join("out.pcapng");
+    for (filter, after, before) in [
+        ("host 198.18.0.7 or host 198.18.1.9", None, None),
+        (
+            "tcp port 443 or (udp and not port 53)",
+            Some(t0 + 500_000_000),
+            Some(t0 + 1_500_000_000),
+        ),
+        ("", None, None),
+    ] {
+        let mut c = Command::new(bin());
+        c.args(["query", "--certs"]).arg(&certs);
+        c.arg("--sensor")
+            .arg(format!("alpha=https://127.0.0.1:{}", sa.port));
+        c.arg("--sensor")
+            .arg(format!("https://127.0.0.1:{}", sb.port));
+        c.args(["--format", "pcapng", "-w"]).arg(&out);
+        let ns = |t: u64| format!("{}.{:09}", t / 1_000_000_000, t % 1_000_000_000);
+        if let Some(t) = after {
+            c.args(["--after", &ns(t)]);
+        }
+        if let Some(t) = before {
+            c.args(["--before", &ns(t)]);
+        }
+        let o = c.arg(filter).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}\n{}\n{}", sa.log(), sb.log());
+        let got = records(&std::fs::read(&out).unwrap());
+        let want = tcpdump(
+            std::slice::from_ref(&merged),
+            filter,
+            after.unwrap_or(0),
+            before.unwrap_or(u64::MAX),
+        );
+        if let Some(i) = (0..got.len().min(want.len())).find(|&i| got[i] != want[i]) {
+            panic!(
+                "'{filter}': {} merged, tcpdump {}; first difference at {i}: {:?} vs {:?}\n{err}",
+                got.len(),
+                want.len(),
+                (got[i].0, got[i].1),
+                (want[i].0, want[i].1)
+            );
+        }
+        assert_eq!(got.len(), want.len(), "'{filter}'\n{err}");
+        assert!(!want.is_empty());
+        println!("'{filter}': {} packets; {err}", got.len());
+    }
+    // One interface per sensor, named after it.
+    let o = Command::new("tshark")
+        .arg("-r")
+        .arg(&out)
+        .args(["-T", "fields", "-e", "frame.interface_name"])
+        .output()
+        .unwrap();
+    let names = String::from_utf8_lossy(&o.stdout);
+    assert!(names.lines().any(|l| l == "alpha"), "{names}");
+    let other = format!("127.0.0.1:{}", sb.port);
+    assert!(names.lines().any(|l| l == other), "{names}");
+}

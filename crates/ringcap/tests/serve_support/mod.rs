@@ -1,0 +1,273 @@
+//! Helpers of `serve.rs`: a `ringcap serve` process, its keys, curl with
+//! the client certificate, tcpdump as the oracle, and test capture files.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::mixed::{self, Rng};
+use crate::storage_support::bin;
+pub fn records(bytes: &[u8]) -> Vec<mixed::Rec> {
+    let mut rd = ringcap_format::Reader::new(bytes).expect("a capture stream");
+    let mut v = Vec::new();
+    while let Some(p) = rd.next_packet().expect("whole records") {
+        v.push((p.ts_ns, p.wire_len, p.data.to_vec()));
+    }
+    v
+}
+
+/// `tcpdump -r` of each file in turn (nanoseconds), in `[after, before)`.
+pub fn tcpdump(files: &[PathBuf], filter: &str, after: u64, before: u64) -> Vec<mixed::Rec> {
+    let mut all = Vec::new();
+    for f in files {
+        let out = Command::new("tcpdump")
+            .args(["--time-stamp-precision=nano", "-r"])
+            .arg(f)
+            .args(["-w", "-", filter])
+            .stderr(Stdio::null())
+            .output()
+            .expect("run tcpdump");
+        assert!(
+            out.status.success(),
+            "tcpdump -r {} '{filter}'",
+            f.display()
+        );
+        all.extend(records(&out.stdout));
+    }
+    all.retain(|r| r.0 >= after && r.0 < before);
+    all
+}
+
+/// A running `ringcap serve`, killed on drop.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    pub fn start(dirs: &[&Path], certs: &Path, extra: &[&str]) -> Server {
+        let mut c = Command::new(bin());
+        c.arg("serve");
+        for d in dirs {
+            c.arg("-d").arg(d);
+        }
+        let mut child = c
+            .arg("--certs")
+            .arg(certs)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start ringcap serve");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (l, err) = (log.clone(), child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                l.lock().unwrap().push(line);
+            }
+        });
+        let t = Instant::now();
+        let port = loop {
+            let p = log.lock().unwrap().iter().find_map(|l| {
+                l.strip_prefix("ringcap serve: listening on 127.0.0.1:")
+                    .and_then(|p| p.parse().ok())
+            });
+            if let Some(p) = p {
+                break p;
+            }
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("ringcap serve exited {st}: {:?}", log.lock().unwrap());
+            }
+            assert!(t.elapsed() < Duration::from_secs(20), "serve did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Server { child, port, log }
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Keys made by `ringcap serve-keys`, and stenocurl's config naming `port`.
+pub fn keys(dir: &Path, port: u16) {
+    if !dir.join("ca_key.pem").exists() {
+        let o = Command::new(bin())
+            .arg("serve-keys")
+            .arg("--certs")
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let cfg = format!(
+        "{{\"Host\": \"127.0.0.1\", \"Port\": {port}, \"CertPath\": \"{}\"}}",
+        dir.display()
+    );
+    std::fs::write(dir.join("config"), cfg).unwrap();
+}
+
+pub fn rfc3339(ns: u64) -> String {
+    // Through `date`, an implementation that is not ringcap's.
+    let out = Command::new("date")
+        .args([
+            "-u",
+            "-d",
+            &format!("@{}", ns / 1_000_000_000),
+            "+%Y-%m-%dT%H:%M:%S",
+        ])
+        .output()
+        .expect("date");
+    format!(
+        "{}.{:09}Z",
+        String::from_utf8_lossy(&out.stdout).trim(),
+        ns % 1_000_000_000
+    )
+}
+
+/// What stenoread's tcpdump writes for these records: they are written as a
+/// nanosecond pcap (the link type and snap length ringcap serve declares),
+/// and tcpdump -r of that -w writes the file (microseconds, as stenoread's).
+pub fn as_stenoread_writes(recs: &[mixed::Rec], tmp: &Path) -> Vec<u8> {
+    use ringcap_format::{pcap, TsResolution};
+    let mut b = pcap::file_header(1, 262_144, TsResolution::Nano).to_vec();
+    for (ts, wire, data) in recs {
+        let mut h = [0u8; pcap::RECORD_HEADER_LEN];
+        pcap::write_record_header(&mut h, *ts, data.len() as u32, *wire, TsResolution::Nano);
+        b.extend_from_slice(&h);
+        b.extend_from_slice(data);
+    }
+    let mid = tmp.join("want-ns.pcap");
+    let want = tmp.join("want.pcap");
+    std::fs::write(&mid, b).unwrap();
+    let o = Command::new("tcpdump")
+        .arg("-r")
+        .arg(&mid)
+        .arg("-w")
+        .arg(&want)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(o.success());
+    std::fs::read(want).unwrap()
+}
+
+pub fn series(dir: &Path, seed: u64, files: usize, t0: u64) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut rng = Rng(seed);
+    mixed::write_series(dir, &mut rng, files, 300, t0)
+}
+
+/// `curl` of `query` in the background, reading at most `rate` bytes/s.
+pub fn slow_curl(certs: &Path, port: u16, query: &str, rate: &str) -> Child {
+    Command::new("curl")
+        .arg("--cert")
+        .arg(certs.join("client_cert.pem"))
+        .arg("--key")
+        .arg(certs.join("client_key.pem"))
+        .arg("--cacert")
+        .arg(certs.join("ca_cert.pem"))
+        .args([
+            "--silent",
+            "-o",
+            "/dev/null",
+            "--limit-rate",
+            rate,
+            "-d",
+            query,
+        ])
+        .arg(format!("https://127.0.0.1:{port}/query"))
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Polls `f` every 50 ms for up to `secs` seconds.
+pub fn within(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(secs) {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// [`series`] with every file's packets in time order, and each file after
+/// the one before: a sensor's answer is then in time order, and merging the
+/// sensors' filtered answers is the same as filtering the merge of all files
+/// (with packets that step back, the two differ for any merge).
+pub fn sorted_series(dir: &Path, seed: u64, files: usize, t0: u64) -> Vec<PathBuf> {
+    let paths = series(dir, seed, files, t0);
+    let kinds = [
+        mixed::Kind::PcapNano,
+        mixed::Kind::PcapMicro,
+        mixed::Kind::Pcapng,
+        mixed::Kind::PcapngLateIdb,
+    ];
+    let mut last = 0;
+    for (i, p) in paths.iter().enumerate() {
+        let mut recs = records(&std::fs::read(p).unwrap());
+        recs.sort_by_key(|r| r.0);
+        assert!(recs[0].0 >= last, "files of {} overlap", dir.display());
+        last = recs.last().unwrap().0;
+        mixed::write_file(p, kinds[i % kinds.len()], &recs);
+    }
+    paths
+}
+
+pub fn index(files: &[PathBuf]) {
+    let mut c = Command::new(bin());
+    c.arg("index").args(files);
+    assert!(c.status().unwrap().success());
+}
+
+/// curl's status code and body for a request with the client certificate.
+pub fn curl(
+    certs: &Path,
+    port: u16,
+    path: &str,
+    data: &str,
+    extra: &[&str],
+) -> (String, Vec<u8>, bool) {
+    let o = Command::new("curl")
+        .arg("--cert")
+        .arg(certs.join("client_cert.pem"))
+        .arg("--key")
+        .arg(certs.join("client_key.pem"))
+        .arg("--cacert")
+        .arg(certs.join("ca_cert.pem"))
+        .args([
+            "--silent",
+            "--show-error",
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code}",
+            "-d",
+            data,
+        ])
+        .args(extra)
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .unwrap();
+    let mut body = o.stdout;
+    let code_at = body.iter().rposition(|&b| b == b'\n').unwrap_or(0);
+    let code = String::from_utf8_lossy(&body[code_at + 1..]).to_string();
+    body.truncate(code_at);
+    (code, body, o.status.success())
+}

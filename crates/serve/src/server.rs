@@ -1,0 +1,479 @@
+//! The retrieval service: HTTPS with a required client certificate,
+//! `POST /query` in stenographer's language (so `stenoread`/`stenocurl`
+//! work unchanged) and `POST /tcpdump?after=T&before=T` with a tcpdump
+//! filter, both answering a pcap stream (nanosecond timestamps) of the
+//! matching packets in time order, exactly what `ringcap query` writes.
+//!
+//! Everything a client sends is hostile until checked, and everything it
+//! can make the server hold is bounded: connections (the TLS handshake
+//! has a deadline, one request per connection), the request (head and
+//! body sizes, read deadline), queries running at once (beyond: 503),
+//! the time a query may take (beyond: the stream is cut), and the bytes
+//! it may answer: when the files in the window could hold more than the
+//! limit, the query is first counted without output and refused with 413
+//! if its answer is larger, so a client gets a clear error instead of a
+//! silently short file. A client that goes away stops its query (the
+//! stream's channel closes, the writer fails, the query ends and frees its
+//! slot). Each request is logged with the client certificate's
+//! fingerprint, the query, and what was answered.
+
+use std::convert::Infallible;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use ringcap_index::query::Window;
+use ringcap_index::{load_index, plan, run, OutFormat, Output, Query, QueryError};
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::steno;
+
+/// What the server may be made to hold.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Queries running at once (beyond: 503).
+    pub queries: usize,
+    /// Connections open at once (beyond: closed at once).
+    pub connections: usize,
+    /// Bytes of one answer (beyond: 413 before anything is sent).
+    pub bytes: u64,
+    /// Time of one query, counting and streaming (beyond: the stream is cut).
+    pub time: Duration,
+    /// Bytes of a request body (the query).
+    pub request: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            queries: 4,
+            connections: 64,
+            bytes: 4 << 30,
+            time: Duration::from_secs(600),
+            request: 16 << 10,
+        }
+    }
+}
+
+/// A running service's settings.
+pub struct Service {
+    /// Directories of capture files queried.
+    pub dirs: Vec<PathBuf>,
+    /// Bounds.
+    pub limits: Limits,
+    /// Where log lines go.
+    pub log: Arc<dyn Fn(String) + Send + Sync>,
+}
+
+const HANDSHAKE: Duration = Duration::from_secs(10);
+const REQUEST_READ: Duration = Duration::from_secs(10);
+/// Chunks of the answer queued towards a client: the query waits beyond.
+const CHUNKS: usize = 8;
+const CHUNK: usize = 256 << 10;
+
+/// Serves on `listener` until the process ends.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    svc: Arc<Service>,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let conns = Arc::new(Semaphore::new(svc.limits.connections));
+    let queries = Arc::new(Semaphore::new(svc.limits.queries));
+    loop {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of descriptors, most likely: wait rather than spin.
+                (svc.log)(format!("accept: {e}"));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = conns.clone().try_acquire_owned() else {
+            (svc.log)(format!(
+                "{peer}: refused: {} connections open",
+                svc.limits.connections
+            ));
+            continue;
+        };
+        let (acceptor, svc, queries) = (acceptor.clone(), svc.clone(), queries.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let tls = match tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => {
+                    (svc.log)(format!("{peer}: TLS refused: {e}"));
+                    return;
+                }
+                Err(_) => {
+                    (svc.log)(format!("{peer}: TLS handshake timed out"));
+                    return;
+                }
+            };
+            let client = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map_or_else(|| "-".to_string(), |c| fingerprint(c));
+            let who = Arc::new(format!("{peer} client {client}"));
+            let service = hyper::service::service_fn(move |req| {
+                let (svc, queries, who) = (svc.clone(), queries.clone(), who.clone());
+                async move { Ok::<_, Infallible>(handle(req, &svc, &queries, &who).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(REQUEST_READ)
+                .max_buf_size(16 << 10)
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(tls), service)
+                .await;
+        });
+    }
+}
+
+fn fingerprint(c: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, c);
+    d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The answer's body: chunks from the query's thread, or an error that
+/// cuts the stream (hyper then closes the connection without ending the
+/// chunked body, so the client sees a failed transfer, not a short file).
+pub struct Stream(mpsc::Receiver<Result<Bytes, io::Error>>);
+
+impl Body for Stream {
+    type Data = Bytes;
+    type Error = io::Error;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        self.0.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data)))
+    }
+}
+
+/// A whole answer, or an error message.
+fn text(status: StatusCode, msg: &str) -> Response<Stream> {
+    let (tx, rx) = mpsc::channel(1);
+    let body = Bytes::from(format!("{msg}\n"));
+    let len = body.len();
+    let _ = tx.try_send(Ok(body));
+    let mut r = Response::new(Stream(rx));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        h.insert("retry-after", HeaderValue::from_static("1"));
+    }
+    r
+}
+
+/// Writes into the answer's channel; fails once the client is gone.
+struct ChanWriter {
+    tx: mpsc::Sender<Result<Bytes, io::Error>>,
+    buf: Vec<u8>,
+}
+
+impl Write for ChanWriter {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(b);
+        if self.buf.len() >= CHUNK {
+            self.flush()?;
+        }
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
+        self.tx
+            .blocking_send(Ok(chunk))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "client gone"))
+    }
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn header_u64(req: &Request<Incoming>, name: &str) -> Result<Option<u64>, String> {
+    match req.headers().get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .map(Some)
+            .ok_or_else(|| format!("header {name}: not a number")),
+    }
+}
+
+/// The `after`/`before` of `/tcpdump?after=T&before=T`.
+fn window_of(query: Option<&str>) -> Result<Window, String> {
+    let mut w = Window::default();
+    for kv in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let v = v
+            .replace("%3A", ":")
+            .replace("%3a", ":")
+            .replace("%2B", "+");
+        let t = ringcap_index::time::parse_time(&v)?;
+        match k {
+            "after" => w.after = Some(t),
+            "before" => w.before = Some(t),
+            _ => return Err(format!("unknown parameter '{k}' (after, before)")),
+        }
+    }
+    Ok(w)
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    svc: &Arc<Service>,
+    queries: &Arc<Semaphore>,
+    who: &str,
+) -> Response<Stream> {
+    let path = req.uri().path().to_string();
+    let steno = match (req.method(), path.as_str()) {
+        (&Method::POST, "/query") => true,
+        (&Method::POST, "/tcpdump") => false,
+        (_, "/query" | "/tcpdump") => {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "use POST");
+        }
+        _ => {
+            return text(
+                StatusCode::NOT_FOUND,
+                "POST /query (stenographer's language) or POST /tcpdump?after=T&before=T (a tcpdump filter)",
+            )
+        }
+    };
+    let bad = |status: StatusCode, msg: String| {
+        (svc.log)(format!("{who}: {path}: {} {msg}", status.as_u16()));
+        text(status, &msg)
+    };
+    let window = if steno {
+        Window::default()
+    } else {
+        match window_of(req.uri().query()) {
+            Ok(w) => w,
+            Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+        }
+    };
+    let limit_packets = header_u64(&req, "steno-limit-packets");
+    let limit_bytes = header_u64(&req, "steno-limit-bytes");
+    let (limit_packets, limit_bytes) = match (limit_packets, limit_bytes) {
+        (Ok(p), Ok(b)) => (p, b),
+        (Err(e), _) | (_, Err(e)) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    let max = svc.limits.request;
+    let body = Limited::new(req.into_body(), max);
+    let body = match tokio::time::timeout(REQUEST_READ, body.collect()).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(_)) => {
+            return bad(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the query is longer than {max} bytes"),
+            )
+        }
+        Err(_) => {
+            return bad(
+                StatusCode::REQUEST_TIMEOUT,
+                "the query was not sent in time".into(),
+            )
+        }
+    };
+    let Ok(text_q) = std::str::from_utf8(&body) else {
+        return bad(StatusCode::BAD_REQUEST, "the query is not UTF-8".into());
+    };
+    let (filter, window) = if steno {
+        match steno::translate(text_q, now_ns()) {
+            Ok(t) => (t.filter, t.window),
+            Err(e) => return bad(StatusCode::BAD_REQUEST, format!("query '{text_q}': {e}")),
+        }
+    } else {
+        (text_q.trim().to_string(), window)
+    };
+    if let Err(e) =
+        ringcap_stages::compile(&filter, 1, 262_144, ringcap_stages::filter::Target::Offline)
+    {
+        return bad(StatusCode::BAD_REQUEST, format!("filter: {e}"));
+    }
+    let Ok(permit) = queries.clone().try_acquire_owned() else {
+        return bad(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{} queries are running (the most at once); try again",
+                svc.limits.queries
+            ),
+        );
+    };
+    let what = format!("{text_q:?} = '{filter}' {window:?}");
+    let stop = Arc::new(AtomicBool::new(false));
+    let deadline = {
+        let stop = stop.clone();
+        let t = svc.limits.time;
+        tokio::spawn(async move {
+            tokio::time::sleep(t).await;
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    // Count first when the files in the window could answer more than the
+    // limit (and the client did not ask for less).
+    let max_bytes = svc.limits.bytes;
+    let job = Job {
+        dirs: svc.dirs.clone(),
+        filter: filter.clone(),
+        window,
+        stop: stop.clone(),
+    };
+    if limit_bytes.is_none_or(|b| b > max_bytes) {
+        let j = job.clone();
+        let counted = tokio::task::spawn_blocking(move || j.count(max_bytes)).await;
+        match counted {
+            Ok(Ok(())) => {}
+            Ok(Err(Refusal(status, msg))) => {
+                deadline.abort();
+                return bad(status, format!("{what}: {msg}"));
+            }
+            Err(e) => {
+                deadline.abort();
+                return bad(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"));
+            }
+        }
+    }
+    (svc.log)(format!("{who}: {what}: streaming"));
+    let (tx, rx) = mpsc::channel(CHUNKS);
+    let log = svc.log.clone();
+    let who = who.to_string();
+    let started = Instant::now();
+    let limits = (limit_packets, limit_bytes);
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let w = ChanWriter {
+            tx: tx.clone(),
+            buf: Vec::with_capacity(CHUNK),
+        };
+        let r = job.stream(Box::new(w), limits);
+        deadline.abort();
+        let secs = started.elapsed().as_secs_f64();
+        match r {
+            Ok((n, bytes)) => log(format!(
+                "{who}: {what}: 200 {n} packets, {bytes} bytes, {secs:.3} s"
+            )),
+            Err(e) => {
+                log(format!("{who}: {what}: cut after {secs:.3} s: {e}"));
+                let _ = tx.blocking_send(Err(io::Error::other(e)));
+            }
+        }
+    });
+    let mut r = Response::new(Stream(rx));
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    r
+}
+
+struct Refusal(StatusCode, String);
+
+/// One query's work, run on a blocking thread.
+#[derive(Clone)]
+struct Job {
+    dirs: Vec<PathBuf>,
+    filter: String,
+    window: Window,
+    stop: Arc<AtomicBool>,
+}
+
+impl Job {
+    fn files(&self) -> Result<Vec<PathBuf>, String> {
+        ringcap_index::dir::capture_files(&self.dirs, &mut |_| {})
+    }
+
+    fn query(&self, out: &mut Output, files: &[PathBuf]) -> Result<(), QueryError> {
+        let q = Query {
+            filter: &self.filter,
+            plan: plan(&self.filter),
+            window: self.window,
+            use_index: true,
+            stop: Some(&self.stop),
+        };
+        run(&q, files, out, &mut |_| {}).map(|_| ())
+    }
+
+    /// Refuses (413) an answer larger than `max` bytes; counts only when
+    /// the files in the window hold more than that.
+    fn count(&self, max: u64) -> Result<(), Refusal> {
+        let files = self
+            .files()
+            .map_err(|e| Refusal(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+        // An answer's pcap records are never larger than the files'.
+        let bound: u64 = files
+            .iter()
+            .map(|f| match load_index(f) {
+                Ok(i) if !self.window.overlaps(i.summary.min_ts, i.summary.max_ts) => 0,
+                _ => std::fs::metadata(f).map_or(0, |m| m.len()),
+            })
+            .sum();
+        if bound <= max {
+            return Ok(());
+        }
+        let mut out = Output::new(Box::new(io::sink()), OutFormat::Pcap);
+        out.limit(None, Some(max));
+        match self.query(&mut out, &files) {
+            Ok(()) => Ok(()),
+            Err(_) if out.limited => Err(Refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the answer is larger than {max} bytes (this server's limit); \
+                     narrow the query (a host, a port, before/after)"
+                ),
+            )),
+            Err(QueryError::Stopped) => Err(Refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the query takes longer than this server allows; narrow it".into(),
+            )),
+            Err(QueryError::Filter(e)) => Err(Refusal(StatusCode::BAD_REQUEST, e)),
+            Err(e) => Err(Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        }
+    }
+
+    /// Streams the answer; the client's own limits (stenographer's
+    /// `Steno-Limit-Packets`/`-Bytes`) end it early but whole.
+    fn stream(
+        &self,
+        w: Box<dyn Write>,
+        (packets, bytes): (Option<u64>, Option<u64>),
+    ) -> Result<(u64, u64), String> {
+        let files = self.files()?;
+        let mut out = Output::new(w, OutFormat::Pcap);
+        out.limit(packets, bytes);
+        let r = self.query(&mut out, &files);
+        if let Err(e) = r {
+            if !out.limited {
+                return Err(e.to_string());
+            }
+        }
+        out.finish(1).map_err(|e| e.to_string())?;
+        Ok((out.packets, out.bytes))
+    }
+}

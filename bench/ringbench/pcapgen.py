@@ -168,6 +168,30 @@ def write_udp_fragment_pcap(path, n):
             ip_id = (ip_id + 1) & 0xffff
 
 
+def write_new_flow_pcap(path, n):
+    """n 64-byte IPv4/UDP frames, every one a new flow (issue 30): one host
+    pair (198.18.0.1 -> 198.19.0.1), a random ephemeral source port
+    (32768-60999) and a random destination port each, IP ID 0, no UDP
+    checksum, 2 us apart: all that changes is 32 bits of random ports."""
+    import random
+    rnd = random.Random(4)
+    src, dst = bytes([198, 18, 0, 1]), bytes([198, 19, 0, 1])
+    rec_hdr = struct.Struct("<IIII")
+    ts = 1700000000 * 1000000
+    with open(path, "wb", buffering=1 << 22) as f:
+        f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
+        chunk = []
+        for _ in range(n):
+            fr = udp_frame(64, src, dst, 0, rnd.randrange(32768, 61000), rnd.randrange(1, 65536),
+                           b"N")
+            ts += 2
+            chunk.append(rec_hdr.pack(ts // 1000000, ts % 1000000, len(fr), len(fr)))
+            chunk.append(fr)
+            if len(chunk) >= 65536:
+                f.write(b"".join(chunk))
+                chunk = []
+        f.write(b"".join(chunk))
+
 def compare_ipv4_addresses(a, b):
     """(packets whose IPv4 source and destination are equal, packets) of two
     little-endian pcaps of Ethernet/IPv4 frames, record by record."""

@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 from ..common import CAP_CPU, log
-from ..pcapgen import write_many_flow_pcap, write_tcp_bulk_pcap, write_udp_fragment_pcap
+from ..pcapgen import (write_many_flow_pcap, write_new_flow_pcap, write_tcp_bulk_pcap,
+                       write_udp_fragment_pcap)
 
 
 class CompressPhase:
@@ -28,7 +29,8 @@ class CompressPhase:
             return
         log("== compress: %d packets per trace, -s headers, microseconds" % n)
         traces = [("tcp-bulk", write_tcp_bulk_pcap), ("udp-fragments", write_udp_fragment_pcap),
-                  ("many-flow", lambda path, n: write_many_flow_pcap(path, n, 2000))]
+                  ("many-flow", lambda path, n: write_many_flow_pcap(path, n, 2000)),
+                  ("new-flow", write_new_flow_pcap)]
         one_core = lambda: os.sched_setaffinity(0, {CAP_CPU})
         for name, make in traces:
             raw = os.path.join(self.work, "compress-%s-raw.pcap" % name)

@@ -625,6 +625,13 @@ struct Models {
     host: [Prob; 2],
     /// Bytes of byte runs (format version 2; version 3 sends them direct).
     byte: Tree<256>,
+    /// Byte runs of records that open a context (format version 4): the
+    /// bytes by a tree per header offset modulo 16 (a new flow's ports and
+    /// addresses: ephemeral port ranges, well-known ports, address
+    /// prefixes are far from uniform), gaps and lengths by trees.
+    new_byte: [Tree<256>; 16],
+    new_gap: Tree<256>,
+    new_len: Tree<256>,
 }
 
 impl Models {
@@ -640,6 +647,9 @@ impl Models {
             field: [const { UInt::new() }; FIELDS],
             host: [HALF; 2],
             byte: Tree::new(),
+            new_byte: [const { Tree::new() }; 16],
+            new_gap: Tree::new(),
+            new_len: Tree::new(),
         })
     }
 
@@ -657,6 +667,11 @@ impl Models {
         }
         self.host = [HALF; 2];
         self.byte.0.fill(HALF);
+        for t in &mut self.new_byte {
+            t.0.fill(HALF);
+        }
+        self.new_gap.0.fill(HALF);
+        self.new_len.0.fill(HALF);
     }
 }
 
@@ -1064,7 +1079,7 @@ impl BlockEncoder {
             e.uint(&mut f[M_CAPLEN], data.len() as u64);
         }
         if diff {
-            write_runs(e, m, &self.scratch[..hl], &data[..hl]);
+            write_runs(e, m, &self.scratch[..hl], &data[..hl], !continues);
         }
         if flags & F_IPCSUM != 0 {
             let at = l.l3 as usize + 10;
@@ -1249,7 +1264,10 @@ fn run_from(bits: &[u64], from: usize, n: usize) -> Option<(usize, usize)> {
 /// Byte runs where `p` (the prediction) and `a` (the packet) differ: their
 /// number, then for each the gap since the previous run's end, its length
 /// less one, and its bytes.
-fn write_runs(e: &mut rc::Encoder, m: &mut Models, p: &[u8], a: &[u8]) {
+///
+/// `new`: the record opens a context (format version 4 models its runs,
+/// see [`Models::new_byte`]).
+fn write_runs(e: &mut rc::Encoder, m: &mut Models, p: &[u8], a: &[u8], new: bool) {
     // The headers and what follows them, at most MAXH (see `push`).
     debug_assert!(a.len() <= MAXH && p.len() == a.len());
     let n = a.len();
@@ -1257,13 +1275,58 @@ fn write_runs(e: &mut rc::Encoder, m: &mut Models, p: &[u8], a: &[u8]) {
     e.uint(&mut m.field[M_RUNS], count_runs(&bits));
     let mut last = 0;
     while let Some((start, end)) = run_from(&bits, last, n) {
-        e.uint(&mut m.field[M_GAP], (start - last) as u64);
-        e.uint(&mut m.field[M_RUNLEN], (end - start - 1) as u64);
-        for &b in &a[start..end] {
-            e.direct(b as u32, 8);
+        if new {
+            put_small(
+                e,
+                &mut m.new_gap,
+                &mut m.field[M_GAP],
+                (start - last) as u64,
+            );
+            put_small(
+                e,
+                &mut m.new_len,
+                &mut m.field[M_RUNLEN],
+                (end - start - 1) as u64,
+            );
+            for (i, &b) in a[start..end].iter().enumerate() {
+                e.tree(&mut m.new_byte[(start + i) & 15], b as u32);
+            }
+        } else {
+            e.uint(&mut m.field[M_GAP], (start - last) as u64);
+            e.uint(&mut m.field[M_RUNLEN], (end - start - 1) as u64);
+            for &b in &a[start..end] {
+                e.direct(b as u32, 8);
+            }
         }
         last = end;
     }
+}
+
+/// A value below 255 by the tree `t`; 255 and more as 255, then the
+/// excess by the integer model `u`.
+#[inline]
+fn put_small(e: &mut rc::Encoder, t: &mut Tree<256>, u: &mut UInt, v: u64) {
+    if v < 255 {
+        e.tree(t, v as u32);
+    } else {
+        e.tree(t, 255);
+        e.uint(u, v - 255);
+    }
+}
+
+/// A value as [`put_small`] codes it.
+#[inline]
+fn get_small(
+    d: &mut rc::Decoder<'_>,
+    t: &mut Tree<256>,
+    u: &mut UInt,
+    at: u64,
+) -> Result<u64, DecodeError> {
+    let v = d.tree(t) as u64;
+    if v < 255 {
+        return Ok(v);
+    }
+    Ok(uint(d, u, at)?.saturating_add(255))
 }
 
 /// Where a decoder is in a block: the range decoder's state and the raw
@@ -1280,6 +1343,8 @@ pub(crate) struct BlockDecoder {
     linktype: u32,
     /// Blocks of format version 2 (see the crate documentation).
     v2: bool,
+    /// Blocks of format version 4 or later (runs of new contexts modelled).
+    v4: bool,
     ctx: Contexts,
     m: Box<Models>,
     pos: Pos,
@@ -1297,6 +1362,7 @@ impl BlockDecoder {
         BlockDecoder {
             linktype,
             v2: version == 2,
+            v4: version >= 4,
             ctx: Contexts::new(),
             m: Models::new(),
             pos: Pos::default(),
@@ -1540,17 +1606,29 @@ impl BlockDecoder {
                 return Err(err(ErrorKind::BadRun));
             }
             let mut last = 0u64;
+            let modelled = self.v4 && !continues;
             for _ in 0..n {
-                let gap = uint(d, &mut m.field[M_GAP], at)?;
-                let len = uint(d, &mut m.field[M_RUNLEN], at)?;
+                let (gap, len) = if modelled {
+                    (
+                        get_small(d, &mut m.new_gap, &mut m.field[M_GAP], at)?,
+                        get_small(d, &mut m.new_len, &mut m.field[M_RUNLEN], at)?,
+                    )
+                } else {
+                    (
+                        uint(d, &mut m.field[M_GAP], at)?,
+                        uint(d, &mut m.field[M_RUNLEN], at)?,
+                    )
+                };
                 let start = last.saturating_add(gap);
                 let end = start.saturating_add(len).saturating_add(1);
                 if end > hl as u64 {
                     return Err(err(ErrorKind::BadRun));
                 }
-                for b in &mut p[start as usize..end as usize] {
+                for (i, b) in p[start as usize..end as usize].iter_mut().enumerate() {
                     *b = if self.v2 {
                         d.tree(&mut m.byte)
+                    } else if modelled {
+                        d.tree(&mut m.new_byte[(start as usize + i) & 15])
                     } else {
                         d.direct(8)
                     } as u8;

@@ -2,7 +2,7 @@
 //! as a whole file, and as one block's payload behind a valid file header
 //! and block header (checksum made right), so the fuzzer reaches the record
 //! decoder without having to forge CRCs; the count's low bits pick the link
-//! type and the format version (2 or 3). Decoding must return (records or
+//! type and the format version (the oldest read or the current one). Decoding must return (records or
 //! an error), never panic.
 #![no_main]
 

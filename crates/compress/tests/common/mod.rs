@@ -314,3 +314,136 @@ pub fn decode(file: &[u8]) -> Result<Vec<Rec>, ringcap_compress::DecodeError> {
     })?;
     Ok(v)
 }
+
+/// Ones' complement sum of `b` (16-bit big-endian words, an odd byte
+/// padded), folded, not inverted.
+fn sum16(b: &[u8], mut acc: u32) -> u32 {
+    for c in b.chunks(2) {
+        acc += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
+    }
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc
+}
+
+/// Ethernet + IPv6 header (no extension headers) with `l4` following and
+/// `payload` bytes after it that are not captured.
+pub fn ipv6(
+    src: &[u8; 16],
+    dst: &[u8; 16],
+    proto: u8,
+    l4: &[u8],
+    payload: usize,
+) -> (Vec<u8>, u32) {
+    let mut d = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd];
+    let plen = (l4.len() + payload) as u16;
+    d.extend_from_slice(&[0x60, 0, 0, 0]);
+    d.extend_from_slice(&plen.to_be_bytes());
+    d.extend_from_slice(&[proto, 64]);
+    d.extend_from_slice(src);
+    d.extend_from_slice(dst);
+    d.extend_from_slice(l4);
+    (d, 54 + plen as u32)
+}
+
+/// A UDP header whose checksum is the full one over the pseudo-header
+/// (addresses `src`, `dst` of either family), the header and `payload`.
+pub fn udp_summed(src: &[u8], dst: &[u8], sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let len = (8 + payload.len()) as u16;
+    let mut u = udp(sport, dport, len, 0);
+    let mut acc = sum16(src, 0);
+    acc = sum16(dst, acc);
+    acc = sum16(&[0, 17], acc);
+    acc = sum16(&len.to_be_bytes(), acc);
+    acc = sum16(&u, acc);
+    acc = sum16(payload, acc);
+    let c = match !(acc as u16) {
+        0 => 0xffff,
+        c => c,
+    };
+    u[6..8].copy_from_slice(&c.to_be_bytes());
+    u
+}
+
+/// Traffic with no flow reuse: every packet of a new UDP flow with random
+/// ports (ephemeral source ports, destination ports anywhere), from a few
+/// IPv4 and IPv6 hosts to many, some answered (the reply mirrors the
+/// query's addresses and ports), checksums full (the same payload each
+/// time) or absent.
+pub fn new_flows(rng: &mut Rng, n: usize, unit_ns: u64) -> Vec<Rec> {
+    let mut out = Vec::new();
+    let mut t = 1_700_000_000_000_000_000u64;
+    let payload = [0x5au8; 24];
+    while out.len() < n {
+        t += 1000 + rng.below(3000);
+        let sport = 32768 + rng.below(28232) as u16;
+        let dport = match rng.below(4) {
+            0 => 53,
+            _ => 1 + rng.below(65535) as u16,
+        };
+        let six = rng.below(5) == 0;
+        let summed = rng.below(3) != 0;
+        let (src4, dst4) = (
+            [198, 18, 0, 1 + rng.below(3) as u8],
+            [198, 19, rng.below(8) as u8, rng.below(256) as u8],
+        );
+        let mut src6 = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        let mut dst6 = [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        src6[15] = 1 + rng.below(2) as u8;
+        for b in &mut dst6[8..] {
+            *b = rng.next() as u8;
+        }
+        let answered = rng.below(3) == 0;
+        for reply in [false, true] {
+            if reply && !answered {
+                break;
+            }
+            let (sp, dp) = if reply {
+                (dport, sport)
+            } else {
+                (sport, dport)
+            };
+            let (d, w) = if six {
+                let (s, d) = if reply {
+                    (&dst6, &src6)
+                } else {
+                    (&src6, &dst6)
+                };
+                let l4 = if summed {
+                    udp_summed(s, d, sp, dp, &payload)
+                } else {
+                    udp(sp, dp, 32, 0)
+                };
+                ipv6(s, d, 17, &l4, payload.len())
+            } else {
+                let (s, d) = if reply { (dst4, src4) } else { (src4, dst4) };
+                let l4 = if summed {
+                    udp_summed(&s, &d, sp, dp, &payload)
+                } else {
+                    udp(sp, dp, 32, 0)
+                };
+                ipv4(
+                    &Ip {
+                        src: s,
+                        dst: d,
+                        id: rng.next() as u16,
+                        frag: 0,
+                        ttl: if reply { 57 } else { 64 },
+                        proto: 17,
+                    },
+                    &l4,
+                    payload.len(),
+                )
+            };
+            out.push(Rec {
+                ts: t / unit_ns,
+                wire: w,
+                data: d,
+            });
+            t += 200 + rng.below(500);
+        }
+    }
+    out.truncate(n);
+    out
+}

@@ -71,6 +71,23 @@ class Measure:
                 raise RuntimeError("not ready after %.0f s: %s" % (timeout, "".join(lines)[-400:]))
         return round(time.monotonic() - t0, 3)
 
+    def _wait_full_speed(self, pr, quiet=0.3, limit=10.0):
+        """After the ready line: until the tool has used no CPU for `quiet`
+        seconds (clock ticks), at most `limit`; the seconds that took. A tool
+        that finishes setting up after it said it was ready (ringcap fills
+        its writer's buffer pool on a thread of its own) is then measured at
+        full speed, and its start-up work is not counted per packet."""
+        t0 = time.monotonic()
+        last, t_last = read_proc_cpu_ticks(pr.pid), t0
+        while time.monotonic() - t0 < limit:
+            time.sleep(0.05)
+            now, v = time.monotonic(), read_proc_cpu_ticks(pr.pid)
+            if v != last:
+                last, t_last = v, now
+            elif now - t_last >= quiet:
+                break
+        return round(max(t_last - t0, 0.0), 3)
+
     def _reap(self, pr):
         if pr.returncode is None:
             try:
@@ -108,6 +125,7 @@ class Measure:
         pr, lines, threads = self._start(tool, snaplen, mode, outdir)
         try:
             rec["start_s"] = self._wait_ready(tool, pr, lines)
+            rec["settle_s"] = self._wait_full_speed(pr)
             time.sleep(0.15)
             if cg:
                 cg.attach(pr.pid)

@@ -170,18 +170,22 @@ def print_report(results, noise, out_path):
                                           mx("writer_buffer_bytes") >> 20)])
             print(table(["tool", "frame", "snap", "mode", "dropped ring", "dropped writer",
                          "ring high water (blocks)", "writer high water (MiB)"], rows))
-        ready = {}
+        ready, settle = {}, {}
         for r in caprecs:
             if r.get("start_s") is not None:
-                ready.setdefault((r["tool"], r["snaplen"], r.get("ring_mib")), []).append(
-                    r["start_s"])
+                k = (r["tool"], r["snaplen"], r.get("ring_mib"))
+                ready.setdefault(k, []).append(r["start_s"])
+                if r.get("settle_s") is not None:
+                    settle.setdefault(k, []).append(r["settle_s"])
         if ready:
             print("\n## Time to ready (start to the tool's own ready line, seconds: median "
-                  "[min–max] over the capture runs; ring = the tool's buffer)\n")
-            print(table(["tool", "snap", "ring MiB", "runs", "ready s"],
+                  "[min–max] over the capture runs; ring = the tool's buffer; full speed = "
+                  "further seconds until the tool used no CPU for 0.3 s)\n")
+            print(table(["tool", "snap", "ring MiB", "runs", "ready s", "full speed +s"],
                         [[k[0], str(k[1]), fmt(k[2], "{:g}"), str(len(v)),
                           "%s [%s–%s]" % (fmt(median(v), "{:.2f}"), fmt(min(v), "{:.2f}"),
-                                          fmt(max(v), "{:.2f}"))]
+                                          fmt(max(v), "{:.2f}")),
+                          fmt(median(settle[k]) if settle.get(k) else None, "{:.2f}")]
                          for k, v in sorted(ready.items(),
                                             key=lambda kv: (_order(kv[0][0]), str(kv[0][1])))]))
     qrecs = [r for r in results if r["kind"] == "quota"]

@@ -83,8 +83,12 @@ class CapturePhases:
                 pr, lines, threads = self._start(tool, 65535, "disk", outdir)
                 try:
                     self._wait_ready(tool, pr, lines)
+                    self._wait_full_speed(pr)
                     time.sleep(0.2)
-                    c0 = (read_proc_cpu_ns(pr.pid) or 0) / 1e9
+                    # Both ends as the larger of schedstat (ns, live threads)
+                    # and clock ticks (exited threads included).
+                    c0 = max((read_proc_cpu_ns(pr.pid) or 0) / 1e9,
+                             (read_proc_cpu_ticks(pr.pid) or 0) / CLK_TCK)
                     time.sleep(secs)
                     c1 = max((read_proc_cpu_ns(pr.pid) or 0) / 1e9,
                              (read_proc_cpu_ticks(pr.pid) or 0) / CLK_TCK)

@@ -122,15 +122,24 @@ pub(super) fn start_sink(
 ) -> Result<SinkSetup, EngineError> {
     let WriterLinks { rings, notify } = links;
     let per_pool = ((buffer_bytes / BATCH_SIZE as u64) as usize).max(2);
+    let eager = per_pool.min(EAGER_BATCHES);
     let mut senders = Vec::new();
     let mut pools = Vec::new();
     for (pool, entry) in producers.iter().enumerate() {
         let (tx, rx) = crossbeam_channel::unbounded();
-        for _ in 0..per_pool {
+        for _ in 0..eager {
             let _ = tx.send(Batch::new(BATCH_SIZE, *entry, pool));
         }
         senders.push(tx);
         pools.push(rx);
+    }
+    if per_pool > eager {
+        let later: Vec<(Sender<Batch>, usize)> = senders
+            .iter()
+            .cloned()
+            .zip(producers.iter().copied())
+            .collect();
+        grow_pools(later, per_pool - eager);
     }
     let (full, full_rx) = crossbeam_channel::unbounded();
     let cfg = WriterConfig {
@@ -170,6 +179,36 @@ pub(super) fn start_sink(
         full,
         pools,
     })
+}
+
+/// Batches of each pool made before the capture starts (32 MiB): enough
+/// for the first moments; the rest is made by [`grow_pools`].
+const EAGER_BATCHES: usize = 8;
+
+/// Makes `more` batches for each pool on a thread of its own, round robin,
+/// and puts them in the pools as they are made. Why: a batch's pages are
+/// touched when it is made (a fault per page in the hot path otherwise),
+/// and touching the whole default writer buffer (256 MiB, huge pages with
+/// compaction) took about a second before `capturing on`. The thread ends
+/// when every batch is made or the capture has ended (its pools are gone).
+/// If no thread can be started, the batches are made here and now.
+fn grow_pools(pools: Vec<(Sender<Batch>, usize)>, more: usize) {
+    fn make(pools: &[(Sender<Batch>, usize)], more: usize) {
+        for _ in 0..more {
+            for (pool, (tx, entry)) in pools.iter().enumerate() {
+                if tx.send(Batch::new(BATCH_SIZE, *entry, pool)).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    let mine = pools.clone();
+    let spawned = std::thread::Builder::new()
+        .name("ringcap-buffers".into())
+        .spawn(move || make(&mine, more));
+    if spawned.is_err() {
+        make(&pools, more);
+    }
 }
 
 /// Why the ring blocks of a live capture cannot be written to the file in

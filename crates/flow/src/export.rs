@@ -7,13 +7,14 @@
 //! file more slowly). A collector that is down costs failed sends, counted;
 //! UDP sends never block.
 
-use crate::netflow::{Dialect, MessageBuilder, SamplingReport, StatsReport};
+use crate::netflow::{Dialect, MessageBuilder, SamplingReport};
 use crate::record::FlowRecord;
+pub use crate::stats::FlowStats;
 use crate::tcp::TcpSink;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -115,80 +116,6 @@ fn check_hostport(url: &str, hp: &str) -> Result<String, String> {
         _ => Err(format!(
             "--flows {url}: give HOST:PORT (a port from 1 to 65535)"
         )),
-    }
-}
-
-/// What the exporters and flow tables have done: shared, read at any time.
-#[derive(Debug, Default)]
-pub struct FlowStats {
-    /// Flows begun.
-    pub created: AtomicU64,
-    /// Flows held now (all tables).
-    pub active: AtomicU64,
-    /// Flow records handed to the exporter thread.
-    pub exported: AtomicU64,
-    /// Flows exported early because a table was full.
-    pub evicted_early: AtomicU64,
-    /// Records dropped because the exporter's queue was full.
-    pub queue_dropped: AtomicU64,
-    /// Messages (datagrams, lines) sent.
-    pub messages: AtomicU64,
-    /// Sends that failed (collector down, disk full, a broken TCP
-    /// connection, a Kafka delivery that failed).
-    pub export_errors: AtomicU64,
-    /// Connections to a TCP collector that failed (retried with back-off).
-    pub connect_failures: AtomicU64,
-    /// Records lost after the exporter took them (a TCP collector's or
-    /// Kafka's queue full, or not empty at the end).
-    pub export_dropped: AtomicU64,
-    /// Packets in no flow (not IP).
-    pub not_ip: AtomicU64,
-}
-
-impl FlowStats {
-    /// One line for the final report.
-    pub fn summary(&self) -> String {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        format!(
-            "flows: {} exported ({} evicted early), {} export errors, {} dropped at the exporter queue, {} lost after it, {} packets not IP",
-            g(&self.exported),
-            g(&self.evicted_early),
-            g(&self.export_errors),
-            g(&self.queue_dropped),
-            g(&self.export_dropped),
-            g(&self.not_ip)
-        )
-    }
-
-    /// The counters as `"name":value` pairs of a JSON object (no braces),
-    /// for `--stats-json`.
-    pub fn json_fields(&self) -> String {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        format!(
-            "\"created\":{},\"active\":{},\"exported\":{},\"evicted_early\":{},\"queue_dropped\":{},\"export_dropped\":{},\"export_errors\":{},\"connect_failures\":{},\"messages\":{},\"not_ip\":{}",
-            g(&self.created),
-            g(&self.active),
-            g(&self.exported),
-            g(&self.evicted_early),
-            g(&self.queue_dropped),
-            g(&self.export_dropped),
-            g(&self.export_errors),
-            g(&self.connect_failures),
-            g(&self.messages),
-            g(&self.not_ip)
-        )
-    }
-
-    /// The statistics options record's values.
-    pub fn report(&self) -> StatsReport {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        StatsReport {
-            messages: g(&self.messages),
-            records: g(&self.exported),
-            observed_flows: g(&self.created),
-            ignored_packets: g(&self.not_ip),
-            not_sent: g(&self.queue_dropped) + g(&self.export_dropped),
-        }
     }
 }
 

@@ -7,7 +7,7 @@
 //! drops the record, counted) and counts deliveries and failures from its
 //! delivery reports. Everything here runs on the exporter thread.
 
-use crate::export::FlowStats;
+use crate::stats::FlowStats;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{
     BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext, PurgeConfig,

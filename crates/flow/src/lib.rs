@@ -21,12 +21,14 @@ pub mod key;
 pub mod netflow;
 pub mod record;
 pub mod stage;
+pub mod stats;
 pub mod table;
 pub mod tcp;
 
-pub use export::{ExportOptions, Exporter, FlowSender, FlowStats, Target};
+pub use export::{ExportOptions, Exporter, FlowSender, Target};
 pub use key::{parse, FlowKey, PacketInfo, Tunnel, NO_TUNNEL};
 pub use netflow::{Dialect, MessageBuilder, SamplingReport, StatsReport};
 pub use record::{Direction, EndReason, FlowRecord};
 pub use stage::FlowStage;
+pub use stats::FlowStats;
 pub use table::{FlowTable, TableConfig, TableCounts};

@@ -13,8 +13,8 @@
 //! transport session: they are written into each message's header when it
 //! starts going out on a connection.
 
-use crate::export::FlowStats;
 use crate::netflow::{Dialect, MessageBuilder, SamplingReport};
+use crate::stats::FlowStats;
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Write};
 use std::net::{TcpStream, ToSocketAddrs};

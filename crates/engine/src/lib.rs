@@ -27,8 +27,6 @@ pub mod error;
 pub mod event;
 pub mod hub;
 pub mod interfaces;
-#[cfg(not(feature = "hook"))]
-mod no_hook;
 pub mod source;
 pub mod spec;
 pub mod stages;
@@ -42,15 +40,12 @@ pub use ringcap_sink::{PacketSink, Record, SharedSinkFactory, SinkFactory};
 pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec, ZeroCopy};
 
 // What a front end needs to fill a spec, without depending on every crate.
-#[cfg(not(feature = "hook"))]
-pub use no_hook::Hook;
-#[cfg(feature = "hook")]
-pub use ringcap_hook::Hook;
 pub use ringcap_sink::encode::copy_with_tag;
 pub use ringcap_sink::files::{OutputPlan, Retention, Rotation};
 pub use ringcap_sink::writer::Shared as WriterShared;
 pub use ringcap_sink::SinkInterface;
 pub use ringcap_sink::{Encoder, RecordFormat, WriteMode, WriterHandle};
+pub use ringcap_source::Hook;
 pub use ringcap_source::TimestampSource;
 pub use ringcap_stages::{SampleMode, Sampling, Snap, Transform, TransformFactory};
 pub use ringcap_stats::{Board, Counters};

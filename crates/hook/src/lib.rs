@@ -41,7 +41,6 @@ use ring::RingReader;
 use std::fmt;
 use std::io;
 use std::os::fd::AsFd;
-use std::str::FromStr;
 use std::sync::Mutex;
 
 static XDP_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp.bpf.o"));
@@ -63,50 +62,9 @@ const NETFILTER_PRIORITIES: i32 = 40;
 /// The kernel's internal "not supported" errno, which reaches user space.
 const ENOTSUPP: i32 = 524;
 
-/// Where in the kernel packets are taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Hook {
-    /// AF_PACKET's protocol handler (TPACKET_V3 rings): every frame, both
-    /// directions, the filter in the kernel.
-    #[default]
-    Packet,
-    /// An XDP program at the driver: received frames only, before the stack.
-    Xdp,
-    /// A netfilter program at pre-routing: IP packets the host takes in.
-    Netfilter,
-}
-
-impl FromStr for Hook {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Hook, String> {
-        match s {
-            "packet" => Ok(Hook::Packet),
-            "xdp" => Ok(Hook::Xdp),
-            "netfilter" => Ok(Hook::Netfilter),
-            _ => Err(format!("unknown hook '{s}': packet, xdp or netfilter")),
-        }
-    }
-}
-
-impl fmt::Display for Hook {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Hook::Packet => "packet",
-            Hook::Xdp => "xdp",
-            Hook::Netfilter => "netfilter",
-        })
-    }
-}
-
-impl Hook {
-    /// The link type of what this hook records on an interface of `linktype`.
-    pub fn linktype(&self, linktype: u32) -> u32 {
-        match self {
-            Hook::Netfilter => LINKTYPE_RAW,
-            _ => linktype,
-        }
-    }
-}
+/// Where in the kernel packets are taken (one definition, in ringcap-source,
+/// so that a build without this crate names the hooks alike).
+pub use ringcap_source::Hook;
 
 /// What kind of failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,12 +12,15 @@
 //! (the mapped memory), and [`netdev`] (interface ioctls); everything else
 //! is safe Rust over byte slices.
 
+pub mod hook;
 pub mod inject;
 pub mod inplace;
 pub mod interface;
 pub mod netdev;
 pub mod packet;
 pub mod ring;
+
+pub use hook::Hook;
 pub mod socket;
 pub mod sys;
 

@@ -267,13 +267,22 @@ fn publish(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .unwrap_or_default();
     let tmp = path.with_file_name(format!("{name}.tmp{}", std::process::id()));
     let r = (|| {
-        let mut f = File::create(&tmp)?;
+        // A new file only (O_EXCL): in a directory others can write, a name
+        // planted before us (a symlink to some file of root's) is refused,
+        // never followed and written through.
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)
     })();
-    if r.is_err() {
-        let _ = fs::remove_file(&tmp);
+    if let Err(e) = &r {
+        // Only a file this call made is removed (not one already there).
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            let _ = fs::remove_file(&tmp);
+        }
     }
     r?;
     if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -48,17 +48,13 @@ fn session(i: usize) -> Session {
     };
     let expr = format!("udp and not dst port {}", 60000 + i);
     let program = compile(&expr, 1, 262_144, Target::Offline).expect("filter");
-    let stages = Stages {
-        filters: None,
-        sampler: UserSampler::offline(Sampling::All, 1),
-        snap: Snap::Bytes(96),
-        max_frame_len: 1514,
-        transforms: Vec::new(),
-        linktypes: vec![1],
-        budget: None,
-        interface_base: None,
-        current_interface: 0,
-    };
+    let stages = Stages::new(
+        UserSampler::offline(Sampling::All, 1),
+        Snap::Bytes(96),
+        1514,
+        Vec::new(),
+        vec![1],
+    );
     let filter = CheckedProgram::new(program).expect("valid");
     Session {
         sub: Subscriber::new(

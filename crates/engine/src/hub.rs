@@ -148,17 +148,14 @@ fn entry(iface: &Interface, spec: SubscriptionSpec) -> Result<Entry, EngineError
     let mut seed = [0u8; 8];
     getrandom::fill(&mut seed)
         .map_err(|e| EngineError::system(format!("cannot seed the sampler: {e}")))?;
-    let stages = Stages {
-        filters: None,
-        sampler: UserSampler::offline(spec.sampling, u64::from_ne_bytes(seed)),
-        snap: spec.snap,
-        max_frame_len: iface.max_frame_len(),
-        transforms: spec.transforms.iter().map(|f| f()).collect(),
-        linktypes: vec![linktype],
-        budget: spec.count.map(|c| Arc::new(AtomicU64::new(c))),
-        interface_base: None,
-        current_interface: 0,
-    };
+    let stages = Stages::new(
+        UserSampler::offline(spec.sampling, u64::from_ne_bytes(seed)),
+        spec.snap,
+        iface.max_frame_len(),
+        spec.transforms.iter().map(|f| f()).collect(),
+        vec![linktype],
+    )
+    .with_budget(spec.count.map(|c| Arc::new(AtomicU64::new(c))));
     Ok(Entry {
         id,
         sub: Subscriber::new(spec.filter, stages, spec.sink),

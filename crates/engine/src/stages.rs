@@ -98,6 +98,50 @@ pub struct Stages {
 }
 
 impl Stages {
+    /// The stages every capture has: `sampler`, the snap length, the
+    /// interface's longest frame, the transforms and the link type of each
+    /// source interface. No user-space filter, `-c` count or interface
+    /// switching until the `with_*` calls below add them: this is the one
+    /// place a capture thread's or a daemon session's stages are made.
+    pub fn new(
+        sampler: UserSampler,
+        snap: Snap,
+        max_frame_len: u32,
+        transforms: Vec<Box<dyn Transform>>,
+        linktypes: Vec<u32>,
+    ) -> Stages {
+        Stages {
+            filters: None,
+            sampler,
+            snap,
+            max_frame_len,
+            transforms,
+            linktypes,
+            budget: None,
+            interface_base: None,
+            current_interface: 0,
+        }
+    }
+
+    /// The filters run in user space, one per source interface (files and
+    /// hooks; live captures filter in the kernel).
+    pub fn with_filters(mut self, filters: Option<Vec<CheckedProgram>>) -> Stages {
+        self.filters = filters;
+        self
+    }
+
+    /// The `-c` budget, shared by the capture's threads.
+    pub fn with_budget(mut self, budget: Option<Arc<AtomicU64>>) -> Stages {
+        self.budget = budget;
+        self
+    }
+
+    /// Output interface id of source interface 0 when a source has several.
+    pub fn with_interface_base(mut self, base: Option<u32>) -> Stages {
+        self.interface_base = base;
+        self
+    }
+
     /// True when the `-c` count has been reached.
     pub fn count_reached(&self) -> bool {
         self.budget

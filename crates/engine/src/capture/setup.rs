@@ -71,17 +71,16 @@ pub(super) fn stages_for(
     linktypes: Vec<u32>,
     interface_base: Option<u32>,
 ) -> Stages {
-    Stages {
-        filters,
+    Stages::new(
         sampler,
-        snap: spec.snap,
+        spec.snap,
         max_frame_len,
-        transforms: spec.transforms.iter().map(|f| f()).collect(),
+        spec.transforms.iter().map(|f| f()).collect(),
         linktypes,
-        budget: budget.clone(),
-        interface_base,
-        current_interface: 0,
-    }
+    )
+    .with_filters(filters)
+    .with_budget(budget.clone())
+    .with_interface_base(interface_base)
 }
 
 pub(super) fn sock_filter(p: &Program) -> Vec<libc::sock_filter> {

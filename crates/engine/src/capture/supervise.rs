@@ -8,6 +8,12 @@ use crate::source::SourceError;
 use crossbeam_channel::Sender;
 use ringcap_sink::bell::wait_readable;
 
+/// The supervisor's bells as bits of what `wait_readable` returns: a bell's
+/// bit is its place in the list it waits on.
+const STOP_BELL: u32 = 1 << 0;
+const ATTENTION_BELL: u32 = 1 << 1;
+const ROTATE_BELL: u32 = 1 << 2;
+
 fn drain_log(shared: &Shared, completed_seen: &mut usize, tx: &Sender<Event>) {
     if let Ok(mut l) = shared.log.lock() {
         for m in l.drain(..) {
@@ -35,18 +41,19 @@ pub(super) fn supervise(
         // Woken by a bell (a stop, the writer, a rotation) or by the end of
         // the duration: no timer while the capture runs.
         let timeout = duration.map(|d| d.saturating_sub(began.elapsed()));
+        // In the order of the *_BELL bits above.
         let bells = [inner.stop.fd(), inner.attention.fd(), inner.rotate.fd()];
         match wait_readable(&bells, timeout) {
-            Ok(rung) => {
-                if rung & 1 != 0 {
+            Ok(ringing) => {
+                if ringing & STOP_BELL != 0 {
                     inner.stop.noticed();
                 }
                 // Cleared before looking at what it stands for: what comes
                 // after this rings again.
-                if rung & 2 != 0 {
+                if ringing & ATTENTION_BELL != 0 {
                     inner.attention.clear();
                 }
-                if rung & 4 != 0 && inner.rotate.clear() {
+                if ringing & ROTATE_BELL != 0 && inner.rotate.clear() {
                     inner.writer.request_rotation();
                 }
             }

@@ -272,17 +272,13 @@ fn framework_and_exclude_hold_for_every_client_filter_and_frame_shape() {
         )
         .expect("filter");
         let kept = Kept::default();
-        let stages = Stages {
-            filters: None,
-            sampler: UserSampler::offline(Sampling::All, 1),
-            snap: Snap::Bytes(262_144),
-            max_frame_len: 65_535,
-            transforms: Vec::new(),
-            linktypes: vec![1],
-            budget: None,
-            interface_base: None,
-            current_interface: 0,
-        };
+        let stages = Stages::new(
+            UserSampler::offline(Sampling::All, 1),
+            Snap::Bytes(262_144),
+            65_535,
+            Vec::new(),
+            vec![1],
+        );
         let mut sub = Subscriber::new(filter, stages, Box::new(Keeper(kept.clone())));
         let frames: Vec<Built> = (0..256).map(|i| frame(&mut rng, i)).collect();
         let views: Vec<(Vec<u8>, Option<[u8; 4]>)> =

@@ -310,17 +310,13 @@ mod tests {
     fn subscriber(snap: Snap, bulk_calls: usize) -> (Subscriber, Kept) {
         let program = ringcap_stages::compile("udp port 53", 1, 262_144, Target::Offline)
             .expect("filter compiles");
-        let stages = Stages {
-            filters: None,
-            sampler: UserSampler::offline(Sampling::All, 1),
+        let stages = Stages::new(
+            UserSampler::offline(Sampling::All, 1),
             snap,
-            max_frame_len: 1514,
-            transforms: Vec::new(),
-            linktypes: vec![1],
-            budget: None,
-            interface_base: None,
-            current_interface: 0,
-        };
+            1514,
+            Vec::new(),
+            vec![1],
+        );
         let kept = Kept::default();
         let sink = Box::new(Keeper {
             records: kept.clone(),

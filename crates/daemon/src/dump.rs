@@ -269,7 +269,7 @@ impl Dump {
         let w = self.writer.take()?;
         let shared = w.join();
         let failure = shared.failure.lock().ok().and_then(|f| f.clone());
-        failure
+        failure.map(|f| f.message)
     }
 }
 

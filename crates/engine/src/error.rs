@@ -2,6 +2,7 @@
 //! user can act on. Front ends map the kind to what they need (the CLI to an
 //! exit status, the daemon to a refusal).
 
+use crate::reason::Reason;
 use std::fmt;
 
 /// What kind of failure.
@@ -23,8 +24,11 @@ pub enum ErrorKind {
 pub struct EngineError {
     /// What kind.
     pub kind: ErrorKind,
-    /// What went wrong and what to do about it.
+    /// What went wrong and what to do about it, in the engine's words.
     pub message: String,
+    /// The typed reason, when a setting of the front end can fix it: the
+    /// front end says it in its own words (see [`crate::reason`]).
+    pub reason: Option<Reason>,
 }
 
 impl EngineError {
@@ -33,6 +37,7 @@ impl EngineError {
         EngineError {
             kind: ErrorKind::Usage,
             message: message.into(),
+            reason: None,
         }
     }
 
@@ -41,6 +46,25 @@ impl EngineError {
         EngineError {
             kind: ErrorKind::System,
             message: message.into(),
+            reason: None,
+        }
+    }
+
+    /// A refusal or failure for a typed `reason`; the message is the
+    /// reason's own words.
+    pub fn because(kind: ErrorKind, reason: Reason) -> EngineError {
+        EngineError {
+            kind,
+            message: reason.to_string(),
+            reason: Some(reason),
+        }
+    }
+
+    /// What the writer said when it failed, its reason kept.
+    pub fn from_write(failure: ringcap_sink::WriteFailure) -> EngineError {
+        match failure.reason {
+            Some(r) => EngineError::because(ErrorKind::Runtime, Reason::Sink(r)),
+            None => EngineError::runtime(failure.message),
         }
     }
 
@@ -49,6 +73,7 @@ impl EngineError {
         EngineError {
             kind: ErrorKind::Runtime,
             message: message.into(),
+            reason: None,
         }
     }
 }
@@ -65,6 +90,15 @@ impl From<ringcap_source::OpenError> for EngineError {
     fn from(e: ringcap_source::OpenError) -> EngineError {
         match e {
             ringcap_source::OpenError::Os { .. } => EngineError::runtime(e.to_string()),
+            ringcap_source::OpenError::NoHardwareTimestamps { interface, error } => {
+                EngineError::because(
+                    ErrorKind::System,
+                    Reason::NoHardwareTimestamps {
+                        interface,
+                        error: error.to_string(),
+                    },
+                )
+            }
             _ => EngineError::system(e.to_string()),
         }
     }

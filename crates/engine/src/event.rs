@@ -7,8 +7,11 @@ use std::path::PathBuf;
 /// Something a capture reports while it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// Something the user should fix (e.g. offloads that merge packets).
+    /// Something the user should fix.
     Warning(String),
+    /// Something the user should fix with a setting (e.g. offloads that
+    /// merge packets): the front end says which, in its words.
+    Advice(crate::Reason),
     /// Something done on the user's behalf (a partial file recovered, an old
     /// file deleted by retention, offloads turned off and restored).
     Notice(String),
@@ -16,7 +19,7 @@ pub enum Event {
     FileCompleted(PathBuf),
     /// The capture failed while running and is stopping (the reason; the
     /// final outcome says it again).
-    Error(String),
+    Error(crate::EngineError),
     /// The capture has ended; nothing follows.
     Finished,
 }

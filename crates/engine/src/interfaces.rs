@@ -151,9 +151,11 @@ fn take_offloads(
     }
     let (names, args) = offload_names(&on);
     if !fix_offloads {
-        let _ = events.send(Event::Warning(format!(
-            "{interface} merges received packets before capture ({names} on): captured packets may be larger than on the wire. Fix: ethtool -K {interface}{args}  (or use --fix-offloads)"
-        )));
+        let _ = events.send(Event::Advice(crate::Reason::MergingOffloads {
+            interface: interface.to_string(),
+            names: names.clone(),
+            ethtool_args: args.clone(),
+        }));
         return Ok(false);
     }
     let bits: Vec<u32> = on.iter().filter(|f| f.changeable).map(|f| f.bit).collect();

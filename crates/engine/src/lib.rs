@@ -27,6 +27,7 @@ pub mod error;
 pub mod event;
 pub mod hub;
 pub mod interfaces;
+pub mod reason;
 pub mod source;
 pub mod spec;
 pub mod stages;
@@ -36,6 +37,7 @@ pub mod worker;
 pub use capture::{Capture, FileSink, Outcome, Started, BATCH_SIZE, BLOCK_SIZE, RETIRE_TIMEOUT_MS};
 pub use error::{EngineError, ErrorKind};
 pub use event::Event;
+pub use reason::{InPlaceBlocker, Reason};
 pub use ringcap_sink::{PacketSink, Record, SharedSinkFactory, SinkFactory};
 pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec, ZeroCopy};
 

@@ -138,7 +138,7 @@ impl ZeroCopy {
             "auto" => Ok(ZeroCopy::Auto),
             "on" | "yes" => Ok(ZeroCopy::On),
             "off" | "no" => Ok(ZeroCopy::Off),
-            _ => Err(format!("--zero-copy {s}: use auto, on or off")),
+            _ => Err(format!("{s}: zero copy is auto, on or off")),
         }
     }
 }

@@ -45,19 +45,20 @@ pub enum Target {
 }
 
 impl Target {
-    /// Parses a `--flows` URL; the message says what is accepted.
+    /// Parses a flow export URL; the message (which begins with the URL) says
+    /// what is accepted.
     pub fn parse(url: &str) -> Result<Target, String> {
         if let Some(p) = url.strip_prefix("json:") {
             if p.is_empty() {
                 return Err(format!(
-                    "--flows {url}: give a path (json:PATH, json:- for standard output)"
+                    "{url}: give a path (json:PATH, json:- for standard output)"
                 ));
             }
             return Ok(Target::Json(p.to_string()));
         }
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(format!(
-                "--flows {url}: use ipfix://HOST:PORT, ipfix+tcp://HOST:PORT, netflow9://HOST:PORT, kafka://BROKER/TOPIC or json:PATH"
+                "{url}: use ipfix://HOST:PORT, ipfix+tcp://HOST:PORT, netflow9://HOST:PORT, kafka://BROKER/TOPIC or json:PATH"
             ));
         };
         if scheme == "kafka" {
@@ -69,7 +70,7 @@ impl Target {
             "ipfix+tcp" => Ok(Target::IpfixTcp(check_hostport(url, hostport)?)),
             "netflow9" | "nf9" => Ok(Target::Netflow9(check_hostport(url, hostport)?)),
             _ => Err(format!(
-                "--flows {url}: unknown scheme {scheme}; use ipfix://HOST:PORT, ipfix+tcp://HOST:PORT, netflow9://HOST:PORT, kafka://BROKER/TOPIC or json:PATH"
+                "{url}: unknown scheme {scheme}; use ipfix://HOST:PORT, ipfix+tcp://HOST:PORT, netflow9://HOST:PORT, kafka://BROKER/TOPIC or json:PATH"
             )),
         }
     }
@@ -77,9 +78,7 @@ impl Target {
 
 fn parse_kafka(url: &str, rest: &str) -> Result<Target, String> {
     let Some((brokers, topic)) = rest.split_once('/') else {
-        return Err(format!(
-            "--flows {url}: give kafka://BROKER[,BROKER...]/TOPIC"
-        ));
+        return Err(format!("{url}: give kafka://BROKER[,BROKER...]/TOPIC"));
     };
     for b in brokers.split(',') {
         check_hostport(url, b)?;
@@ -94,12 +93,12 @@ fn parse_kafka(url: &str, rest: &str) -> Result<Target, String> {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'));
     if !ok {
         return Err(format!(
-            "--flows {url}: a Kafka topic is 1 to 249 of a-z A-Z 0-9 . _ -"
+            "{url}: a Kafka topic is 1 to 249 of a-z A-Z 0-9 . _ -"
         ));
     }
     if !cfg!(feature = "kafka") {
         return Err(format!(
-            "--flows {url}: Kafka export is not built in this ringcap (cargo feature \"kafka\")"
+            "{url}: Kafka export is not built in this ringcap (cargo feature \"kafka\")"
         ));
     }
     Ok(Target::Kafka {
@@ -113,9 +112,7 @@ fn check_hostport(url: &str, hp: &str) -> Result<String, String> {
         Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0) => {
             Ok(hp.to_string())
         }
-        _ => Err(format!(
-            "--flows {url}: give HOST:PORT (a port from 1 to 65535)"
-        )),
+        _ => Err(format!("{url}: give HOST:PORT (a port from 1 to 65535)")),
     }
 }
 
@@ -207,18 +204,18 @@ const DRAIN: Duration = Duration::from_secs(10);
 fn udp_sink(t: &Target, hp: &str, opts: &ExportOptions) -> Result<Sink, String> {
     let to = hp
         .to_socket_addrs()
-        .map_err(|e| format!("--flows {hp}: {e}"))?
+        .map_err(|e| format!("{hp}: {e}"))?
         .next()
-        .ok_or_else(|| format!("--flows {hp}: no address"))?;
+        .ok_or_else(|| format!("{hp}: no address"))?;
     let bind: SocketAddr = if to.is_ipv4() {
         (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
     } else {
         (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
     };
-    let socket = UdpSocket::bind(bind).map_err(|e| format!("--flows {hp}: {e}"))?;
+    let socket = UdpSocket::bind(bind).map_err(|e| format!("{hp}: {e}"))?;
     socket
         .set_nonblocking(true)
-        .map_err(|e| format!("--flows {hp}: {e}"))?;
+        .map_err(|e| format!("{hp}: {e}"))?;
     let dialect = match t {
         Target::Ipfix(_) => Dialect::Ipfix,
         _ => Dialect::NetflowV9,
@@ -245,7 +242,7 @@ impl Exporter {
                 Target::IpfixTcp(hp) => {
                     // The name must resolve now; the collector may come later.
                     hp.to_socket_addrs()
-                        .map_err(|e| format!("--flows ipfix+tcp://{hp}: {e}"))?;
+                        .map_err(|e| format!("ipfix+tcp://{hp}: {e}"))?;
                     let mut s = TcpSink::new(hp.clone(), opts.domain, opts.sampling);
                     s.connect_now(now_secs(), &stats);
                     Sink::Tcp(Box::new(s))
@@ -266,7 +263,7 @@ impl Exporter {
                         .create(true)
                         .append(true)
                         .open(p)
-                        .map_err(|e| format!("--flows json:{p}: {e}"))?;
+                        .map_err(|e| format!("json:{p}: {e}"))?;
                     Sink::Json(Box::new(std::io::BufWriter::new(f)))
                 }
             });

@@ -64,7 +64,7 @@ impl KafkaSink {
             .create_with_context(Reports {
                 stats: stats.clone(),
             })
-            .map_err(|e| format!("--flows kafka://{brokers}/{topic}: {e}"))?;
+            .map_err(|e| format!("kafka://{brokers}/{topic}: {e}"))?;
         Ok(KafkaSink {
             producer,
             topic: topic.to_string(),

@@ -119,7 +119,7 @@ fn run(args: &Args) -> Result<(), String> {
     let secs = t0.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu0;
     if let Some(f) = shared.failure.lock().ok().and_then(|f| f.clone()) {
-        return Err(f);
+        return Err(f.message);
     }
     let bytes = std::fs::metadata(&args.write).map(|m| m.len()).unwrap_or(0);
     if !args.keep {

@@ -329,7 +329,7 @@ pub fn capture(
     reporter.finish(&[(name, total)], &total, began.elapsed().as_secs_f64());
     eprintln!("ringcap: ringcapd ended the session: {reason}");
     if let Some(f) = shared.failure.lock().ok().and_then(|f| f.clone()) {
-        crate::reporting::report_failure(&f, &total);
+        crate::reporting::report_failure(&crate::words::write_failure(&f), &total);
         return Ok(exit::RUNTIME);
     }
     Ok(0)

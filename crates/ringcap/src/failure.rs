@@ -62,7 +62,7 @@ impl From<ringcap_engine::EngineError> for Failure {
         };
         Failure {
             code,
-            message: e.message,
+            message: crate::words::error(&e),
         }
     }
 }

@@ -55,7 +55,7 @@ pub fn plan(a: &FlowArgs) -> Result<Option<(TableConfig, Vec<Target>)>, Failure>
         .iter()
         .map(|u| Target::parse(u))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(Failure::usage)?;
+        .map_err(flag)?;
     if targets
         .iter()
         .filter(|t| matches!(t, Target::Json(p) if p == "-"))
@@ -91,6 +91,11 @@ pub fn plan(a: &FlowArgs) -> Result<Option<(TableConfig, Vec<Target>)>, Failure>
     Ok(Some((cfg, targets)))
 }
 
+/// The flow crate's message (which begins with the URL) as the CLI says it.
+fn flag(e: String) -> Failure {
+    Failure::usage(format!("--flows {e}"))
+}
+
 /// Starts the exporter for `a` and puts the flow stage into `spec`; `None`
 /// without `--flows`.
 pub fn start(a: &FlowArgs, spec: &mut CaptureSpec) -> Result<Option<Exporter>, Failure> {
@@ -109,7 +114,7 @@ pub fn start(a: &FlowArgs, spec: &mut CaptureSpec) -> Result<Option<Exporter>, F
         sampling: sampling_report(&spec.sampling),
         ..ExportOptions::default()
     };
-    let exporter = Exporter::start(&targets, opts).map_err(Failure::usage)?;
+    let exporter = Exporter::start(&targets, opts).map_err(flag)?;
     spec.observer = Some(FlowStage::factory(cfg, exporter.sender()));
     Ok(Some(exporter))
 }

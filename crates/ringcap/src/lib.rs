@@ -19,3 +19,4 @@ pub mod reporting;
 pub mod run;
 pub mod serve;
 pub mod session;
+pub mod words;

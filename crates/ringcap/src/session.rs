@@ -15,6 +15,7 @@ use std::time::Duration;
 fn print_event(e: &Event) {
     match e {
         Event::Warning(m) => eprintln!("ringcap: warning: {m}"),
+        Event::Advice(r) => eprintln!("ringcap: warning: {}", crate::words::reason(r)),
         Event::Notice(m) => eprintln!("ringcap: {m}"),
         // Said once, with the counts, when the capture has ended.
         Event::Error(_) | Event::FileCompleted(_) | Event::Finished => {}
@@ -193,11 +194,11 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     match outcome.error {
         None => Ok(0),
         Some(e) if e.kind == ErrorKind::Usage => {
-            eprintln!("ringcap: error: {e}");
+            eprintln!("ringcap: error: {}", crate::words::error(&e));
             Ok(exit::USAGE)
         }
         Some(e) => {
-            report_failure(&e.message, &outcome.total);
+            report_failure(&crate::words::error(&e), &outcome.total);
             Ok(exit::RUNTIME)
         }
     }

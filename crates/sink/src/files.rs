@@ -336,13 +336,9 @@ pub fn check_target(final_path: &Path, overwrite: bool) -> io::Result<()> {
             io::ErrorKind::AlreadyExists,
             format!("{} exists and is not a regular file", final_path.display()),
         )),
-        Ok(_) if !overwrite => Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!(
-                "{} already exists (use --overwrite to replace it)",
-                final_path.display()
-            ),
-        )),
+        Ok(_) if !overwrite => {
+            Err(crate::SinkReason::OutputExists(final_path.to_path_buf()).into_io())
+        }
         _ => Ok(()),
     }
 }

@@ -61,7 +61,7 @@ impl fmt::Display for OpenError {
             ),
             OpenError::NoHardwareTimestamps { interface, error } => write!(
                 f,
-                "interface '{interface}' cannot give hardware timestamps ({error}); use --tstamp host"
+                "interface '{interface}' cannot give hardware timestamps ({error}); use host timestamps"
             ),
             OpenError::UnsupportedLinkType { interface, arphrd } => write!(
                 f,

@@ -37,11 +37,13 @@ pub(super) fn start(
         let mut kinds: Vec<u32> = all_linktypes.clone();
         kinds.sort_unstable();
         kinds.dedup();
-        return Err(EngineError::usage(format!(
-            "the input has packets of {} link types ({}), which one pcap file cannot hold: use --format pcapng",
-            kinds.len(),
-            kinds.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ")
-        )));
+        return Err(EngineError::because(
+            ErrorKind::Usage,
+            Reason::MixedLinkTypes {
+                linktypes: kinds,
+                from_files: true,
+            },
+        ));
     }
     // One program per link type, shared by the interfaces that have it.
     let mut compiled: Vec<(u32, Program)> = Vec::new();

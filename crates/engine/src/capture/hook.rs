@@ -36,14 +36,16 @@ pub(super) fn start(
     let stop = &bells.stop;
     let hook = live.hook;
     if live.threads != 1 {
-        return Err(EngineError::usage(format!(
-            "--hook {hook} reads one ring buffer per interface with one thread: --threads must be 1"
-        )));
+        return Err(EngineError::because(
+            ErrorKind::Usage,
+            Reason::HookThreads(hook),
+        ));
     }
     if live.tstamp == TimestampSource::Adapter {
-        return Err(EngineError::usage(format!(
-            "--hook {hook} stamps packets with the host clock in the program: --tstamp adapter needs --hook packet"
-        )));
+        return Err(EngineError::because(
+            ErrorKind::Usage,
+            Reason::HookClock(hook),
+        ));
     }
     let interfaces = open_interfaces(&live.interfaces)?;
     let linktypes: Vec<u32> = interfaces

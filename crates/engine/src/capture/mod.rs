@@ -31,8 +31,9 @@ mod supervise;
 
 pub use setup::{in_place_blocker, FileSink};
 
-use crate::error::EngineError;
+use crate::error::{EngineError, ErrorKind};
 use crate::event::Event;
+use crate::reason::Reason;
 use crate::spec::{CaptureSpec, SourceSpec};
 use crate::stop::Stop;
 use crate::Hook;
@@ -195,10 +196,10 @@ impl Capture {
                     _ => hook::start(&spec, live, &tx, &bells, &budget)?,
                     #[cfg(not(feature = "hook"))]
                     _ => {
-                        return Err(EngineError::usage(format!(
-                            "--hook {}: this ringcap was built without the XDP and netfilter hooks (cargo feature `hook`)",
-                            live.hook
-                        )))
+                        return Err(EngineError::because(
+                            ErrorKind::Usage,
+                            Reason::HookNotBuilt(live.hook),
+                        ))
                     }
                 }
             }

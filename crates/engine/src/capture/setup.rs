@@ -4,8 +4,9 @@
 //! [`FileSink`], the same writer for packets a front end brings itself.
 
 use super::BATCH_SIZE;
-use crate::error::EngineError;
+use crate::error::{EngineError, ErrorKind};
 use crate::interfaces::Lease;
+use crate::reason::{InPlaceBlocker, Reason};
 use crate::source::SourceError;
 use crate::spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec, ZeroCopy};
 use crate::stages::Stages;
@@ -47,9 +48,10 @@ pub(super) fn in_place(spec: &CaptureSpec) -> Result<bool, EngineError> {
     Ok(match (spec.sink.zero_copy, in_place_blocker(spec)) {
         (ZeroCopy::Off, _) => false,
         (ZeroCopy::On, Some(why)) => {
-            return Err(EngineError::usage(format!(
-                "--zero-copy on: ring blocks cannot be written in place here: {why}"
-            )))
+            return Err(EngineError::because(
+                ErrorKind::Usage,
+                Reason::NotInPlace(why),
+            ))
         }
         (ZeroCopy::On, None) => true,
         // Cut captures too: at 64 B snap 64 writing the blocks in place
@@ -166,6 +168,9 @@ pub(super) fn start_sink(
         files: sink.files.clone(),
     };
     let writer = Writer::spawn_with_rings(cfg, board, full_rx, senders, rings).map_err(|e| {
+        if let Some(r) = ringcap_sink::SinkReason::of_io(&e) {
+            return EngineError::because(ErrorKind::Usage, Reason::Sink(r.clone()));
+        }
         let msg = format!("cannot write the output: {e}");
         if e.kind() == std::io::ErrorKind::AlreadyExists {
             EngineError::usage(msg)
@@ -214,41 +219,39 @@ fn grow_pools(pools: Vec<(Sender<Batch>, usize)>, more: usize) {
 /// place as pcapng (`--zero-copy`), or `None` when they can: every packet
 /// must go out as the kernel left it in the ring (filtered, sampled and cut
 /// there), to a pcapng file written with O_DIRECT.
-pub fn in_place_blocker(spec: &CaptureSpec) -> Option<&'static str> {
+pub fn in_place_blocker(spec: &CaptureSpec) -> Option<InPlaceBlocker> {
     let sink = &spec.sink;
     match &spec.source {
-        SourceSpec::Files(_) => return Some("packets are read from files, not a ring"),
-        SourceSpec::Live(l) if l.hook != Hook::Packet => {
-            return Some("--hook xdp and netfilter have no TPACKET_V3 ring")
-        }
+        SourceSpec::Files(_) => return Some(InPlaceBlocker::Files),
+        SourceSpec::Live(l) if l.hook != Hook::Packet => return Some(InPlaceBlocker::Hook),
         SourceSpec::Live(_) => {}
     }
     if sink.format != RecordFormat::Pcapng || sink.compress {
-        return Some("only pcapng files can be written from ring blocks (use --format pcapng)");
+        return Some(InPlaceBlocker::NotPcapng);
     }
     if !matches!(
         sink.output,
         ringcap_sink::OutputPlan::Single(_) | ringcap_sink::OutputPlan::Series { .. }
     ) {
-        return Some("the output is not a file");
+        return Some(InPlaceBlocker::NotAFile);
     }
     if sink.write_mode == ringcap_sink::WriteMode::Buffered {
-        return Some("--write-mode buffered");
+        return Some(InPlaceBlocker::Buffered);
     }
     if matches!(spec.snap, Snap::Headers { .. }) {
-        return Some("-s headers cuts each packet in user space");
+        return Some(InPlaceBlocker::Headers);
     }
     if !UserSampler::live(spec.sampling).keeps_all() {
-        return Some("this sampling runs in user space");
+        return Some(InPlaceBlocker::UserSampling);
     }
     if !spec.transforms.is_empty() {
-        return Some("masks and anonymization rewrite packets");
+        return Some(InPlaceBlocker::Transforms);
     }
     if spec.count.is_some() {
-        return Some("-c stops in the middle of a ring block");
+        return Some(InPlaceBlocker::Count);
     }
     if spec.observer.is_some() {
-        return Some("flow records (or another observer) look at each packet in user space");
+        return Some(InPlaceBlocker::Observer);
     }
     None
 }
@@ -292,7 +295,16 @@ pub(super) fn one_linktype_for_pcap(
     if matches!(spec.sink.format, RecordFormat::Pcap(_))
         && linktypes.iter().any(|l| *l != linktypes[0])
     {
-        return Err(EngineError::usage("these interfaces have different link types, which one pcap file cannot hold: use --format pcapng"));
+        let mut kinds = linktypes.to_vec();
+        kinds.sort_unstable();
+        kinds.dedup();
+        return Err(EngineError::because(
+            ErrorKind::Usage,
+            Reason::MixedLinkTypes {
+                linktypes: kinds,
+                from_files: false,
+            },
+        ));
     }
     Ok(())
 }

@@ -64,8 +64,9 @@ pub(super) fn supervise(
         }
         if error.is_none() {
             if let Some(f) = inner.writer.failure.lock().ok().and_then(|f| f.clone()) {
+                let f = EngineError::from_write(f);
                 let _ = tx.send(Event::Error(f.clone()));
-                error = Some(EngineError::runtime(f));
+                error = Some(f);
                 inner.stop.request();
             }
         }
@@ -98,7 +99,7 @@ pub(super) fn supervise(
         };
         if let Some(f) = failed {
             if error.is_none() {
-                let _ = tx.send(Event::Error(f.message.clone()));
+                let _ = tx.send(Event::Error(f.clone()));
                 error = Some(f);
             }
         }
@@ -110,8 +111,9 @@ pub(super) fn supervise(
     }
     if let Some(f) = inner.writer.failure.lock().ok().and_then(|f| f.clone()) {
         // A write failure outranks what it caused.
-        if !matches!(&error, Some(e) if e.message == f) {
-            error = Some(EngineError::runtime(f));
+        let f = EngineError::from_write(f);
+        if error.as_ref() != Some(&f) {
+            error = Some(f);
         }
     }
     drain_log(&inner.writer, &mut completed_seen, &tx);

@@ -19,6 +19,7 @@ use recover::recover_leftovers;
 
 use crate::batch::Batch;
 use crate::files::{self, OutputPlan, Retention, Rotation};
+use crate::reason::{SinkReason, WriteFailure};
 use crate::strategy::{BufferedFile, DirectFile, Output, Stream, WriteMode};
 use crossbeam_channel::{Receiver, Sender};
 use ringcap_format::walk::{record_at, RecordFormat};
@@ -103,8 +104,8 @@ pub struct Shared {
     pub rotate_now: AtomicBool,
     /// Wakes the writer (holds at most one wake-up).
     wake: Sender<()>,
-    /// Set when the writer has failed; the message says why.
-    pub failure: Mutex<Option<String>>,
+    /// Set when the writer has failed: why.
+    pub failure: Mutex<Option<WriteFailure>>,
     /// Path of the file being written (final name), for the status line.
     pub current: Mutex<Option<String>>,
     /// Files completed and published, in order.
@@ -188,8 +189,8 @@ impl WriterHandle {
             .unwrap_or_else(|p| p.into_inner()) = Some(fixed);
     }
 
-    /// The failure message, if the writer has failed.
-    pub fn failure(&self) -> Option<String> {
+    /// Why the writer failed, if it has.
+    pub fn failure(&self) -> Option<WriteFailure> {
         self.shared.failure.lock().ok().and_then(|f| f.clone())
     }
 }
@@ -397,7 +398,7 @@ impl Writer {
             self.housekeeping();
         }
         if let Err(e) = self.close() {
-            self.fail(format!("closing the output: {e}"));
+            self.fail(WriteFailure::other(format!("closing the output: {e}")));
         }
     }
 
@@ -431,7 +432,7 @@ impl Writer {
             && matches!(self.cfg.plan, OutputPlan::Series { .. })
         {
             if let Err(e) = self.close() {
-                self.fail(format!("rotating: {e}"));
+                self.fail(WriteFailure::other(format!("rotating: {e}")));
             }
         }
         // A flush when something was written since the last one, at most
@@ -454,7 +455,7 @@ impl Writer {
                     .as_ref()
                     .map(|f| display(&f.final_path))
                     .unwrap_or_default();
-                self.fail(format!("flushing {name}: {e}"));
+                self.fail(WriteFailure::other(format!("flushing {name}: {e}")));
                 let _ = self.close();
             }
         }
@@ -464,7 +465,7 @@ impl Writer {
         {
             self.last_isb = Instant::now();
             if let Err(e) = self.write_isbs() {
-                self.fail(format!("writing statistics: {e}"));
+                self.fail(WriteFailure::other(format!("writing statistics: {e}")));
             }
         }
         // Time rotation with sparse live traffic: close the file once its
@@ -479,17 +480,17 @@ impl Writer {
         {
             if now_ns() >= b + late {
                 if let Err(e) = self.close() {
-                    self.fail(format!("rotating: {e}"));
+                    self.fail(WriteFailure::other(format!("rotating: {e}")));
                 }
             }
         }
     }
 
-    fn fail(&mut self, msg: String) {
+    fn fail(&mut self, why: impl Into<WriteFailure>) {
         self.failed = true;
         if let Ok(mut f) = self.shared.failure.lock() {
             if f.is_none() {
-                *f = Some(msg);
+                *f = Some(why.into());
             }
         }
         self.notify();
@@ -534,7 +535,9 @@ impl Writer {
         }
         if batch.coded && self.zenc.is_none() {
             // A caller bug: coded blocks are for compressed outputs only.
-            self.fail("compressed blocks were handed to an output that is not compressed".into());
+            self.fail(WriteFailure::other(
+                "compressed blocks were handed to an output that is not compressed".into(),
+            ));
             self.board.add_write_failed(batch.interface, batch.packets);
             return self.give_back(batch);
         }
@@ -551,7 +554,7 @@ impl Writer {
                     .and_then(|(_, ts, _)| ts)
                     .unwrap_or_else(now_ns);
                 if let Err(e) = self.open(ts) {
-                    self.fail(format!("opening the next output file: {e}"));
+                    self.fail(WriteFailure::io("opening the next output file", &e));
                     self.board.add_write_failed(batch.interface, left);
                     break;
                 }
@@ -559,7 +562,7 @@ impl Writer {
             let (end, n) = self.segment(batch.bytes(), off, left, batch.last_ts, batch.coded);
             if n == 0 {
                 if let Err(e) = self.close() {
-                    self.fail(format!("rotating: {e}"));
+                    self.fail(WriteFailure::other(format!("rotating: {e}")));
                 }
                 continue;
             }

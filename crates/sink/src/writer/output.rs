@@ -132,7 +132,7 @@ impl Writer {
                 Ok(d) => Box::new(d),
                 Err(e) => {
                     self.log(format!(
-                        "{}: io_uring is not available ({e}); writing as --write-mode direct does",
+                        "{}: io_uring is not available ({e}); writing with one O_DIRECT write at a time instead",
                         partial.display()
                     ));
                     Box::new(DirectFile::new(file))

@@ -54,7 +54,7 @@ impl Writer {
             if self.current.is_none() {
                 let ts = first_packet_ts(bytes, off).unwrap_or(ring.first_ts);
                 if let Err(e) = self.open(ts) {
-                    self.fail(format!("opening the next output file: {e}"));
+                    self.fail(WriteFailure::io("opening the next output file", &e));
                     self.board.add_write_failed(interface, left);
                     break;
                 }
@@ -62,7 +62,7 @@ impl Writer {
             let (end, n) = self.segment(bytes, off, left, ring.last_ts, false);
             if end == off {
                 if let Err(e) = self.close() {
-                    self.fail(format!("rotating: {e}"));
+                    self.fail(WriteFailure::other(format!("rotating: {e}")));
                 }
                 continue;
             }
@@ -94,9 +94,14 @@ impl Writer {
                     // packet by packet.
                     let (kept, kept_bytes) = self.salvage(bytes, off, end, false);
                     self.board.add_written(interface, kept, kept_bytes);
-                    (format!("writing {name}: the disk is full ({e}); the file was closed valid. Free space, or set --max-total/--min-free so ringcap deletes old files"), kept)
+                    (disk_full(name, &e), kept)
                 } else {
-                    (format!("writing {name}: {e}; the file was closed valid"), 0)
+                    (
+                        WriteFailure::other(format!(
+                            "writing {name}: {e}; the file was closed valid"
+                        )),
+                        0,
+                    )
                 };
                 self.fail(why);
                 self.board.add_write_failed(interface, left - kept);
@@ -195,7 +200,7 @@ impl Writer {
         batch: &mut Batch,
         from: usize,
         to: usize,
-    ) -> Result<u64, (String, u64, u64)> {
+    ) -> Result<u64, (WriteFailure, u64, u64)> {
         let mut wrote = (to - from) as u64;
         let r = if let (Some(enc), false) = (self.zenc.as_mut(), batch.coded) {
             let mut z = std::mem::take(&mut self.zbuf);
@@ -235,17 +240,13 @@ impl Writer {
             .unwrap_or_default();
         if !is_disk_full(&e) {
             return Err((
-                format!("writing {name}: {e}; the file was closed valid"),
+                WriteFailure::other(format!("writing {name}: {e}; the file was closed valid")),
                 0,
                 0,
             ));
         }
         let (kept, kept_bytes) = self.salvage(batch.bytes(), from, to, batch.coded);
-        Err((
-            format!("writing {name}: the disk is full ({e}); the file was closed valid. Free space, or set --max-total/--min-free so ringcap deletes old files"),
-            kept,
-            kept_bytes,
-        ))
+        Err((disk_full(name, &e), kept, kept_bytes))
     }
 
     /// After a full disk: writes the segment's records in small groups, each
@@ -346,4 +347,13 @@ impl Writer {
             false
         }
     }
+}
+
+/// The failure of a write that found the disk full.
+fn disk_full(file: String, e: &io::Error) -> WriteFailure {
+    SinkReason::DiskFull {
+        file,
+        error: e.to_string(),
+    }
+    .into()
 }

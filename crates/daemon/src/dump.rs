@@ -46,11 +46,6 @@ pub struct Dump {
     published: usize,
     /// The user's dump directory.
     pub dir: PathBuf,
-    /// Indexes each published file (`.NAME.ringcap-index`, issue 27), as
-    /// `ringcap capture` does: a background thread at nice 19; its bytes
-    /// count toward the user's quota like the files' ([`bytes_held`]), and
-    /// retention deletes an index with its file.
-    indexer: Option<ringcap_index::background::Indexer>,
 }
 
 fn untrusted(msg: String) -> io::Error {
@@ -202,6 +197,17 @@ impl Dump {
             writer_buffer_bytes: 8 << 20,
             file_mode: 0o600,
             comment: "ringcapd dump".into(),
+            // Each published file gets its index (`.NAME.ringcap-index`,
+            // issue 27), as with `ringcap capture`: the writer tells the
+            // indexer (a background thread at nice 19) of each file it
+            // publishes and deletes, and an index goes with its file. Its
+            // bytes count toward the user's quota like the files'
+            // ([`bytes_held`]).
+            files: Some(ringcap_engine::FileHook(Arc::new(
+                ringcap_index::background::Indexer::start(|| {
+                    let _ = ringcap_source::sys::set_thread_nice(19);
+                }),
+            ))),
             ..SinkSpec::new(
                 OutputPlan::Series {
                     dir: dir.clone(),
@@ -229,9 +235,6 @@ impl Dump {
                 writer: Some(writer),
                 published: 0,
                 dir,
-                indexer: Some(ringcap_index::background::Indexer::start(|| {
-                    let _ = ringcap_source::sys::set_thread_nice(19);
-                })),
             },
             encoder,
         ))
@@ -245,12 +248,7 @@ impl Dump {
         let new: Vec<String> = done
             .iter()
             .skip(self.published)
-            .filter_map(|p| {
-                if let Some(ix) = &self.indexer {
-                    ix.published(p);
-                }
-                p.file_name().map(|n| n.to_string_lossy().into_owned())
-            })
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .collect();
         self.published = done.len();
         new

@@ -130,6 +130,20 @@ fn dumps_are_written_rotated_held_to_the_quota_and_private() {
         !list.contains("ringcap-index"),
         "indexes are not listed: {list}"
     );
+    // The files retention deleted took their indexes with them (the
+    // writer's per-file hook tells the indexer): nothing is left in the
+    // directory but the kept files and their indexes.
+    let mut left: Vec<String> = std::fs::read_dir(d.dir.join("dumps/65534"))
+        .expect("the dump directory")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    let mut expected: Vec<String> = kept
+        .iter()
+        .flat_map(|n| [n.clone(), format!(".{n}.ringcap-index")])
+        .collect();
+    expected.sort();
+    assert_eq!(left, expected, "published: {published:?}");
 
     // Fetched as nobody: the daemon's file byte for byte, and the packets
     // are the last ones sent, in order.

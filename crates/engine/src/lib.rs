@@ -38,7 +38,9 @@ pub use capture::{Capture, FileSink, Outcome, Started, BATCH_SIZE, BLOCK_SIZE, R
 pub use error::{EngineError, ErrorKind};
 pub use event::Event;
 pub use reason::{InPlaceBlocker, Reason};
-pub use ringcap_sink::{PacketSink, Record, SharedSinkFactory, SinkFactory};
+pub use ringcap_sink::{
+    FileHook, FileObserver, PacketSink, Record, SharedSinkFactory, SinkFactory,
+};
 pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec, ZeroCopy};
 
 // What a front end needs to fill a spec, without depending on every crate.

@@ -7,10 +7,17 @@
 //! index` build what is missing. At most 64 files wait (beyond, a file is
 //! left unindexed, said once). Dropping the [`Indexer`] without
 //! [`Indexer::finish`] lets the thread finish the queued files on its own.
+//!
+//! The indexer is the capture's [`FileObserver`] (the sink's per-file hook):
+//! the writer tells it of each file published, and of each file retention
+//! deletes, whose index it deletes too. The sink knows nothing of indexes.
+//! [`RetireIndexes`] only does the second, for captures that do not index
+//! (an index a past run left beside a file goes with the file).
 
+use ringcap_sink::FileObserver;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use crate::build::build_index;
@@ -25,8 +32,9 @@ const FINISH_WAIT: Duration = Duration::from_secs(5);
 
 /// Indexes the files a capture publishes, one at a time, in the background.
 pub struct Indexer {
-    tx: Option<mpsc::SyncSender<PathBuf>>,
-    done: mpsc::Receiver<()>,
+    /// `None` once finished (or if the thread could not start).
+    tx: Mutex<Option<mpsc::SyncSender<PathBuf>>>,
+    done: Mutex<mpsc::Receiver<()>>,
     pending: Arc<AtomicUsize>,
     behind: AtomicBool,
 }
@@ -51,14 +59,19 @@ impl Indexer {
                             eprintln!("ringcap: warning: indexing {e}");
                         }
                     }
+                    // Retention may have deleted the file (and looked for
+                    // its index) while the index was being built.
+                    if !path.exists() {
+                        remove_index_of(&path);
+                    }
                     left.fetch_sub(1, Ordering::Relaxed);
                 }
                 let _ = done_tx.send(());
             })
             .is_ok();
         Indexer {
-            tx: spawned.then_some(tx),
-            done,
+            tx: Mutex::new(spawned.then_some(tx)),
+            done: Mutex::new(done),
             pending,
             behind: AtomicBool::new(false),
         }
@@ -66,7 +79,8 @@ impl Indexer {
 
     /// Queues a published file.
     pub fn published(&self, path: &Path) {
-        let Some(tx) = &self.tx else {
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(tx) = tx.as_ref() else {
             return;
         };
         self.pending.fetch_add(1, Ordering::Relaxed);
@@ -85,11 +99,14 @@ impl Indexer {
 
     /// Waits (up to a few seconds) for the queued files to be indexed; says
     /// how many are left without an index if that is not enough.
-    pub fn finish(mut self) {
-        if self.tx.take().is_none() {
+    pub fn finish(&self) {
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if tx.is_none() {
             return;
         }
-        if self.done.recv_timeout(FINISH_WAIT).is_err() {
+        drop(tx);
+        let done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        if done.recv_timeout(FINISH_WAIT).is_err() {
             let n = self.pending.load(Ordering::Relaxed);
             if n > 0 {
                 eprintln!(
@@ -100,4 +117,29 @@ impl Indexer {
             }
         }
     }
+}
+
+impl FileObserver for Indexer {
+    fn published(&self, path: &Path) {
+        Indexer::published(self, path);
+    }
+
+    fn removed(&self, path: &Path) {
+        remove_index_of(path);
+    }
+}
+
+/// The file observer of a capture that does not index: the index a file
+/// may have (from an earlier run, or `ringcap index`) goes with the file.
+pub struct RetireIndexes;
+
+impl FileObserver for RetireIndexes {
+    fn removed(&self, path: &Path) {
+        remove_index_of(path);
+    }
+}
+
+/// Deletes the index kept beside a deleted capture file, if there is one.
+fn remove_index_of(capture: &Path) {
+    let _ = std::fs::remove_file(ringcap_format::sidecar::index_path(capture));
 }

@@ -16,13 +16,16 @@
 use std::fs;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
+use ringcap_index::background::{Indexer, RetireIndexes};
 use ringcap_index::{
     build_index, load_index, plan, query::Window, run, time::parse_time, OutFormat, Output, Query,
     Unusable,
 };
+use ringcap_sink::FileHook;
 
 use crate::failure::{exit, Failure};
 
@@ -250,29 +253,21 @@ fn query_sensors(args: &QueryArgs) -> Result<i32, Failure> {
     )
 }
 
-/// Indexes the files a capture publishes, one at a time, in a background
-/// thread at the lowest CPU priority (see [`ringcap_index::background`]).
-pub struct Indexer(ringcap_index::background::Indexer);
-
-impl Indexer {
-    /// Starts the indexing thread.
-    pub fn start() -> Indexer {
-        Indexer(ringcap_index::background::Indexer::start(|| {
-            // The capture comes first: lowest priority; failing to lower
-            // it only costs the capture a little more CPU.
-            let _ = ringcap_source::sys::set_thread_nice(19);
-        }))
+/// A capture's per-file hook: with indexing on, the indexer (each
+/// published file indexed in a background thread at the lowest CPU
+/// priority, see [`ringcap_index::background`]), returned too so that the
+/// end of the capture can wait for it; with `no_index`, an observer that
+/// only deletes the index a deleted file may have.
+pub fn file_hook(no_index: bool) -> (FileHook, Option<Arc<Indexer>>) {
+    if no_index {
+        return (FileHook(Arc::new(RetireIndexes)), None);
     }
-
-    /// Queues a published file.
-    pub fn published(&self, path: &Path) {
-        self.0.published(path)
-    }
-
-    /// Waits (up to a few seconds) for the queued files to be indexed.
-    pub fn finish(self) {
-        self.0.finish()
-    }
+    let ix = Arc::new(Indexer::start(|| {
+        // The capture comes first: lowest priority; failing to lower it
+        // only costs the capture a little more CPU.
+        let _ = ringcap_source::sys::set_thread_nice(19);
+    }));
+    (FileHook(ix.clone()), Some(ix))
 }
 
 /// For `ringcap repair`: rebuilds the index of a repaired file if it has

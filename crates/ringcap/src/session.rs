@@ -64,6 +64,11 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         None => None,
     };
     spec.sink.owner = owner.map(|o| (o.uid, o.gid));
+    // Each published file gets its index (crate ringcap-index) in the
+    // background; the writer tells the indexer of each file it publishes
+    // and deletes (the sink's per-file hook).
+    let (files, indexer) = crate::query::file_hook(args.no_index);
+    spec.sink.files = Some(files);
     let signals = Signals::install();
     if let Some(socket) = crate::daemon_client::socket_for(args, &spec) {
         if !args.flow.flows.is_empty() {
@@ -81,7 +86,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
             spec.sink.writer_buffer_bytes =
                 u64::from(crate::config::DAEMON_WRITER_BUFFER_MIB) << 20;
         }
-        return crate::daemon_client::capture(
+        let ended = crate::daemon_client::capture(
             spec,
             socket,
             args.dump,
@@ -90,6 +95,10 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
             stats_interval,
             &signals,
         );
+        if let Some(ix) = indexer {
+            ix.finish();
+        }
+        return ended;
     }
     if args.compress {
         return Err(Failure::usage(
@@ -100,13 +109,6 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     // opened before privileges are dropped), the stage goes into the spec.
     let flows = crate::flows::start(&args.flow, &mut spec)?;
     let capture = Capture::start(spec).map_err(Failure::from)?;
-    // Each published file gets its index (crate ringcap-index) in the background.
-    let indexer = (!args.no_index).then(crate::query::Indexer::start);
-    let published = |e: &Event| {
-        if let (Some(ix), Event::FileCompleted(p)) = (&indexer, e) {
-            ix.published(p);
-        }
-    };
     // From now on the signals reach the capture directly: a stop sets the
     // flag its threads look at between ring blocks and rings the bell that
     // wakes whichever of them waits (nothing in the capture, nor this
@@ -129,7 +131,6 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         capture.rotate_now();
     }
     for e in capture.events().try_iter() {
-        published(&e);
         print_event(&e);
     }
     if let Some(ids) = owner {
@@ -165,10 +166,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         };
         match event {
             Ok(Event::Finished) | Err(RecvTimeoutError::Disconnected) => break,
-            Ok(e) => {
-                published(&e);
-                print_event(&e)
-            }
+            Ok(e) => print_event(&e),
             Err(RecvTimeoutError::Timeout) => {}
         }
         if !stopping && signals.stop.load(Ordering::Relaxed) {

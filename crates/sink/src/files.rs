@@ -396,17 +396,10 @@ pub fn enforce_retention(dir: &Path, template: &str, r: &Retention, extra: u64) 
         }
         let (oldest, _) = files.remove(0);
         if fs::remove_file(&oldest).is_ok() {
-            remove_index_of(&oldest);
             deleted.push(oldest);
         }
     }
     deleted
-}
-
-/// Deletes the index kept beside a deleted capture file (crate
-/// `ringcap-index`), if there is one: it goes with its file.
-pub fn remove_index_of(capture: &Path) {
-    let _ = fs::remove_file(ringcap_format::sidecar::index_path(capture));
 }
 
 /// Hidden partial files in `dir`, left by a process that did not finish.
@@ -520,7 +513,8 @@ mod tests {
                 .unwrap();
         }
         fs::write(dir.join("keep.pcap"), vec![0u8; 1000]).unwrap();
-        // Each file's index goes with it (and is no file of the series).
+        // Sidecars (an index) are no files of the series, and retention
+        // leaves them to the file observer (see FileObserver).
         let idx = |i: u64| ringcap_format::sidecar::index_path(&dir.join(format!("x-{i:06}.pcap")));
         for i in 0..5 {
             fs::write(idx(i), b"index").unwrap();
@@ -537,7 +531,10 @@ mod tests {
         assert_eq!(deleted.len(), 2);
         assert!(!dir.join("x-000000.pcap").exists());
         assert!(dir.join("x-000002.pcap").exists());
-        assert!(!idx(0).exists() && !idx(1).exists());
+        assert!(
+            idx(0).exists() && idx(4).exists(),
+            "the sink leaves sidecars alone"
+        );
         assert!(idx(2).exists() && idx(4).exists());
         let deleted = enforce_retention(
             &dir,

@@ -3,7 +3,6 @@
 
 use super::setup::*;
 use super::*;
-use crate::interfaces::Lease;
 use crate::source::hook::HookSource;
 use crate::spec::LiveSpec;
 use crate::worker::Worker;
@@ -84,15 +83,8 @@ pub(super) fn start(
             notify: Some(bells.attention.clone()),
         },
     )?;
-    let mut leases = Vec::new();
-    for iface in &interfaces {
-        leases.push(Lease::acquire(
-            &iface.name,
-            live.fix_offloads,
-            false,
-            events,
-        )?);
-    }
+    // The program stamps with the host clock: no adapter timestamps.
+    let leases = leases_of(&interfaces, live.fix_offloads, false, events)?;
     let mut captures = Vec::new();
     for (i, iface) in interfaces.iter().enumerate() {
         captures.push(HookCapture::open(

@@ -2,7 +2,6 @@
 
 use super::setup::*;
 use super::*;
-use crate::interfaces::Lease;
 use crate::source::live::LiveSource;
 use crate::spec::LiveSpec;
 use crate::worker::{InPlaceWorker, Worker};
@@ -83,15 +82,12 @@ pub(super) fn start(
     )?;
     let mut pools = pools.into_iter();
 
-    let mut leases = Vec::new();
-    for iface in &interfaces {
-        leases.push(Lease::acquire(
-            &iface.name,
-            live.fix_offloads,
-            live.tstamp == TimestampSource::Adapter,
-            events,
-        )?);
-    }
+    let leases = leases_of(
+        &interfaces,
+        live.fix_offloads,
+        live.tstamp == TimestampSource::Adapter,
+        events,
+    )?;
 
     // Sockets: counting sockets first (so the filter-only count is never
     // behind), then the capture sockets of each interface's fanout group.

@@ -5,6 +5,7 @@
 
 use super::BATCH_SIZE;
 use crate::error::{EngineError, ErrorKind};
+use crate::event::Event;
 use crate::interfaces::Lease;
 use crate::reason::{InPlaceBlocker, Reason};
 use crate::source::SourceError;
@@ -385,6 +386,21 @@ pub(super) fn spawn<F: FnOnce() -> Result<(), SourceError> + Send + 'static>(
             f()
         })
         .map_err(|e| EngineError::runtime(format!("starting a capture thread: {e}")))
+}
+
+/// The shared interface state a live capture holds while it runs (offloads
+/// turned off with `fix_offloads`, hardware timestamping with
+/// `adapter_tstamps`), one lease per interface, given back when dropped.
+pub(super) fn leases_of(
+    interfaces: &[Interface],
+    fix_offloads: bool,
+    adapter_tstamps: bool,
+    events: &Sender<Event>,
+) -> Result<Vec<Lease>, EngineError> {
+    interfaces
+        .iter()
+        .map(|i| Lease::acquire(&i.name, fix_offloads, adapter_tstamps, events))
+        .collect()
 }
 
 /// Threads of a capture, plus what to give back when they end.

@@ -334,7 +334,6 @@ impl Writer {
             return false;
         };
         if std::fs::remove_file(oldest).is_ok() {
-            files::remove_index_of(oldest);
             self.log(format!(
                 "deleted {} to make room (disk full)",
                 oldest.display()

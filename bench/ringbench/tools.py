@@ -258,9 +258,11 @@ class Ringcap(Tool):
         self.threads = threads
         self.buffer_mib = buffer_mib
         self.hook = hook
-        # None: the default pcap file (copy path). "off"/"on": a pcapng file
-        # through the copy path ("ringcap-ng") or written from the ring
-        # blocks in place ("ringcap-zc", issue 15).
+        # None: the default command, `-w DIR/` with no format option (a
+        # directory gets pcapng, written from the ring blocks in place where
+        # it can be; issue 30). "off"/"on": `-w out.pcapng --format pcapng`
+        # through the copy path ("ringcap-ng") or in place ("ringcap-zc",
+        # issue 15).
         self.zero_copy = zero_copy
         self.name = "ringcap"
         if hook:
@@ -312,17 +314,31 @@ class Ringcap(Tool):
             a += ["--hook", self.hook]
         if not self.index:
             a += ["--no-index"]
-        ext = "pcap"
+        ext = "pcapng"
         if self.zero_copy:
             a += ["--format", "pcapng"]
-            ext = "pcapng"
         if mode == "count":
             # pcap stream on stdout into /dev/null (it refuses -w /dev/null);
             # ring blocks are written in place only to files.
             return a + ["-w", "-"], "/dev/null"
         if self.zero_copy:
             a += ["--zero-copy", self.zero_copy]
-        return a + ["-w", os.path.join(outdir, "out." + ext)], None
+            return a + ["-w", os.path.join(outdir, "out." + ext)], None
+        return a + ["-w", os.path.join(outdir, "out") + "/"], None
+
+    def written(self, outdir, mode, parsed):
+        if mode == "count":
+            return parsed.get("tool_count"), "tool"
+        files = []
+        for p in Path(outdir).iterdir():
+            if not p.name.startswith("out"):
+                continue
+            if p.is_dir():
+                # The files of `-w DIR/`, not their hidden indexes.
+                files += [q for q in p.iterdir() if not q.name.startswith(".")]
+            else:
+                files.append(p)
+        return sum(count_pcap(p) for p in files), "file"
 
     def parse(self, text, outdir):
         res = {}

@@ -264,7 +264,7 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "FIELD,...", help_heading = "Privacy")]
     pub mask: Option<String>,
 
-    /// Output format: pcap, pcapng, or compressed (ringcap's lossless header compression, a few bytes per packet of -s headers traces; read back with -r; timestamps at --tstamp-precision). Default: by the -w file's extension (.pcap, .pcapng, .rcz), else pcap.
+    /// Output format: pcap, pcapng, or compressed (ringcap's lossless header compression, a few bytes per packet of -s headers traces; read back with -r; timestamps at --tstamp-precision). Default: by the -w name's extension (.pcap, .pcapng, .rcz); pcapng for a directory or a name without one (as dumpcap); pcap for -w -.
     #[arg(
         long,
         value_name = "FORMAT",

@@ -83,10 +83,10 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
         }
     };
     // Compressed files are coded from pcap records of the chosen precision.
-    // An explicit --format wins; otherwise the output name's extension says
-    // (as dumpcap and tshark read `-w x.pcapng`); otherwise pcap.
-    let by_name = a.write.as_deref().and_then(format_of_name);
-    let chosen = a.format.as_deref().or(by_name).unwrap_or("pcap");
+    let chosen = a
+        .format
+        .as_deref()
+        .unwrap_or_else(|| default_format(a.write.as_deref()));
     let (format, ext, compress) = match chosen {
         "pcap" => (RecordFormat::Pcap(resolution), "pcap", false),
         "pcapng" => (RecordFormat::Pcapng, "pcapng", false),
@@ -274,6 +274,20 @@ fn default_ring_mib(snap: Snap) -> u64 {
     }
 }
 
+/// The format when `--format` is not given: the output name's extension
+/// says (as dumpcap and tshark read `-w x.pcapng`); a name that says
+/// nothing (a directory, no extension) gets pcapng, as with dumpcap, so
+/// that whole packets take the in-place path by default (issue 30:
+/// stenotype's CPU or less with only `-i` and `-w`); standard output (`-w
+/// -`) gets pcap, which every tool reading a pipe takes, and which the
+/// in-place path could not serve anyway.
+pub fn default_format(write: Option<&str>) -> &'static str {
+    match write {
+        None | Some("-") => "pcap",
+        Some(w) => format_of_name(w).unwrap_or("pcapng"),
+    }
+}
+
 /// The format an output file's extension names: `.pcap`, `.pcapng` (or
 /// `.ntar`), `.rcz`; None for anything else (a directory, `-`, no extension).
 pub fn format_of_name(path: &str) -> Option<&'static str> {
@@ -299,6 +313,16 @@ mod tests {
         assert_eq!(default_ring_mib(Snap::Headers { max: 256 }), 256);
         assert_eq!(default_ring_mib(Snap::Bytes(513)), 1024);
         assert_eq!(default_ring_mib(Snap::Bytes(262_144)), 1024);
+    }
+
+    #[test]
+    fn names_that_say_nothing_get_pcapng_and_stdout_pcap() {
+        assert_eq!(default_format(Some("/srv/pcap/")), "pcapng");
+        assert_eq!(default_format(Some("capture")), "pcapng");
+        assert_eq!(default_format(Some("x.pcap")), "pcap");
+        assert_eq!(default_format(Some("x.rcz")), "compressed");
+        assert_eq!(default_format(Some("-")), "pcap");
+        assert_eq!(default_format(None), "pcap");
     }
 
     #[test]

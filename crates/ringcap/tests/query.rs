@@ -239,7 +239,7 @@ fn live_capture_indexes_what_it_publishes() {
         std::thread::sleep(Duration::from_millis(500));
         let (st, err) = live.stop();
         assert!(st.success(), "ringcap: {st}\n{err}");
-        let files = outputs(&out, ".pcap", &[]);
+        let files = outputs(&out, ".pcapng", &[]);
         assert_eq!(files.len(), 3, "{files:?}\n{err}");
         let indexes: Vec<String> = std::fs::read_dir(&out)
             .unwrap()

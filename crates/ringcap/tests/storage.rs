@@ -8,6 +8,10 @@
 //! traffic use the testkit's namespaces and skip when not root (fail, with
 //! `RINGCAP_REQUIRE_PRIVILEGED_TESTS=1`). Every output file is checked with
 //! tshark, capinfos and the testkit's independent reader.
+//!
+//! Tests that write to a directory (or a name without an extension) and
+//! count pcap records and bytes say `--format pcap`: such names default to
+//! pcapng (issue 30), whose in-place path zero_copy.rs tests.
 
 mod storage_support;
 
@@ -114,7 +118,16 @@ fn rotate_bytes_never_exceeds_and_packs_tightly() {
     dir_arg.push("/");
     offline(
         &input,
-        &args!["-C", "0.05", "-w", dir_arg, "--stats-json", &json],
+        &args![
+            "-C",
+            "0.05",
+            "--format",
+            "pcap",
+            "-w",
+            dir_arg,
+            "--stats-json",
+            &json
+        ],
     )
     .expect_code(0, "rotate by size");
     let files = by_seq(outputs(&out, ".pcap", &[]));
@@ -213,6 +226,8 @@ fn rotate_seconds_live_trickle() {
             "1",
             "--flush-interval",
             "0.2",
+            "--format",
+            "pcap",
             "-w",
             dir_arg,
             "--stats-json",
@@ -390,6 +405,8 @@ fn sighup_rotates_now() {
         &args![
             "--flush-interval",
             "0.2",
+            "--format",
+            "pcap",
             "-w",
             &out,
             "--stats-json",
@@ -435,7 +452,17 @@ fn rotate_seconds_sparse_traffic_publishes_on_time_without_empty_files() {
     std::fs::create_dir(&out).unwrap();
     let live = Live::start(
         &tb,
-        &args!["-G", "1", "--flush-interval", "0.2", "-w", &out, "udp"],
+        &args![
+            "-G",
+            "1",
+            "--flush-interval",
+            "0.2",
+            "--format",
+            "pcap",
+            "-w",
+            &out,
+            "udp"
+        ],
     );
     // Nothing at all for the first 2.5 s, then one packet.
     std::thread::sleep(Duration::from_millis(2500));
@@ -722,6 +749,8 @@ fn min_free_deletes_the_oldest_files_until_enough_is_free() {
             "200",
             "--min-free",
             "50",
+            "--format",
+            "pcap",
             "-w",
             out.join("s.pcap")
         ],
@@ -923,7 +952,15 @@ fn sigkill_during_live_capture_then_restart_recovers_a_prefix() {
     let frames = testbed_frames(&tb, 0, 12_000, 300);
     let mut live = Live::start(
         &tb,
-        &args!["--flush-interval", "0.2", "-w", with_slash(&out), "udp"],
+        &args![
+            "--flush-interval",
+            "0.2",
+            "--format",
+            "pcap",
+            "-w",
+            with_slash(&out),
+            "udp"
+        ],
     );
     let kill_at = std::thread::scope(|s| {
         let sender = s.spawn(|| tb.send_from_peer(&frames, 4000));
@@ -949,7 +986,7 @@ fn sigkill_during_live_capture_then_restart_recovers_a_prefix() {
     // Restart in the same directory (an offline run is enough to start the sink).
     let input = d.join("one.pcap");
     write_input(&input, &udp_packets(1, |_| 100, T0, 0));
-    let r = offline(&input, &args!["-w", with_slash(&out)]);
+    let r = offline(&input, &args!["--format", "pcap", "-w", with_slash(&out)]);
     r.expect_code(0, "restart");
     assert!(
         r.stderr.contains("recovered"),
@@ -2058,7 +2095,14 @@ fn series_names_follow_the_first_packet_time_offline() {
     let out = d.join("out");
     offline(
         &input,
-        &args!["--rotate-packets", "100", "-w", with_slash(&out)],
+        &args![
+            "--rotate-packets",
+            "100",
+            "--format",
+            "pcap",
+            "-w",
+            with_slash(&out)
+        ],
     )
     .expect_code(0, "series");
     let files = outputs(&out, ".pcap", &[]);

@@ -105,11 +105,7 @@ impl fmt::Display for Reason {
                 "{} have packets of {} link types ({}), which one pcap file cannot hold: write pcapng",
                 if *from_files { "the input files" } else { "these interfaces" },
                 linktypes.len(),
-                linktypes
-                    .iter()
-                    .map(|k| k.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                list(linktypes)
             ),
             Reason::HookThreads(h) => write!(
                 f,
@@ -141,6 +137,15 @@ impl fmt::Display for Reason {
             Reason::Sink(r) => r.fmt(f),
         }
     }
+}
+
+/// Link types as a list for a message: "1, 101".
+pub fn list(linktypes: &[u32]) -> String {
+    linktypes
+        .iter()
+        .map(|k| k.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

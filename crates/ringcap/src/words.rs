@@ -31,11 +31,7 @@ pub fn reason(r: &Reason) -> String {
         } => format!(
             "the input has packets of {} link types ({}), which one pcap file cannot hold: use --format pcapng",
             linktypes.len(),
-            linktypes
-                .iter()
-                .map(|k| k.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            ringcap_engine::reason::list(linktypes)
         ),
         Reason::MixedLinkTypes { .. } => "these interfaces have different link types, which one pcap file cannot hold: use --format pcapng".into(),
         Reason::HookThreads(h) => format!(

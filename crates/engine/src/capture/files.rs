@@ -5,7 +5,7 @@ use super::*;
 use crate::source::file::{self, FileSource};
 use crate::source::SourceError;
 use crate::worker::Worker;
-use ringcap_sink::{Encoder, RecordFormat, SinkInterface};
+use ringcap_sink::{Encoder, SinkInterface};
 use ringcap_stages::filter::Target;
 use ringcap_stages::{CheckedProgram, Program, UserSampler};
 use std::path::PathBuf;
@@ -31,20 +31,7 @@ pub(super) fn start(
     }
     let all_linktypes: Vec<u32> = inputs.iter().flatten().map(|i| i.linktype).collect();
     let first = all_linktypes.first().copied().unwrap_or(1);
-    if matches!(spec.sink.format, RecordFormat::Pcap(_))
-        && all_linktypes.iter().any(|l| *l != first)
-    {
-        let mut kinds: Vec<u32> = all_linktypes.clone();
-        kinds.sort_unstable();
-        kinds.dedup();
-        return Err(EngineError::because(
-            ErrorKind::Usage,
-            Reason::MixedLinkTypes {
-                linktypes: kinds,
-                from_files: true,
-            },
-        ));
-    }
+    one_linktype_for_pcap(spec, &all_linktypes, true)?;
     // One program per link type, shared by the interfaces that have it.
     let mut compiled: Vec<(u32, Program)> = Vec::new();
     for lt in &all_linktypes {

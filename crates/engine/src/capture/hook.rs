@@ -51,7 +51,7 @@ pub(super) fn start(
         .iter()
         .map(|i| hook.linktype(i.linktype().unwrap_or(1)))
         .collect();
-    one_linktype_for_pcap(spec, &linktypes)?;
+    one_linktype_for_pcap(spec, &linktypes, false)?;
     // The filter runs on the copied bytes as on a file's (VLAN tags, if
     // any, are in the bytes at these hooks).
     let mut filters = Vec::new();

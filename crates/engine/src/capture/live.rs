@@ -31,7 +31,7 @@ pub(super) fn start(
         .iter()
         .map(|i| i.linktype().unwrap_or(1))
         .collect();
-    one_linktype_for_pcap(spec, &linktypes)?;
+    one_linktype_for_pcap(spec, &linktypes, false)?;
 
     // Kernel programs: filter + snap length + sampler; a filter-only program
     // for counting when the sampler runs in the kernel.

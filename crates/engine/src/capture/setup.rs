@@ -288,13 +288,15 @@ pub(super) fn open_interfaces(names: &[String]) -> Result<Vec<Interface>, Engine
     Ok(interfaces)
 }
 
-/// A pcap file holds one link type: refuses live interfaces of several.
+/// A pcap file holds one link type: refuses interfaces (or, `from_files`,
+/// input files) of several.
 pub(super) fn one_linktype_for_pcap(
     spec: &CaptureSpec,
     linktypes: &[u32],
+    from_files: bool,
 ) -> Result<(), EngineError> {
     if matches!(spec.sink.format, RecordFormat::Pcap(_))
-        && linktypes.iter().any(|l| *l != linktypes[0])
+        && linktypes.iter().any(|l| Some(l) != linktypes.first())
     {
         let mut kinds = linktypes.to_vec();
         kinds.sort_unstable();
@@ -303,7 +305,7 @@ pub(super) fn one_linktype_for_pcap(
             ErrorKind::Usage,
             Reason::MixedLinkTypes {
                 linktypes: kinds,
-                from_files: false,
+                from_files,
             },
         ));
     }

@@ -32,6 +32,9 @@
 //! when larger, the filter's reach ([`copy_len`]), so a small snap length
 //! does not change what the filter accepts.
 
+pub mod cbpf;
+pub mod ebpf;
+pub mod raw;
 pub mod ring;
 
 use libbpf_rs::{
@@ -40,7 +43,7 @@ use libbpf_rs::{
 use ring::RingReader;
 use std::fmt;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Mutex;
 
 static XDP_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp.bpf.o"));
@@ -185,6 +188,68 @@ pub fn copy_len(snaplen: u32, reach: Option<u32>) -> u32 {
     snaplen.max(reach.unwrap_or(MAX_COPY)).min(MAX_COPY)
 }
 
+/// Loads the translated `filter` with the capture program of `object`
+/// (`ringcap_xdp_filtered`, in its tail-call array) behind it, and
+/// attaches it to `ifindex`.
+fn attach_filtered(
+    object: &Object,
+    filter: &[cbpf::Classic],
+    monitor: bool,
+    ifname: &str,
+    ifindex: i32,
+) -> Result<(raw::XdpProgram, OwnedFd), HookError> {
+    let map = |name: &str| {
+        object
+            .maps()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| runtime(format!("the XDP program has no map '{name}'")))
+    };
+    let progs = map("progs")?;
+    let finish = cbpf::Finish::Capture {
+        scratch_fd: map("scratch")?.as_fd().as_raw_fd(),
+        progs_fd: progs.as_fd().as_raw_fd(),
+        counters_fd: map("counters")?.as_fd().as_raw_fd(),
+        miss: if monitor { XDP_DROP } else { XDP_PASS },
+    };
+    let insns = cbpf::translate(filter, finish)
+        .map_err(|e| runtime(format!("translating the capture filter to eBPF: {e}")))?;
+    let prog = raw::XdpProgram::load("ringcap_filter", &insns).map_err(|(e, log)| {
+        if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) && log.is_empty() {
+            return system(
+                "permission denied while loading the XDP filter: BPF capture hooks need CAP_BPF and CAP_NET_ADMIN (or CAP_SYS_ADMIN); run as root".into(),
+            );
+        }
+        runtime(format!(
+            "the kernel refused the capture filter translated to eBPF ({e}); the verifier said:\n{log}"
+        ))
+    })?;
+    let capture = object
+        .progs()
+        .find(|p| p.name() == "ringcap_xdp_filtered")
+        .ok_or_else(|| runtime("the XDP object has no program ringcap_xdp_filtered".into()))?;
+    let fd = capture.as_fd().as_raw_fd() as u32;
+    progs
+        .update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
+        .map_err(|e| {
+            runtime(format!(
+                "chaining the XDP filter to the capture program: {e:#}"
+            ))
+        })?;
+    let link = prog.attach(ifindex).map_err(|e| match e.raw_os_error() {
+        Some(libc::EBUSY | libc::EEXIST) => system(format!(
+            "attaching the XDP program to {ifname}: another XDP program is attached to {ifname} (see `ip link show {ifname}`); ringcap does not replace it ({e})"
+        )),
+        Some(libc::EOPNOTSUPP | libc::EINVAL) => system(format!(
+            "attaching the XDP program to {ifname}: the driver of {ifname} (or the kernel) does not support XDP programs ({e})"
+        )),
+        Some(libc::EPERM | libc::EACCES) => system(format!(
+            "permission denied while attaching the XDP program to {ifname}: run as root ({e})"
+        )),
+        _ => runtime(format!("attaching the XDP program to {ifname}: {e}")),
+    })?;
+    Ok((prog, link))
+}
+
 /// libbpf's last messages (the verifier's log of a failed load).
 static LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
@@ -242,12 +307,33 @@ fn explain(
     runtime(format!("{what}: {e:#} ({os}){log}"))
 }
 
+/// How an XDP hook treats frames beyond copying them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct XdpOptions {
+    /// libpcap's program for the capture filter, run in the XDP program
+    /// (translated, [`cbpf`]): only matching frames are copied, each cut
+    /// to the snap length the filter returns. `None`: every frame is
+    /// copied (`copy_len` bytes) and the filter runs in user space.
+    pub filter: Option<Vec<cbpf::Classic>>,
+    /// Monitor-only interface: every frame is dropped at the driver
+    /// (`XDP_DROP`) after its copy, matched or not, so the host's stack
+    /// never sees the interface's traffic.
+    pub monitor: bool,
+}
+
+/// `XDP_DROP` and `XDP_PASS`.
+const XDP_DROP: u32 = 1;
+const XDP_PASS: u32 = 2;
+
 /// A loaded and attached hook program with its ring buffer. Dropping it
 /// unmaps the ring, detaches the links and unloads the program.
 pub struct HookCapture {
-    // Fields drop in order: the mapping, then the links, then the object.
+    // Fields drop in order: the mapping, then the links, then the programs.
     ring: RingReader,
     links: Vec<Link>,
+    /// The translated filter's link and program (XDP with a kernel filter).
+    filter_link: Option<OwnedFd>,
+    _filter: Option<raw::XdpProgram>,
     counters: MapHandle,
     _object: Object,
     /// CLOCK_REALTIME - CLOCK_TAI, ns (0 on most systems, but not assumed).
@@ -281,6 +367,7 @@ impl HookCapture {
         ifindex: i32,
         copy_len: u32,
         ring_bytes: u64,
+        xdp: &XdpOptions,
     ) -> Result<HookCapture, HookError> {
         static PRINT: std::sync::Once = std::sync::Once::new();
         PRINT.call_once(|| {
@@ -314,10 +401,12 @@ impl HookCapture {
             } else if name.ends_with(".rodata") {
                 let v = m
                     .initial_value_mut()
-                    .filter(|v| v.len() >= 8)
+                    .filter(|v| v.len() >= 12)
                     .ok_or_else(|| runtime("the program has no configuration".into()))?;
+                let verdict = if xdp.monitor { XDP_DROP } else { XDP_PASS };
                 v[0..4].copy_from_slice(&copy_len.min(MAX_COPY).to_ne_bytes());
                 v[4..8].copy_from_slice(&(ifindex as u32).to_ne_bytes());
+                v[8..12].copy_from_slice(&verdict.to_ne_bytes());
             }
         }
         let _ = log_tail();
@@ -340,12 +429,24 @@ impl HookCapture {
             .map_err(|e| runtime(format!("mapping the ring buffer: {e}")))?;
         let counters = MapHandle::try_from(&find("counters")?)
             .map_err(|e| runtime(format!("opening the counters: {e:#}")))?;
+        let mut filter_link = None;
+        let mut filter_prog = None;
+        if let (Hook::Xdp, Some(filter)) = (hook, &xdp.filter) {
+            let (prog, link) = attach_filtered(&object, filter, xdp.monitor, ifname, ifindex)?;
+            filter_prog = Some(prog);
+            filter_link = Some(link);
+        }
+        let main_name = match hook {
+            Hook::Xdp => "ringcap_xdp",
+            _ => "ringcap_netfilter",
+        };
         let prog = object
             .progs_mut()
-            .next()
-            .ok_or_else(|| runtime(format!("the {hook} object has no program")))?;
+            .find(|p| p.name() == main_name)
+            .ok_or_else(|| runtime(format!("the {hook} object has no program {main_name}")))?;
         let mut links = Vec::new();
         match hook {
+            Hook::Xdp if filter_link.is_some() => {}
             Hook::Xdp => {
                 let link = prog.attach_xdp(ifindex).map_err(|e| {
                     let os = io::Error::last_os_error();
@@ -421,6 +522,8 @@ impl HookCapture {
         Ok(HookCapture {
             ring,
             links,
+            filter_link,
+            _filter: filter_prog,
             counters,
             _object: object,
             tai_to_realtime,
@@ -435,7 +538,12 @@ impl HookCapture {
 
     /// Links attached (1 for XDP, 2 for netfilter: IPv4 and IPv6).
     pub fn links(&self) -> usize {
-        self.links.len()
+        self.links.len() + usize::from(self.filter_link.is_some())
+    }
+
+    /// True when the capture filter runs in the XDP program.
+    pub fn kernel_filter(&self) -> bool {
+        self.filter_link.is_some()
     }
 
     /// The program's counters now.

@@ -1,5 +1,12 @@
 //! Starting a live capture through an XDP or netfilter program (`--hook
 //! xdp|netfilter`; cargo feature `hook`).
+//!
+//! With XDP the capture filter runs in the XDP program: libpcap's program is
+//! translated to eBPF (`ringcap_hook::cbpf`), only matching frames are
+//! copied, cut to the filter's snap length, and with `--monitor` every frame
+//! is dropped at the driver. A filter the translator refuses runs in user
+//! space instead, on copies of every frame, with a warning. Netfilter
+//! always filters in user space.
 
 use super::setup::*;
 use super::*;
@@ -8,7 +15,8 @@ use crate::source::hook::HookSource;
 use crate::spec::LiveSpec;
 use crate::worker::Worker;
 use crossbeam_channel::Sender;
-use ringcap_hook::{HookCapture, HookError};
+use ringcap_hook::cbpf::{self, Classic};
+use ringcap_hook::{HookCapture, HookError, XdpOptions};
 use ringcap_sink::Encoder;
 use ringcap_source::TimestampSource;
 use ringcap_stages::filter::Target;
@@ -51,17 +59,49 @@ pub(super) fn start(
         .map(|i| hook.linktype(i.linktype().unwrap_or(1)))
         .collect();
     one_linktype_for_pcap(spec, &linktypes)?;
-    // The filter runs on the copied bytes as on a file's (VLAN tags, if
-    // any, are in the bytes at these hooks).
+    // The filter runs on the bytes as on a file's (VLAN tags, if any, are
+    // in the bytes at these hooks): in the XDP program when it translates,
+    // else in user space on copies reaching as far as it reads.
     let mut filters = Vec::new();
     let mut copy_lens = Vec::new();
-    for lt in &linktypes {
+    let mut xdp_options = Vec::new();
+    for (lt, iface) in linktypes.iter().zip(&interfaces) {
         let program = compile(spec, *lt, Target::Offline)?;
+        let classic: Vec<Classic> = program
+            .instructions
+            .iter()
+            .map(|i| Classic {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
+            .collect();
+        let in_kernel = match (hook, cbpf::translate(&classic, cbpf::Finish::Value)) {
+            (Hook::Xdp, Ok(_)) => true,
+            (Hook::Xdp, Err(e)) => {
+                let _ = events.send(Event::Warning(format!(
+                    "{}: the filter cannot run in the XDP program ({e}): every frame is copied and filtered in user space, which costs more per packet",
+                    iface.name
+                )));
+                false
+            }
+            _ => false,
+        };
+        xdp_options.push(XdpOptions {
+            filter: in_kernel.then_some(classic),
+            monitor: live.monitor,
+        });
+        if in_kernel {
+            copy_lens.push(spec.snap.kernel_snaplen().min(ringcap_hook::MAX_COPY));
+            filters.push(None);
+            continue;
+        }
         let reach = ringcap_hook::filter_reach(program.instructions.iter().map(|i| (i.code, i.k)));
         copy_lens.push(ringcap_hook::copy_len(spec.snap.kernel_snaplen(), reach));
-        filters.push(CheckedProgram::new(program).ok_or_else(|| {
+        filters.push(Some(CheckedProgram::new(program).ok_or_else(|| {
             EngineError::usage("libpcap compiled a filter program it does not accept")
-        })?);
+        })?));
     }
     let board = board_of(&interfaces, 1);
     let producers: Vec<usize> = (0..interfaces.len()).collect();
@@ -99,6 +139,7 @@ pub(super) fn start(
             iface.index,
             copy_lens[i],
             live.ring_bytes,
+            &xdp_options[i],
         )?);
     }
     let mut handles = Vec::new();
@@ -106,7 +147,7 @@ pub(super) fn start(
         let stages = stages_for(
             spec,
             budget,
-            Some(vec![filter]),
+            filter.map(|f| vec![f]),
             UserSampler::offline(spec.sampling, 0x9e37_79b9_7f4a_7c15 ^ i as u64),
             // Netfilter sees IP packets: no link-layer header.
             match hook {

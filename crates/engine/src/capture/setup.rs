@@ -37,6 +37,12 @@ pub(super) fn check_live(live: &LiveSpec) -> Result<(), EngineError> {
             live.threads
         )));
     }
+    if live.monitor && live.hook != Hook::Xdp {
+        return Err(EngineError::usage(format!(
+            "--monitor drops every frame the interface receives at the driver, which only the XDP hook can do: it needs --hook xdp (not --hook {})",
+            live.hook
+        )));
+    }
     Ok(())
 }
 

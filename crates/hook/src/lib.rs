@@ -25,12 +25,24 @@
 //!
 //! # The filter
 //!
-//! tcpdump's filter runs in user space, per packet of each batch, as
-//! libpcap's compiled classic BPF (the same program and interpreter as
-//! `-r`), so filters are tcpdump's exactly. For that the program must copy
-//! every byte the filter can read: the copy length is the snap length or,
-//! when larger, the filter's reach ([`copy_len`]), so a small snap length
-//! does not change what the filter accepts.
+//! With XDP the capture filter runs in the kernel, before any copy: libpcap's
+//! classic BPF program is translated to eBPF ([`cbpf`], encoded by [`ebpf`],
+//! loaded from instructions by [`raw`]: no clang at run time) and that
+//! program is what is attached. On a match it leaves the snap length in the
+//! per-CPU scratch record and tail-calls `ringcap_xdp_filtered` (through the
+//! `progs` PROG_ARRAY), which copies that many bytes; frames it rejects are
+//! never copied. With [`XdpOptions::monitor`] both return `XDP_DROP`, so no
+//! frame of the interface becomes an skb (a monitor port: the host loses
+//! the interface's traffic). The translation is checked against libpcap's
+//! interpreter in the kernel (tests/cbpf.rs).
+//!
+//! Otherwise (netfilter, or a program the translator refuses) tcpdump's
+//! filter runs in user space, per packet of each batch, as libpcap's
+//! compiled classic BPF (the same program and interpreter as `-r`), so
+//! filters are tcpdump's exactly. For that the program must copy every byte
+//! the filter can read: the copy length is the snap length or, when larger,
+//! the filter's reach ([`copy_len`]), so a small snap length does not change
+//! what the filter accepts.
 
 pub mod cbpf;
 pub mod ebpf;

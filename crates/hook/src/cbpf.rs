@@ -220,7 +220,9 @@ fn reachable(prog: &[Classic]) -> Result<Vec<bool>, String> {
         };
         for t in next {
             if t >= n as u64 {
-                return Err(format!("instruction {i} jumps or runs past the end"));
+                return Err(format!(
+                    "instruction {i} jumps backwards (a loop, as in protochain) or past the end"
+                ));
             }
             seen[t as usize] = true;
         }

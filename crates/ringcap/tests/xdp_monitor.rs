@@ -190,3 +190,39 @@ fn monitor_is_refused_without_the_xdp_hook() {
         assert!(fin.stderr.contains("--hook xdp"), "{}", fin.stderr);
     }
 }
+
+/// A filter the translator refuses (protochain loops backwards) runs in
+/// user space, with a warning, and still selects what `tcpdump -r` selects;
+/// --monitor still drops (the fallback program returns the same verdict).
+#[test]
+fn untranslatable_filters_fall_back_to_user_space() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let sent = frames::mixed_sequence(&tb.endpoints(), 460);
+    let dir = TempDir::new("xdpmon-fallback");
+    let input = dir.file("sent.pcap");
+    ringcap_testkit::netns::write_pcap(std::path::Path::new(&input), &sent).expect("pcap");
+    let filter = "ip6 protochain 17 or udp";
+    let theirs = tcpdump_selects(&input, filter);
+    assert!(!theirs.is_empty(), "tcpdump kept nothing");
+    for monitor in [false, true] {
+        let out = dir.file(&format!("out-{monitor}.pcap"));
+        let mut a = vec!["--hook", "xdp", "-w", &out];
+        if monitor {
+            a.push("--monitor");
+        }
+        a.push(filter);
+        let run = start(&tb, &a);
+        tb.send_from_peer(&sent, PPS).expect("send");
+        let fin = run.stop();
+        fin.assert_ok(filter);
+        fin.assert_no_loss(filter);
+        assert!(
+            fin.stderr.contains("cannot run in the XDP program"),
+            "no fallback warning: {}",
+            fin.stderr
+        );
+        let mine = tagged_seqs(&read(&out), filter);
+        assert_eq!(mine, theirs, "--monitor {monitor}: ringcap vs tcpdump -r");
+    }
+}

@@ -60,11 +60,10 @@ pub(super) fn start(
         .collect();
     one_linktype_for_pcap(spec, &linktypes)?;
     // The filter runs on the bytes as on a file's (VLAN tags, if any, are
-    // in the bytes at these hooks): in the XDP program when it translates,
-    // else in user space on copies reaching as far as it reads.
-    let mut filters = Vec::new();
-    let mut copy_lens = Vec::new();
-    let mut xdp_options = Vec::new();
+    // in the bytes at these hooks): in the XDP program when it translates
+    // and the kernel takes it, else in user space on copies reaching as far
+    // as it reads.
+    let mut plans = Vec::new();
     for (lt, iface) in linktypes.iter().zip(&interfaces) {
         let program = compile(spec, *lt, Target::Offline)?;
         let classic: Vec<Classic> = program
@@ -88,20 +87,14 @@ pub(super) fn start(
             }
             _ => false,
         };
-        xdp_options.push(XdpOptions {
-            filter: in_kernel.then_some(classic),
-            monitor: live.monitor,
-        });
-        if in_kernel {
-            copy_lens.push(spec.snap.kernel_snaplen().min(ringcap_hook::MAX_COPY));
-            filters.push(None);
-            continue;
-        }
         let reach = ringcap_hook::filter_reach(program.instructions.iter().map(|i| (i.code, i.k)));
-        copy_lens.push(ringcap_hook::copy_len(spec.snap.kernel_snaplen(), reach));
-        filters.push(Some(CheckedProgram::new(program).ok_or_else(|| {
-            EngineError::usage("libpcap compiled a filter program it does not accept")
-        })?));
+        plans.push(FilterPlan {
+            kernel: in_kernel.then_some(classic),
+            user_copy_len: ringcap_hook::copy_len(spec.snap.kernel_snaplen(), reach),
+            user: CheckedProgram::new(program).ok_or_else(|| {
+                EngineError::usage("libpcap compiled a filter program it does not accept")
+            })?,
+        });
     }
     let board = board_of(&interfaces, 1);
     let producers: Vec<usize> = (0..interfaces.len()).collect();
@@ -132,15 +125,40 @@ pub(super) fn start(
         )?);
     }
     let mut captures = Vec::new();
-    for (i, iface) in interfaces.iter().enumerate() {
-        captures.push(HookCapture::open(
-            hook,
-            &iface.name,
-            iface.index,
-            copy_lens[i],
-            live.ring_bytes,
-            &xdp_options[i],
-        )?);
+    let mut filters = Vec::new();
+    for (iface, plan) in interfaces.iter().zip(plans) {
+        let open = |copy_len, filter| {
+            let options = XdpOptions {
+                filter,
+                monitor: live.monitor,
+            };
+            HookCapture::open(
+                hook,
+                &iface.name,
+                iface.index,
+                copy_len,
+                live.ring_bytes,
+                &options,
+            )
+        };
+        let kernel_snap = spec.snap.kernel_snaplen().min(ringcap_hook::MAX_COPY);
+        let capture = match plan.kernel {
+            Some(classic) => match open(kernel_snap, Some(classic)) {
+                // The kernel refused the translation (its verifier): the
+                // filter can still run in user space.
+                Err(e) if e.kind == ringcap_hook::ErrorKind::Runtime => {
+                    let _ = events.send(Event::Warning(format!(
+                        "{}: the filter cannot run in the XDP program ({e}): every frame is copied and filtered in user space, which costs more per packet",
+                        iface.name
+                    )));
+                    open(plan.user_copy_len, None)?
+                }
+                other => other?,
+            },
+            None => open(plan.user_copy_len, None)?,
+        };
+        filters.push((!capture.kernel_filter()).then_some(plan.user));
+        captures.push(capture);
     }
     let mut handles = Vec::new();
     for (i, ((capture, filter), free)) in captures.into_iter().zip(filters).zip(pools).enumerate() {
@@ -191,4 +209,14 @@ pub(super) fn start(
             full,
         },
     })
+}
+
+/// Where one interface's filter can run.
+struct FilterPlan {
+    /// libpcap's program, when the translator takes it (XDP only).
+    kernel: Option<Vec<Classic>>,
+    /// The program for the capture thread, if it must run there.
+    user: CheckedProgram,
+    /// Bytes to copy of each frame when the filter runs in user space.
+    user_copy_len: u32,
 }

@@ -356,6 +356,35 @@ def print_report(results, noise, out_path):
         for r in hk:
             if r.get("error"):
                 print("  %s %s: ERROR %s" % (r["tool"], r["frame_size"], r["error"]))
+    hf = [r for r in results if r["kind"] == "hooks-filter"]
+    if hf:
+        print("\n## Hooks with a filter keeping 10 % (64 B, unpaced, snaplen 64, to disk; "
+              "medians; cpu per packet sent, the capture keeps a tenth)\n")
+        order = ["none", "packet-f10", "xdp-f10", "xdp-monitor-f10"]
+        groups = {}
+        for r in hf:
+            groups.setdefault(r["hook"], []).append(r)
+        base = None
+        rows = []
+        for hook in sorted(groups, key=lambda h: order.index(h) if h in order else 9):
+            ok = [r for r in groups[hook] if not r.get("error")]
+            gen = median([r["sent"] / r["traffic_s"] for r in ok if r.get("traffic_s")])
+            if hook == "packet-f10":
+                base = gen
+            cpu = median([r["cpu_s"] * 1e9 / r["sent"] for r in ok
+                          if r.get("cpu_s") is not None and r.get("sent")])
+            kept = median([100.0 * (r.get("written") or 0) / r["expected"] for r in ok
+                           if r.get("expected")])
+            rows.append([hook, "%d/%d" % (len(ok), len(groups[hook])), fmt(gen, "{:.0f}"),
+                         fmt(cpu, "{:.0f}"), fmt(kept, "{:.2f}")])
+        for row in rows:
+            g = float(row[2]) if row[2] not in ("-", "") else None
+            row.append(fmt(g / base if g and base else None, "{:.2f}"))
+        print(table(["capture", "ok", "gen pps", "cpu ns/sent pkt", "written % of matches",
+                     "gen vs packet"], rows))
+        for r in hf:
+            if r.get("error"):
+                print("  %s: ERROR %s" % (r["tool"], r["error"]))
     stor = [r for r in results if r["kind"] == "storage"]
     if stor:
         print("\n## Storage\n")

@@ -25,6 +25,9 @@ pub enum Reason {
     /// A hook program stamps packets with the host clock: no adapter
     /// timestamps.
     HookClock(Hook),
+    /// Monitor mode (every frame dropped at the driver after its copy) was
+    /// asked of a hook other than XDP.
+    MonitorNeedsXdp(Hook),
     /// This build has no XDP or netfilter hooks.
     HookNotBuilt(Hook),
     /// Writing ring blocks in place was demanded and cannot be done.
@@ -115,6 +118,10 @@ impl fmt::Display for Reason {
                 f,
                 "the {h} hook stamps packets with the host clock in its program: adapter timestamps need the packet socket"
             ),
+            Reason::MonitorNeedsXdp(h) => write!(
+                f,
+                "monitor mode drops every frame the interface receives at the driver, which only the XDP hook can do (not the {h} hook)"
+            ),
             Reason::HookNotBuilt(h) => write!(
                 f,
                 "the {h} hook: this build has no XDP and netfilter hooks (cargo feature `hook`)"
@@ -162,6 +169,7 @@ mod tests {
             Reason::HookThreads(Hook::Xdp),
             Reason::HookClock(Hook::Netfilter),
             Reason::HookNotBuilt(Hook::Xdp),
+            Reason::MonitorNeedsXdp(Hook::Packet),
             Reason::NoHardwareTimestamps {
                 interface: "eth0".into(),
                 error: "e".into(),

@@ -77,6 +77,10 @@ pub struct LiveSpec {
     /// Where in the kernel packets are taken: AF_PACKET (the default), an
     /// XDP program or a netfilter program (`ringcap_hook`).
     pub hook: Hook,
+    /// Monitor-only interface (`--hook xdp --monitor`): every received
+    /// frame is dropped at the driver after the capture took its copy, so
+    /// the host's stack never sees the interface's traffic.
+    pub monitor: bool,
 }
 
 /// Where kept packets go, and how files are written.

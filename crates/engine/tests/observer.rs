@@ -223,6 +223,7 @@ fn observer_child() {
             fix_offloads: true,
             tstamp: TimestampSource::Host,
             hook: ringcap_engine::Hook::Packet,
+            monitor: false,
         }),
         filter: "udp".into(),
         snap: Snap::Bytes(65535),

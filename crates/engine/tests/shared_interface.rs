@@ -47,6 +47,7 @@ fn spec(iface: &str, filter: &str, snap: Snap, out: PathBuf, format: RecordForma
             fix_offloads: true,
             tstamp: TimestampSource::Host,
             hook: ringcap_engine::Hook::Packet,
+            monitor: false,
         }),
         filter: filter.to_string(),
         snap,

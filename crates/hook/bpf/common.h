@@ -35,8 +35,11 @@ struct ringcap_config {
 	__u32 copy_len;
 	/* Interface to capture on (netfilter hooks see every interface). */
 	__u32 ifindex;
+	/* XDP: what happens to a frame after its copy, XDP_PASS (2) or, on a
+	 * monitor-only interface, XDP_DROP (1). */
+	__u32 verdict;
 };
-const volatile struct ringcap_config cfg = { .copy_len = 65535, .ifindex = 0 };
+const volatile struct ringcap_config cfg = { .copy_len = 65535, .ifindex = 0, .verdict = 2 };
 
 static __always_inline void count(__u32 index)
 {

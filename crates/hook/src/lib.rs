@@ -25,14 +25,30 @@
 //!
 //! # The filter
 //!
-//! tcpdump's filter runs in user space, per packet of each batch, as
-//! libpcap's compiled classic BPF (the same program and interpreter as
-//! `-r`), so filters are tcpdump's exactly. For that the program must copy
-//! every byte the filter can read: the copy length is the snap length or,
-//! when larger, the filter's reach ([`copy_len`]), so a small snap length
-//! does not change what the filter accepts.
+//! With XDP the capture filter runs in the kernel, before any copy: libpcap's
+//! classic BPF program is translated to eBPF ([`cbpf`], encoded by [`ebpf`],
+//! loaded from instructions by [`raw`]: no clang at run time) and that
+//! program is what is attached. On a match it leaves the snap length in the
+//! per-CPU scratch record and tail-calls `ringcap_xdp_filtered` (through the
+//! `progs` PROG_ARRAY), which copies that many bytes; frames it rejects are
+//! never copied. With [`XdpOptions::monitor`] both return `XDP_DROP`, so no
+//! frame of the interface becomes an skb (a monitor port: the host loses
+//! the interface's traffic). The translation is checked against libpcap's
+//! interpreter in the kernel (tests/cbpf.rs).
+//!
+//! Otherwise (netfilter, or a program the translator refuses) tcpdump's
+//! filter runs in user space, per packet of each batch, as libpcap's
+//! compiled classic BPF (the same program and interpreter as `-r`), so
+//! filters are tcpdump's exactly. For that the program must copy every byte
+//! the filter can read: the copy length is the snap length or, when larger,
+//! the filter's reach ([`copy_len`]), so a small snap length does not change
+//! what the filter accepts.
 
+pub mod cbpf;
+pub mod ebpf;
+pub mod raw;
 pub mod ring;
+mod xdp_filter;
 
 use libbpf_rs::{
     Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, OpenObject, PrintLevel,
@@ -40,8 +56,10 @@ use libbpf_rs::{
 use ring::RingReader;
 use std::fmt;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Mutex;
+pub use xdp_filter::XdpOptions;
+use xdp_filter::{attach_filtered, XDP_DROP, XDP_PASS};
 
 static XDP_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp.bpf.o"));
 static NETFILTER_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/netfilter.bpf.o"));
@@ -245,9 +263,12 @@ fn explain(
 /// A loaded and attached hook program with its ring buffer. Dropping it
 /// unmaps the ring, detaches the links and unloads the program.
 pub struct HookCapture {
-    // Fields drop in order: the mapping, then the links, then the object.
+    // Fields drop in order: the mapping, then the links, then the programs.
     ring: RingReader,
     links: Vec<Link>,
+    /// The translated filter's link and program (XDP with a kernel filter).
+    filter_link: Option<OwnedFd>,
+    _filter: Option<raw::XdpProgram>,
     counters: MapHandle,
     _object: Object,
     /// CLOCK_REALTIME - CLOCK_TAI, ns (0 on most systems, but not assumed).
@@ -281,6 +302,7 @@ impl HookCapture {
         ifindex: i32,
         copy_len: u32,
         ring_bytes: u64,
+        xdp: &XdpOptions,
     ) -> Result<HookCapture, HookError> {
         static PRINT: std::sync::Once = std::sync::Once::new();
         PRINT.call_once(|| {
@@ -314,10 +336,12 @@ impl HookCapture {
             } else if name.ends_with(".rodata") {
                 let v = m
                     .initial_value_mut()
-                    .filter(|v| v.len() >= 8)
+                    .filter(|v| v.len() >= 12)
                     .ok_or_else(|| runtime("the program has no configuration".into()))?;
+                let verdict = if xdp.monitor { XDP_DROP } else { XDP_PASS };
                 v[0..4].copy_from_slice(&copy_len.min(MAX_COPY).to_ne_bytes());
                 v[4..8].copy_from_slice(&(ifindex as u32).to_ne_bytes());
+                v[8..12].copy_from_slice(&verdict.to_ne_bytes());
             }
         }
         let _ = log_tail();
@@ -340,12 +364,24 @@ impl HookCapture {
             .map_err(|e| runtime(format!("mapping the ring buffer: {e}")))?;
         let counters = MapHandle::try_from(&find("counters")?)
             .map_err(|e| runtime(format!("opening the counters: {e:#}")))?;
+        let mut filter_link = None;
+        let mut filter_prog = None;
+        if let (Hook::Xdp, Some(filter)) = (hook, &xdp.filter) {
+            let (prog, link) = attach_filtered(&object, filter, xdp.monitor, ifname, ifindex)?;
+            filter_prog = Some(prog);
+            filter_link = Some(link);
+        }
+        let main_name = match hook {
+            Hook::Xdp => "ringcap_xdp",
+            _ => "ringcap_netfilter",
+        };
         let prog = object
             .progs_mut()
-            .next()
-            .ok_or_else(|| runtime(format!("the {hook} object has no program")))?;
+            .find(|p| p.name() == main_name)
+            .ok_or_else(|| runtime(format!("the {hook} object has no program {main_name}")))?;
         let mut links = Vec::new();
         match hook {
+            Hook::Xdp if filter_link.is_some() => {}
             Hook::Xdp => {
                 let link = prog.attach_xdp(ifindex).map_err(|e| {
                     let os = io::Error::last_os_error();
@@ -421,6 +457,8 @@ impl HookCapture {
         Ok(HookCapture {
             ring,
             links,
+            filter_link,
+            _filter: filter_prog,
             counters,
             _object: object,
             tai_to_realtime,
@@ -435,7 +473,12 @@ impl HookCapture {
 
     /// Links attached (1 for XDP, 2 for netfilter: IPv4 and IPv6).
     pub fn links(&self) -> usize {
-        self.links.len()
+        self.links.len() + usize::from(self.filter_link.is_some())
+    }
+
+    /// True when the capture filter runs in the XDP program.
+    pub fn kernel_filter(&self) -> bool {
+        self.filter_link.is_some()
     }
 
     /// The program's counters now.

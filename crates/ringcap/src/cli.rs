@@ -168,8 +168,9 @@ pub struct CaptureArgs {
     /// both ways), xdp (an XDP program at the driver: received frames, before
     /// the stack) or netfilter (IPv4/IPv6 pre-routing: IP packets the host
     /// takes in, recorded as raw IP). xdp and netfilter copy into a BPF ring
-    /// buffer, filter in user space, take one thread per interface and leave
-    /// every packet to the host.
+    /// buffer and take one thread per interface; xdp runs the filter in the
+    /// XDP program (netfilter in user space). Both leave every packet to the
+    /// host unless --monitor.
     #[arg(
         long,
         value_name = "HOOK",
@@ -178,6 +179,14 @@ pub struct CaptureArgs {
         help_heading = "Capture"
     )]
     pub hook: String,
+
+    /// With --hook xdp: the interface is a monitor port whose traffic is
+    /// only captured. Every frame it receives is dropped at the driver
+    /// (XDP_DROP) after its copy, matched by the filter or not: the host
+    /// no longer sees any traffic of this interface (no ARP, no pings, no
+    /// connections). Never implied; refused with the other hooks.
+    #[arg(long, help_heading = "Capture")]
+    pub monitor: bool,
 
     /// Capture threads per interface, joined by a PACKET_FANOUT flow-hash group.
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Capture")]

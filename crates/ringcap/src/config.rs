@@ -224,6 +224,7 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
             fix_offloads: a.fix_offloads,
             tstamp,
             hook: a.hook.parse().map_err(Failure::usage)?,
+            monitor: a.monitor,
         })
     };
     let sink = SinkSpec {

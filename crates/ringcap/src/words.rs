@@ -43,6 +43,9 @@ pub fn reason(r: &Reason) -> String {
         Reason::HookNotBuilt(h) => format!(
             "--hook {h}: this ringcap was built without the XDP and netfilter hooks (cargo feature `hook`)"
         ),
+        Reason::MonitorNeedsXdp(h) => format!(
+            "--monitor drops every frame the interface receives at the driver, which only the XDP hook can do: it needs --hook xdp (not --hook {h})"
+        ),
         Reason::NotInPlace(b) => format!(
             "--zero-copy on: ring blocks cannot be written in place here: {}",
             blocker(*b)
@@ -114,6 +117,7 @@ mod tests {
             (Reason::HookThreads(Hook::Xdp), "--threads must be 1"),
             (Reason::HookClock(Hook::Netfilter), "--tstamp adapter"),
             (Reason::HookNotBuilt(Hook::Xdp), "--hook xdp"),
+            (Reason::MonitorNeedsXdp(Hook::Packet), "--monitor"),
             (
                 Reason::NotInPlace(InPlaceBlocker::Buffered),
                 "--write-mode buffered",

@@ -39,8 +39,14 @@ if role == "server":
         threading.Thread(target=udp_sink, args=(range(7000, 7100),), daemon=True).start()
         tcp_server(5202, 20)
     sys.exit(0)
+def connect(port):
+    # The server may still be starting on a loaded machine: retry (bounded).
+    for _ in range(100):
+        try: return socket.create_connection((ip, port))
+        except ConnectionRefusedError: time.sleep(0.1)
+    return socket.create_connection((ip, port))
 if mode == "tcp":
-    c = socket.create_connection((ip, 5201)); buf = b"x" * 65536
+    c = connect(5201); buf = b"x" * 65536
     for _ in range(200): c.sendall(buf)
     c.close()
 elif mode == "udp":
@@ -51,7 +57,7 @@ elif mode == "udp":
 else:
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     for r in range(20):
-        c = socket.create_connection((ip, 5202))
+        c = connect(5202)
         for i in range(100):
             u.sendto(b"q" * (20 + i % 50), (ip, 7000 + (i * 7 + r) % 100))
             if i % 10 == 0: c.sendall(b"r" * 3000)

@@ -1,5 +1,12 @@
 //! Starting a live capture through an XDP or netfilter program (`--hook
 //! xdp|netfilter`; cargo feature `hook`).
+//!
+//! With XDP the capture filter runs in the XDP program: libpcap's program is
+//! translated to eBPF (`ringcap_hook::cbpf`), only matching frames are
+//! copied, cut to the filter's snap length, and with `--monitor` every frame
+//! is dropped at the driver. A filter the translator refuses runs in user
+//! space instead, on copies of every frame, with a warning. Netfilter
+//! always filters in user space.
 
 use super::setup::*;
 use super::*;
@@ -7,7 +14,8 @@ use crate::source::hook::HookSource;
 use crate::spec::LiveSpec;
 use crate::worker::Worker;
 use crossbeam_channel::Sender;
-use ringcap_hook::{HookCapture, HookError};
+use ringcap_hook::cbpf::{self, Classic};
+use ringcap_hook::{HookCapture, HookError, XdpOptions};
 use ringcap_sink::Encoder;
 use ringcap_source::TimestampSource;
 use ringcap_stages::filter::Target;
@@ -52,17 +60,42 @@ pub(super) fn start(
         .map(|i| hook.linktype(i.linktype().unwrap_or(1)))
         .collect();
     one_linktype_for_pcap(spec, &linktypes, false)?;
-    // The filter runs on the copied bytes as on a file's (VLAN tags, if
-    // any, are in the bytes at these hooks).
-    let mut filters = Vec::new();
-    let mut copy_lens = Vec::new();
-    for lt in &linktypes {
+    // The filter runs on the bytes as on a file's (VLAN tags, if any, are
+    // in the bytes at these hooks): in the XDP program when it translates
+    // and the kernel takes it, else in user space on copies reaching as far
+    // as it reads.
+    let mut plans = Vec::new();
+    for (lt, iface) in linktypes.iter().zip(&interfaces) {
         let program = compile(spec, *lt, Target::Offline)?;
+        let classic: Vec<Classic> = program
+            .instructions
+            .iter()
+            .map(|i| Classic {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
+            .collect();
+        let in_kernel = match (hook, cbpf::translate(&classic, cbpf::Finish::Value)) {
+            (Hook::Xdp, Ok(_)) => true,
+            (Hook::Xdp, Err(e)) => {
+                let _ = events.send(Event::Warning(format!(
+                    "{}: the filter cannot run in the XDP program ({e}): every frame is copied and filtered in user space, which costs more per packet",
+                    iface.name
+                )));
+                false
+            }
+            _ => false,
+        };
         let reach = ringcap_hook::filter_reach(program.instructions.iter().map(|i| (i.code, i.k)));
-        copy_lens.push(ringcap_hook::copy_len(spec.snap.kernel_snaplen(), reach));
-        filters.push(CheckedProgram::new(program).ok_or_else(|| {
-            EngineError::usage("libpcap compiled a filter program it does not accept")
-        })?);
+        plans.push(FilterPlan {
+            kernel: in_kernel.then_some(classic),
+            user_copy_len: ringcap_hook::copy_len(spec.snap.kernel_snaplen(), reach),
+            user: CheckedProgram::new(program).ok_or_else(|| {
+                EngineError::usage("libpcap compiled a filter program it does not accept")
+            })?,
+        });
     }
     let board = board_of(&interfaces, 1);
     let producers: Vec<usize> = (0..interfaces.len()).collect();
@@ -86,21 +119,47 @@ pub(super) fn start(
     // The program stamps with the host clock: no adapter timestamps.
     let leases = leases_of(&interfaces, live.fix_offloads, false, events)?;
     let mut captures = Vec::new();
-    for (i, iface) in interfaces.iter().enumerate() {
-        captures.push(HookCapture::open(
-            hook,
-            &iface.name,
-            iface.index,
-            copy_lens[i],
-            live.ring_bytes,
-        )?);
+    let mut filters = Vec::new();
+    for (iface, plan) in interfaces.iter().zip(plans) {
+        let open = |copy_len, filter| {
+            let options = XdpOptions {
+                filter,
+                monitor: live.monitor,
+            };
+            HookCapture::open(
+                hook,
+                &iface.name,
+                iface.index,
+                copy_len,
+                live.ring_bytes,
+                &options,
+            )
+        };
+        let kernel_snap = spec.snap.kernel_snaplen().min(ringcap_hook::MAX_COPY);
+        let capture = match plan.kernel {
+            Some(classic) => match open(kernel_snap, Some(classic)) {
+                // The kernel refused the translation (its verifier): the
+                // filter can still run in user space.
+                Err(e) if e.kind == ringcap_hook::ErrorKind::Runtime => {
+                    let _ = events.send(Event::Warning(format!(
+                        "{}: the filter cannot run in the XDP program ({e}): every frame is copied and filtered in user space, which costs more per packet",
+                        iface.name
+                    )));
+                    open(plan.user_copy_len, None)?
+                }
+                other => other?,
+            },
+            None => open(plan.user_copy_len, None)?,
+        };
+        filters.push((!capture.kernel_filter()).then_some(plan.user));
+        captures.push(capture);
     }
     let mut handles = Vec::new();
     for (i, ((capture, filter), free)) in captures.into_iter().zip(filters).zip(pools).enumerate() {
         let stages = stages_for(
             spec,
             budget,
-            Some(vec![filter]),
+            filter.map(|f| vec![f]),
             UserSampler::offline(spec.sampling, 0x9e37_79b9_7f4a_7c15 ^ i as u64),
             // Netfilter sees IP packets: no link-layer header.
             match hook {
@@ -144,4 +203,14 @@ pub(super) fn start(
             full,
         },
     })
+}
+
+/// Where one interface's filter can run.
+struct FilterPlan {
+    /// libpcap's program, when the translator takes it (XDP only).
+    kernel: Option<Vec<Classic>>,
+    /// The program for the capture thread, if it must run there.
+    user: CheckedProgram,
+    /// Bytes to copy of each frame when the filter runs in user space.
+    user_copy_len: u32,
 }

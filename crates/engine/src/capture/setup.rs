@@ -39,6 +39,12 @@ pub(super) fn check_live(live: &LiveSpec) -> Result<(), EngineError> {
             live.threads
         )));
     }
+    if live.monitor && live.hook != Hook::Xdp {
+        return Err(EngineError::because(
+            ErrorKind::Usage,
+            Reason::MonitorNeedsXdp(live.hook),
+        ));
+    }
     Ok(())
 }
 

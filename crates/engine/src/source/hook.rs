@@ -1,7 +1,9 @@
 //! The hook source: packets an XDP or netfilter program copied into a BPF
-//! ring buffer (`ringcap_hook`). The program copies every packet (the
-//! snap length, or as far as the filter reads); the filter and all
-//! sampling run in the capture thread's stages, on libpcap's program.
+//! ring buffer (`ringcap_hook`). With XDP the filter usually runs in the
+//! program, which copies matching frames cut to the snap length; otherwise
+//! the program copies every packet (the snap length, or as far as the
+//! filter reads) and the filter runs in the capture thread's stages, on
+//! libpcap's program. Sampling always runs in the stages.
 //!
 //! Accounting: the program counts the packets it saw (reported as seen by
 //! the interface, for this hook), the records it wrote and the packets it
@@ -9,6 +11,10 @@
 //! never met the filter, so it is counted as accepted, as the kernel's
 //! AF_PACKET ring counts its drops after its filter: accepted = sampled out
 //! + dropped in the ring + delivered still holds.
+//!
+//! When the filter runs in the XDP program (`HookCapture::kernel_filter`),
+//! every record written is a packet the filter accepted, counted here as
+//! the ring's drops are.
 
 use super::{Flow, Next, Packet, Source, SourceError};
 use ringcap_hook::HookCapture;
@@ -33,6 +39,7 @@ pub struct HookSource {
     capture: HookCapture,
     seen: u64,
     dropped: u64,
+    delivered: u64,
     poll: Duration,
 }
 
@@ -43,6 +50,7 @@ impl HookSource {
             capture,
             seen: 0,
             dropped: 0,
+            delivered: 0,
             poll: MIN_POLL,
         }
     }
@@ -115,8 +123,14 @@ impl Source for HookSource {
     fn refresh(&mut self, counts: &mut CaptureCounts) -> Result<(), SourceError> {
         let c = self.capture.counters().map_err(SourceError::Os)?;
         counts.ring_accepted += c.dropped.saturating_sub(self.dropped);
+        if self.capture.kernel_filter() {
+            // The filter ran in the program: what it delivered was accepted
+            // there (no filter stage counts it).
+            counts.ring_accepted += c.delivered.saturating_sub(self.delivered);
+        }
         counts.dropped_ring = c.dropped;
         self.dropped = c.dropped;
+        self.delivered = c.delivered;
         self.seen = c.seen;
         Ok(())
     }

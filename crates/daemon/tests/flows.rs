@@ -1,0 +1,292 @@
+//! Flow records through ringcapd, under policy: a grant of flow records
+//! only gives an unprivileged user (`nobody`, `ringcap capture --daemon
+//! --flows ipfix://…`, no `-w`) flows that Debian's nfcapd stores and nfdump
+//! reads back with, per 5-tuple and direction, exactly the packets and IP
+//! bytes of what the grant's packets would have been — the oracle is root's
+//! tcpdump with the combined filter, summed by the flow tests' own reader —
+//! with the addresses masked as the grant's `hide` says; and no packet
+//! reaches the client. Hostile requests: packets under a flows-only grant,
+//! flows without the grant, tables and timeouts out of range, and a user
+//! trying to hold more flow tables than its budget.
+
+mod common;
+#[path = "../../ringcap/tests/flowkit/mod.rs"]
+mod flowkit;
+
+use common::*;
+use flowkit::{collectors_here, diff, traffic, Collector, Sums};
+use ringcap_testkit::{TempDir, Testbed};
+use serde_json::Value;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const FRAMEWORK: &str = "not port 514";
+const CLIENT: &str = "not icmp and not icmp6";
+
+/// The sums with every address masked as `hide = ["ip.addr"]` masks it
+/// (zeroed), merged per masked 5-tuple.
+fn masked(sums: &Sums) -> Sums {
+    let zero = |a: &IpAddr| match a {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    };
+    let mut out = Sums::new();
+    for ((s, d, sp, dp, p), (n, b)) in sums {
+        let e = out.entry((zero(s), zero(d), *sp, *dp, *p)).or_default();
+        e.0 += n;
+        e.1 += b;
+    }
+    out
+}
+
+fn grant(tb: &Testbed, extra: &str) -> String {
+    format!(
+        "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\ncapture_filter = \"{FRAMEWORK}\"\n{extra}",
+        tb.capture_if
+    )
+}
+
+#[test]
+fn a_flows_only_grant_gives_nfdump_the_grants_packets_masked() {
+    if !can_run() || !collectors_here() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(
+        &tb,
+        &grant(&tb, "flows = true\npackets = false\nhide = [\"ip.addr\"]\n"),
+    );
+    let dir = open_dir("flowsd-out");
+    let collector = Collector::start(&dir.join("nfcapd"));
+    let td = TempDir::new("flowsd-tcpdump");
+    let orig = td.join("orig.pcap");
+    let tcpdump = start_tcpdump(
+        &tb,
+        &orig,
+        262_144,
+        &format!("({FRAMEWORK}) and ({CLIENT})"),
+    );
+
+    let json = dir.join("c.json");
+    let url = format!("ipfix://127.0.0.1:{}", collector.port);
+    // As nobody, in this test's own network namespace (where the collector
+    // listens on 127.0.0.1): the session's interface is the daemon's.
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--reuid",
+        NOBODY.0,
+        "--regid",
+        NOBODY.1,
+        "--clear-groups",
+        "--inh-caps=-all",
+    ])
+    .arg(ringcap_bin())
+    .arg("capture")
+    .arg(d.arg())
+    .args([
+        "-i",
+        &tb.capture_if,
+        "--flows",
+        &url,
+        "--idle-timeout",
+        "60",
+        "--stats-json",
+        &json.to_string_lossy(),
+        "--",
+        CLIENT,
+    ]);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = ringcap_testkit::capture::ChildGuard::spawn(&mut cmd).expect("spawn");
+    let (ready, log) = ringcap_testkit::capture::wait_for_stderr_line(
+        &mut child,
+        "capturing on ",
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|e| panic!("the flows client did not start: {e}"));
+    let client = Client {
+        child,
+        log,
+        ready,
+        out: dir.join("none.pcap"),
+        json,
+    };
+    let sent = traffic();
+    tb.send_from_peer(&sent, 5000).expect("send");
+    let fin = client.stop();
+    std::thread::sleep(SETTLE);
+    let want_packets = tcpdump.stop();
+    fin.assert_ok("flows client");
+    assert!(
+        fin.stderr.contains("no packets"),
+        "the session was not flows-only: {}",
+        fin.stderr
+    );
+    let got = collector.read();
+    let want = masked(&flowkit::file_sums(&orig));
+    assert!(want_packets.len() > 500, "{} packets", want_packets.len());
+    assert!(want.len() > 100, "{} masked flows", want.len());
+    let total = |s: &Sums| s.values().fold((0, 0), |a, v| (a.0 + v.0, a.1 + v.1));
+    println!(
+        "nfdump: {} directed flows {:?}; tcpdump, masked: {} {:?}",
+        got.len(),
+        total(&got),
+        want.len(),
+        total(&want)
+    );
+    assert_eq!(
+        got,
+        want,
+        "nfdump's flows differ from the grant's packets:\n{}",
+        diff(&got, &want)
+    );
+    // Every address is masked; ICMP and port 514 are not there.
+    for (s, dd, _, dp, p) in got.keys() {
+        assert!(s.is_unspecified() && dd.is_unspecified(), "{s} {dd}");
+        assert!(*p != 1 && *dp != 514);
+    }
+    // No packet reached the client: the packets the filters accepted are
+    // in the flows, none was delivered (or written) as a packet.
+    let c = final_record(&fin.json);
+    assert_eq!(num(&c, "packets_delivered"), 0, "{c}");
+    assert_eq!(num(&c, "packets_written"), 0, "{c}");
+    assert_eq!(
+        num(&c, "packets_filter_accepted"),
+        want_packets.len() as u64,
+        "{c}"
+    );
+    d.stop();
+}
+
+/// `flow_session` (crates/client/examples) as nobody: its first JSON line,
+/// and the second when it held the session.
+fn flow_session(tb: &Testbed, d: &Daemon, args: [&str; 5]) -> std::process::Child {
+    let mut cmd = as_user(tb, NOBODY, &example_bin("flow_session"));
+    cmd.arg(&d.socket)
+        .arg(&tb.capture_if)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().expect("spawn flow_session")
+}
+
+fn lines(child: std::process::Child) -> Vec<Value> {
+    let guard = ringcap_testkit::capture::ChildGuard::new(child);
+    let out = guard
+        .wait_output(Duration::from_secs(30))
+        .expect("flow_session ends");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "flow_session: {}: {text} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+fn once(tb: &Testbed, d: &Daemon, args: [&str; 5]) -> Value {
+    lines(flow_session(tb, d, args)).remove(0)
+}
+
+#[test]
+fn hostile_flow_requests_are_refused_capped_or_counted() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let mut d = Daemon::start(
+        &tb,
+        &grant(
+            &tb,
+            "flows = true\npackets = false\nmax_flows = 1000\nmin_flow_timeout = \"5s\"\n",
+        ),
+    );
+    let out = open_dir("flowsd-hostile");
+    let pcap = out.join("x.pcap");
+    let pcap = pcap.to_string_lossy();
+    let url = "ipfix://127.0.0.1:9";
+
+    // Packets under a flows-only grant: with or without flows, by the CLI.
+    for args in [
+        vec!["-i", tb.capture_if.as_str(), "-w", &pcap],
+        vec!["-i", tb.capture_if.as_str(), "-w", &pcap, "--flows", url],
+    ] {
+        let (st, err) = run_capture(&tb, &d, NOBODY, &args);
+        assert!(!st.success(), "{args:?} accepted: {err}");
+        assert!(err.contains("rule packets"), "{args:?}: {err}");
+    }
+    // ... and by the protocol.
+    let r = once(&tb, &d, ["60", "15", "100", "1", "0"]);
+    assert_eq!(r["refused"], "packets", "{r}");
+
+    // Out of the hard limits: refused by the daemon's decoder.
+    for (args, field) in [
+        (["60", "15", "4194305", "0", "0"], "flows.max_flows"),
+        (["0", "15", "100", "0", "0"], "flows.active_timeout_s"),
+        (["60", "86401", "100", "0", "0"], "flows.idle_timeout_s"),
+    ] {
+        let r = once(&tb, &d, args);
+        assert!(
+            r["error"].as_str().is_some_and(|e| e.contains(field)),
+            "{args:?}: {r}"
+        );
+    }
+    // Within them but beyond the grant: capped, and said.
+    let r = once(&tb, &d, ["1", "2", "4194304", "0", "0"]);
+    assert_eq!(r["accepted"], true, "{r}");
+    assert_eq!(
+        r["flows"],
+        serde_json::json!({"active_timeout_s": 5, "idle_timeout_s": 5, "max_flows": 1000, "packets": false}),
+        "{r}"
+    );
+    assert!(r["snaplen"].as_str().unwrap().starts_with("Headers"), "{r}");
+
+    // The budget: a session holding the whole of max_flows leaves no room
+    // for another table until it ends.
+    let holder = flow_session(&tb, &d, ["60", "15", "1000", "0", "4"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let r = once(&tb, &d, ["60", "15", "1", "0", "0"]);
+    assert_eq!(r["refused"], "max_flows", "{r}");
+    let held = lines(holder);
+    assert_eq!(held[0]["flows"]["max_flows"], 1000, "{held:?}");
+    assert_eq!(held[1]["packets_read"], 0, "{held:?}");
+    assert_eq!(held[1]["counters"]["packets_delivered"], 0, "{held:?}");
+    // Given back once that session is gone (its table dropped).
+    let mut again = Value::Null;
+    for _ in 0..20 {
+        again = once(&tb, &d, ["60", "15", "600", "0", "0"]);
+        if again["accepted"] == true {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(again["accepted"], true, "{again}");
+
+    // Flows without `flows = true`: refused with the rule's name.
+    assert!(d.reload(&grant(&tb, "")));
+    let (st, err) = run_capture(
+        &tb,
+        &d,
+        NOBODY,
+        &["-i", tb.capture_if.as_str(), "--flows", url],
+    );
+    assert!(!st.success());
+    assert!(err.contains("rule flows"), "{err}");
+    let r = once(&tb, &d, ["60", "15", "100", "1", "0"]);
+    assert_eq!(r["refused"], "flows", "{r}");
+    // --check shows the flow rights.
+    let check = Command::new(ringcapd_bin())
+        .args(["--check", "--config"])
+        .arg(&d.config)
+        .output()
+        .expect("ringcapd --check");
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(text.contains("flow records:   not allowed"), "{text}");
+    d.stop();
+}

@@ -18,6 +18,7 @@ use flowkit::{collectors_here, diff, traffic, Collector, Sums};
 use ringcap_testkit::{TempDir, Testbed};
 use serde_json::Value;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -70,49 +71,7 @@ fn a_flows_only_grant_gives_nfdump_the_grants_packets_masked() {
 
     let json = dir.join("c.json");
     let url = format!("ipfix://127.0.0.1:{}", collector.port);
-    // As nobody, in this test's own network namespace (where the collector
-    // listens on 127.0.0.1): the session's interface is the daemon's.
-    let mut cmd = Command::new("setpriv");
-    cmd.args([
-        "--reuid",
-        NOBODY.0,
-        "--regid",
-        NOBODY.1,
-        "--clear-groups",
-        "--inh-caps=-all",
-    ])
-    .arg(ringcap_bin())
-    .arg("capture")
-    .arg(d.arg())
-    .args([
-        "-i",
-        &tb.capture_if,
-        "--flows",
-        &url,
-        "--idle-timeout",
-        "60",
-        "--stats-json",
-        &json.to_string_lossy(),
-        "--",
-        CLIENT,
-    ]);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = ringcap_testkit::capture::ChildGuard::spawn(&mut cmd).expect("spawn");
-    let (ready, log) = ringcap_testkit::capture::wait_for_stderr_line(
-        &mut child,
-        "capturing on ",
-        Duration::from_secs(20),
-    )
-    .unwrap_or_else(|e| panic!("the flows client did not start: {e}"));
-    let client = Client {
-        child,
-        log,
-        ready,
-        out: dir.join("none.pcap"),
-        json,
-    };
+    let client = flows_client(&d, &tb, &url, &json, &[]);
     let sent = traffic();
     tb.send_from_peer(&sent, 5000).expect("send");
     let fin = client.stop();
@@ -157,6 +116,115 @@ fn a_flows_only_grant_gives_nfdump_the_grants_packets_masked() {
         want_packets.len() as u64,
         "{c}"
     );
+    d.stop();
+}
+
+/// `ringcap capture --daemon -i CAPTURE_IF --flows URL --idle-timeout 60
+/// --stats-json JSON ARGS -- CLIENT` as nobody, in this test's own network
+/// namespace (where the collector listens on 127.0.0.1: the session's
+/// interface is the daemon's); started and capturing.
+fn flows_client(d: &Daemon, tb: &Testbed, url: &str, json: &Path, args: &[&str]) -> Client {
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--reuid",
+        NOBODY.0,
+        "--regid",
+        NOBODY.1,
+        "--clear-groups",
+        "--inh-caps=-all",
+    ])
+    .arg(ringcap_bin())
+    .arg("capture")
+    .arg(d.arg())
+    .args(["-i", &tb.capture_if, "--flows", url, "--idle-timeout", "60"])
+    .arg("--stats-json")
+    .arg(json)
+    .args(args)
+    .args(["--", CLIENT]);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = ringcap_testkit::capture::ChildGuard::spawn(&mut cmd).expect("spawn");
+    let (ready, log) = ringcap_testkit::capture::wait_for_stderr_line(
+        &mut child,
+        "capturing on ",
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|e| panic!("the flows client did not start: {e}"));
+    let out = args
+        .iter()
+        .position(|a| *a == "-w")
+        .map_or_else(|| json.with_extension("none"), |i| args[i + 1].into());
+    Client {
+        child,
+        log,
+        ready,
+        out,
+        json: json.to_path_buf(),
+    }
+}
+
+/// Flows and packets: the flows nfdump shows sum, per 5-tuple and
+/// direction, to exactly the packets the client wrote (the grant's masks
+/// applied to both, once), and those are tcpdump's.
+#[test]
+fn flows_and_packets_together_count_the_packets_delivered() {
+    if !can_run() || !collectors_here() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(
+        &tb,
+        &grant(
+            &tb,
+            "flows = true
+hide = [\"ip.addr\"]
+",
+        ),
+    );
+    let dir = open_dir("flowsd-both");
+    let collector = Collector::start(&dir.join("nfcapd"));
+    let td = TempDir::new("flowsd-both-tcpdump");
+    let orig = td.join("orig.pcap");
+    let tcpdump = start_tcpdump(
+        &tb,
+        &orig,
+        262_144,
+        &format!("({FRAMEWORK}) and ({CLIENT})"),
+    );
+    let url = format!("ipfix://127.0.0.1:{}", collector.port);
+    let pcap = dir.join("c.pcap");
+    let client = flows_client(
+        &d,
+        &tb,
+        &url,
+        &dir.join("c.json"),
+        &["-w", &pcap.to_string_lossy()],
+    );
+    tb.send_from_peer(&traffic(), 5000).expect("send");
+    let fin = client.stop();
+    std::thread::sleep(SETTLE);
+    let want = tcpdump.stop();
+    fin.assert_ok("flows and packets client");
+    let c = fin.final_counters("flows and packets client");
+    let got_packets = fin.packets();
+    assert_eq!(got_packets.len(), want.len(), "{c}");
+    for p in &got_packets {
+        let k = ringcap_testkit::frames::flow_key(&p.data).expect("frame");
+        assert!(
+            k.src.is_some_and(|a| a.is_unspecified()) && k.dst.is_some_and(|a| a.is_unspecified()),
+            "a delivered packet with addresses: {k:?}"
+        );
+    }
+    let got = collector.read();
+    let delivered = flowkit::file_sums(&pcap);
+    assert_eq!(
+        got,
+        delivered,
+        "nfdump's flows differ from the packets delivered:\n{}",
+        diff(&got, &delivered)
+    );
+    assert_eq!(delivered, masked(&flowkit::file_sums(&orig)));
     d.stop();
 }
 

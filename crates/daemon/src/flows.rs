@@ -40,6 +40,14 @@
 //! When a table is full the flow idle longest is exported early
 //! (flowEndReason "lack of resources", counted as `flows_evicted`).
 //!
+//! # Rates
+//!
+//! The grant's rate limits are applied here, before the table (and the
+//! packet sink behind it has none), so that a flow counts exactly the
+//! packets the session may have; packets over them are counted as rate
+//! limited, in no flow. A packet lost because the client's ring was full
+//! is still in its flow (the grant allowed it; only its delivery failed).
+//!
 //! A new filter or a policy reload gives the session new sinks: the old
 //! tables export their flows then (as a forced end), so flows do not span
 //! two different policies.
@@ -77,6 +85,9 @@ pub struct FlowCounters {
     pub not_ip: AtomicU64,
     /// Flows held in the tables now.
     pub active: AtomicU64,
+    /// Packets a session of flow records only took into its tables (in a
+    /// flow or not IP): its packets' end, as `delivered` is for packets.
+    pub to_flows: AtomicU64,
 }
 
 /// Makes the sinks of one session with flow records.
@@ -91,6 +102,16 @@ pub struct FlowSinks {
     pub table: TableConfig,
     /// The flows reserved for the session's tables in the user's budget.
     pub slot: Arc<FlowSlot>,
+    /// The grant's rates, applied here, before the tables (the packet sinks
+    /// then have none): flows count exactly the packets the session may
+    /// have. Split over the capture threads as the ring sinks split them.
+    pub max_pps: Option<u64>,
+    /// Bits per second.
+    pub max_bps: Option<u64>,
+    /// Capture threads in all.
+    pub threads: u64,
+    /// Where packets over the rates are counted (the session's).
+    pub sink_counters: Arc<crate::ring_sink::SinkCounters>,
 }
 
 impl SinkFactory for FlowSinks {
@@ -104,7 +125,13 @@ impl SinkFactory for FlowSinks {
         } else {
             HELD_FLOWS_ONLY
         };
+        let n = self.threads.max(1);
         Box::new(FlowSink {
+            limits: crate::ring_sink::limits(
+                self.max_pps.map(|r| (r / n).max(1)),
+                self.max_bps.map(|r| (r / n).max(1)),
+            ),
+            sink_counters: self.sink_counters.clone(),
             table: FlowTable::new(self.table, seed()),
             packets,
             linktype,
@@ -168,6 +195,7 @@ pub fn sinks(
     ring: &Arc<Mutex<RingWriter>>,
     counters: &Arc<FlowCounters>,
     slot: &Arc<FlowSlot>,
+    sink_counters: &Arc<crate::ring_sink::SinkCounters>,
 ) -> Option<FlowSinks> {
     let f = decision.flows?;
     let tables = decision.request.interfaces.len().max(1) as u64;
@@ -185,6 +213,10 @@ pub fn sinks(
             max_flows,
         },
         slot: slot.clone(),
+        max_pps: decision.max_packets_per_second,
+        max_bps: decision.max_bits_per_second,
+        threads: tables,
+        sink_counters: sink_counters.clone(),
     })
 }
 
@@ -280,6 +312,8 @@ pub fn entry(r: &FlowRecord) -> FlowEntry {
 
 /// One capture thread's sink of a session with flow records.
 pub struct FlowSink {
+    limits: ringcap_stages::Limits,
+    sink_counters: Arc<crate::ring_sink::SinkCounters>,
     table: FlowTable,
     /// The session's packet sink (`None`: flow records only).
     packets: Option<Box<dyn PacketSink>>,
@@ -312,6 +346,12 @@ impl FlowSink {
         let Some((rec, _)) = read_ring_record(bytes) else {
             return;
         };
+        if !self.limits.unlimited() && self.limits.admit(rec.ts_ns, rec.wire_len).is_err() {
+            self.sink_counters
+                .rate_limited
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let out = &mut self.out;
         match ringcap_flow::parse(self.linktype, rec.data, None, rec.wire_len) {
             Some(p) => self.table.add(&p, rec.ts_ns, &mut |r| out.put(&r)),
@@ -338,6 +378,10 @@ impl FlowSink {
             .fetch_add(c.evicted - self.published.evicted, Ordering::Relaxed);
         s.not_ip
             .fetch_add(c.not_ip - self.published.not_ip, Ordering::Relaxed);
+        if self.packets.is_none() {
+            let taken = (c.packets + c.not_ip) - (self.published.packets + self.published.not_ip);
+            s.to_flows.fetch_add(taken, Ordering::Relaxed);
+        }
         let len = u64::from(self.table.len());
         if len >= self.published_len {
             s.active
@@ -478,6 +522,10 @@ mod tests {
                 max_flows,
             },
             slot: Arc::new(slot),
+            max_pps: None,
+            max_bps: None,
+            threads: 1,
+            sink_counters: Default::default(),
         };
         (sinks, reader)
     }
@@ -530,6 +578,7 @@ mod tests {
         assert_eq!(factory.counters.evicted.load(Ordering::Relaxed), 1);
         assert_eq!(factory.counters.delivered.load(Ordering::Relaxed), 3);
         assert_eq!(factory.counters.active.load(Ordering::Relaxed), 0);
+        assert_eq!(factory.counters.to_flows.load(Ordering::Relaxed), 4);
         // The flows stay reserved while a table exists.
         drop(factory);
         assert_eq!(budget.usage(9).flows, 2);

@@ -282,11 +282,16 @@ impl Session {
         flows: Option<&(Arc<FlowCounters>, Arc<FlowSlot>)>,
     ) -> Box<dyn SinkFactory> {
         let d = &admitted.decision;
+        // The flow sinks apply the rates, before their tables.
         let packets = d.packets.then(|| {
-            Box::new(Self::ring_sinks(request, admitted, ring, counters)) as Box<dyn SinkFactory>
+            Box::new(RingSinks {
+                max_pps: None,
+                max_bps: None,
+                ..Self::ring_sinks(request, admitted, ring, counters)
+            }) as Box<dyn SinkFactory>
         });
         match flows {
-            Some((c, slot)) => match crate::flows::sinks(d, packets, ring, c, slot) {
+            Some((c, slot)) => match crate::flows::sinks(d, packets, ring, c, slot, counters) {
                 Some(f) => Box::new(f),
                 // Flows reserved, none decided (a reload took them away:
                 // it is refused before this): packets only.
@@ -429,6 +434,7 @@ impl Session {
             flows_delivered: f.delivered.load(Ordering::Relaxed),
             flows_evicted: f.evicted.load(Ordering::Relaxed),
             flows_dropped_client: f.dropped_client.load(Ordering::Relaxed),
+            packets_to_flows: f.to_flows.load(Ordering::Relaxed),
             ..SessionCounters::default()
         }
     }

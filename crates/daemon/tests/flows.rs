@@ -116,6 +116,9 @@ fn a_flows_only_grant_gives_nfdump_the_grants_packets_masked() {
         want_packets.len() as u64,
         "{c}"
     );
+    // ... and the daemon says where they went.
+    let into = format!("{} packets taken into flow records", want_packets.len());
+    assert!(fin.stderr.contains(&into), "{}", fin.stderr);
     d.stop();
 }
 
@@ -225,6 +228,51 @@ hide = [\"ip.addr\"]
         diff(&got, &delivered)
     );
     assert_eq!(delivered, masked(&flowkit::file_sums(&orig)));
+    d.stop();
+}
+
+/// A flows-only session does not get around the grant's rates: its flows
+/// count only the packets the rate allows, the rest are counted as rate
+/// limited, and the two add up to what the filters accepted.
+#[test]
+fn rates_hold_for_flow_records_too() {
+    if !can_run() || !collectors_here() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(
+        &tb,
+        &grant(
+            &tb,
+            "flows = true\npackets = false\nmax_packets_per_second = 100\n",
+        ),
+    );
+    let dir = open_dir("flowsd-rate");
+    let collector = Collector::start(&dir.join("nfcapd"));
+    let url = format!("ipfix://127.0.0.1:{}", collector.port);
+    let client = flows_client(&d, &tb, &url, &dir.join("c.json"), &[]);
+    let t0 = std::time::Instant::now();
+    tb.send_from_peer(&traffic(), 5000).expect("send");
+    let sending = t0.elapsed().as_secs_f64();
+    let fin = client.stop();
+    fin.assert_ok("rate-limited flows client");
+    let got = collector.read();
+    let in_flows: u64 = got.values().map(|v| v.0).sum();
+    let c = final_record(&fin.json);
+    let (accepted, limited) = (
+        num(&c, "packets_filter_accepted"),
+        num(&c, "packets_rate_limited"),
+    );
+    println!("accepted {accepted}, rate limited {limited}, in flows {in_flows}");
+    assert!(accepted >= 1000, "{c}");
+    // The bucket holds one second (100) and refills 100/s while packets come
+    // (timestamps are the kernel's: a little more than the sending took).
+    let most = 100 + (100.0 * (sending + 0.5)).ceil() as u64;
+    assert!(
+        (100..=most).contains(&in_flows),
+        "{in_flows} packets in flows (at most {most}); {c}"
+    );
+    assert_eq!(in_flows + limited, accepted, "{c}");
     d.stop();
 }
 

@@ -490,7 +490,8 @@ pub struct RingInfo {
 ///
 /// Every packet the interface showed the session ends in exactly one of
 /// "not accepted by the filters", sampled out, rate-limited, dropped
-/// (kernel ring or client ring) or delivered.
+/// (kernel ring or client ring), delivered or, for a session of flow
+/// records only, taken into its flows (`packets_to_flows`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionCounters {
@@ -519,6 +520,11 @@ pub struct SessionCounters {
     /// Flow records dropped because the client's ring was full.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub flows_dropped_client: u64,
+    /// Packets a session of flow records only took into its flow tables:
+    /// for it, the end of a packet that others have in `packets_delivered`
+    /// (accepted = sampled out + dropped + rate limited + delivered + this).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub packets_to_flows: u64,
 }
 
 /// One of the caller's dump files.

@@ -334,7 +334,7 @@ pub fn capture(
         }
     };
     if let Some(f) = flows {
-        f.finish(&mut session)?;
+        f.finish(&mut session, &ended.1)?;
     }
     encoder.close();
     drop(encoder);

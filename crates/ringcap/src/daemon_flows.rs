@@ -107,9 +107,24 @@ impl DaemonFlows {
             .map_err(crate::daemon_client::refusal)
     }
 
-    /// Exports the rest and reports.
-    pub fn finish(self, session: &mut Session) -> Result<(), Failure> {
+    /// Exports the rest and reports, with the daemon's final counters `c`.
+    pub fn finish(
+        self,
+        session: &mut Session,
+        c: &ringcap_client::SessionCounters,
+    ) -> Result<(), Failure> {
         self.pump(session)?;
+        eprintln!(
+            "ringcap: ringcapd made {} flow records ({} exported early: table full, {} lost: ring full){}",
+            c.flows_delivered + c.flows_dropped_client,
+            c.flows_evicted,
+            c.flows_dropped_client,
+            if c.packets_to_flows > 0 {
+                format!(", {} packets taken into flow records", c.packets_to_flows)
+            } else {
+                String::new()
+            }
+        );
         if session.flows_lost() > 0 {
             eprintln!(
                 "ringcap: {} flow records were let go unread",

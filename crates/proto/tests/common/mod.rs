@@ -18,6 +18,7 @@ pub fn counters(seed: u64) -> SessionCounters {
         flows_delivered: seed * 3,
         flows_evicted: seed,
         flows_dropped_client: 0,
+        packets_to_flows: seed * 7,
     }
 }
 

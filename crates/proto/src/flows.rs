@@ -10,9 +10,18 @@
 //! user (a flood of flows can fill only the client's own ring, and what does
 //! not fit is dropped and counted, never queued in the daemon), the client
 //! already waits on its wake-up descriptor, records are fixed-size binary
-//! (no JSON per flow, a chunk of ~128 records per append), and flow records
-//! stay in order with the packets they summarize. The control socket stays
-//! request/answer: no unsolicited stream a client would have to sort out.
+//! (no JSON per flow, a chunk of up to 128 records per append), and they
+//! arrive within a flush interval (~0.1 s) of their end, alongside the
+//! session's packets. The control socket stays request/answer: no
+//! unsolicited stream a client would have to sort out from its answers.
+//!
+//! # Versions
+//!
+//! `Open`'s `flows` is an optional field: a daemon from before it refuses
+//! the request as an unknown field (never ignores it), and a daemon puts
+//! `flows` in the effective settings only for a client that asked, so
+//! older clients never see a flow chunk. The chunk carries its own magic
+//! (with a version digit) and record size, which a client checks.
 //!
 //! # Flow chunks
 //!

@@ -681,12 +681,13 @@ impl Connection {
             Some(id),
             peer.uid,
             &format!(
-                "interfaces={:?} filter={:?} framework={:?} snap={:?} sample={:?} grant={}",
+                "interfaces={:?} filter={:?} framework={:?} snap={:?} sample={:?} flows={:?} grant={}",
                 effective.interfaces,
                 effective.filter,
                 effective.framework_filter,
                 effective.snaplen,
                 effective.sample,
+                effective.flows,
                 // Counted from 1, in file order, like `ringcapd --check`.
                 u64::from(effective.grant) + 1
             ),

@@ -119,7 +119,12 @@ fn a_flows_only_grant_gives_nfdump_the_grants_packets_masked() {
     // ... and the daemon says where they went.
     let into = format!("{} packets taken into flow records", want_packets.len());
     assert!(fin.stderr.contains(&into), "{}", fin.stderr);
-    d.stop();
+    // The audit line says what the session was given.
+    let log = d.stop();
+    assert!(
+        log.contains("idle_timeout_s: 60, max_flows: 65536, packets: false"),
+        "{log}"
+    );
 }
 
 /// `ringcap capture --daemon -i CAPTURE_IF --flows URL --idle-timeout 60

@@ -137,7 +137,6 @@ impl SinkFactory for FlowSinks {
             linktype,
             held: vec![0u8; held].into_boxed_slice(),
             held_len: 0,
-            held_since: None,
             out: Outbox {
                 buf: vec![0u8; FLOW_CHUNK_HEADER + CHUNK_RECORDS * FLOW_RECORD_LEN]
                     .into_boxed_slice(),
@@ -322,7 +321,6 @@ pub struct FlowSink {
     /// its bytes after `push` returns; it is counted at the next call.
     held: Box<[u8]>,
     held_len: usize,
-    held_since: Option<Instant>,
     out: Outbox,
     last_tick: Instant,
     published: TableCounts,
@@ -342,7 +340,6 @@ impl FlowSink {
         }
         let bytes = &self.held[..self.held_len];
         self.held_len = 0;
-        self.held_since = None;
         let Some((rec, _)) = read_ring_record(bytes) else {
             return;
         };
@@ -409,7 +406,6 @@ impl PacketSink for FlowSink {
         }
         write_ring_record(&mut self.held[..need], &rec);
         self.held_len = need;
-        self.held_since = Some(Instant::now());
         Some(&mut self.held[HEADER_LEN..need])
     }
 
@@ -431,11 +427,12 @@ impl PacketSink for FlowSink {
     }
 
     fn oldest(&self) -> Option<Instant> {
-        // A table with flows is looked at every flush interval (its idle
-        // and active timeouts run on the clock, packets or not).
-        let tick = (!self.table.is_empty()).then_some(self.last_tick);
+        // A table with flows, or a packet held, is looked at every flush
+        // interval (timeouts run on the clock, packets or not; the held
+        // packet is settled then). From the last flush: no clock read per
+        // packet.
+        let tick = (!self.table.is_empty() || self.held_len > 0).then_some(self.last_tick);
         [
-            self.held_since,
             self.out.since,
             tick,
             self.packets.as_ref().and_then(|p| p.oldest()),

@@ -5,7 +5,8 @@
 //! hub_speed [PACKETS] [flows]`: with `flows`, each session is one of flow
 //! records only (`ringcap_daemon::flows`: the packet held for the
 //! transforms, then a flow table of 65536), its frames spread over 64 flows
-//! per group and 4096 in all.
+//! per group and, with `SETS=N` in the environment (default 64), N groups
+//! of them: 64·N flows in all.
 
 use ringcap_daemon::ring_sink::{RingSinks, SinkCounters};
 use ringcap_engine::hub::group::{Group, GroupWork, Subscriber};
@@ -115,7 +116,14 @@ fn main() {
     frame.resize(64, 0xab);
     // With flows: 64 sets of frames, each of 64 flows (the source port's
     // high byte is the frame, its low byte the set), 4096 flows in all.
-    let sets = if flows { 64 } else { 1 };
+    let sets = if flows {
+        std::env::var("SETS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(64)
+    } else {
+        1
+    };
     let frames: Vec<Vec<Vec<u8>>> = (0..sets)
         .map(|set| {
             (0..GROUP)

@@ -122,7 +122,7 @@ fn a_flows_only_grant_gives_nfdump_the_grants_packets_masked() {
     // The audit line says what the session was given.
     let log = d.stop();
     assert!(
-        log.contains("idle_timeout_s: 60, max_flows: 65536, packets: false"),
+        log.contains("idle_timeout_s: 60, max_flows: 16384, packets: false"),
         "{log}"
     );
 }

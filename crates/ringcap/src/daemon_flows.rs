@@ -17,8 +17,11 @@ use ringcap_flow::{
 };
 
 /// Default flow table asked of the daemon (the grant may give fewer, and
-/// says so).
-pub const DAEMON_MAX_FLOWS: u32 = 65_536;
+/// says so): a quarter of a grant's default `max_flows` for the user, so
+/// that a user can run a few flow sessions at once without asking for less;
+/// a table sized to its flows is also cheaper per packet than a sparse one
+/// (`crates/daemon/examples/hub_speed.rs`).
+pub const DAEMON_MAX_FLOWS: u32 = 16_384;
 
 /// The flow part of an `Open` for `a` (`None` without `--flows`): timeouts
 /// in whole seconds (rounded up), packets too when they are written.

@@ -9,7 +9,7 @@
 //! Prints one JSON line: `{"refused":RULE,"reason":...}`, `{"error":...}`,
 //! or `{"accepted":true,"flows":{...},"snaplen":...}`; when accepted, holds
 //! the session for HOLD_S seconds reading flow records, then prints
-//! `{"flows_read":N,"packets_read":M,"counters":{...}}`.
+//! `{"flows_read":N,"packets_read":M,"ended":WHY,"counters":{...}}`.
 
 use ringcap_client::{Client, ClientError, FlowRequest, OpenRequest};
 use std::io::Write;
@@ -74,7 +74,7 @@ fn run() -> Result<(), String> {
         packets += s.packets(|_| {}).map_err(|e| e.to_string())?;
         flows += s.flows(|_| {}).map_err(|e| e.to_string())?;
     }
-    let (_, c) = s.stop().map_err(|e| e.to_string())?;
+    let (reason, c) = s.stop().map_err(|e| e.to_string())?;
     packets += s.packets(|_| {}).map_err(|e| e.to_string())?;
     flows += s.flows(|_| {}).map_err(|e| e.to_string())?;
     println!(
@@ -82,6 +82,7 @@ fn run() -> Result<(), String> {
         serde_json::json!({
             "flows_read": flows,
             "packets_read": packets,
+            "ended": reason,
             "counters": {
                 "packets_delivered": c.packets_delivered,
                 "flows_delivered": c.flows_delivered,

@@ -389,8 +389,17 @@ fn hostile_flow_requests_are_refused_capped_or_counted() {
     }
     assert_eq!(again["accepted"], true, "{again}");
 
-    // Flows without `flows = true`: refused with the rule's name.
+    // A reload that takes flow records away ends a session that has them.
+    let running = flow_session(&tb, &d, ["60", "15", "100", "0", "4"]);
+    std::thread::sleep(Duration::from_millis(1500));
     assert!(d.reload(&grant(&tb, "")));
+    let ended = lines(running);
+    let why = ended[1]["ended"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("no longer allows this session (flows:"),
+        "{ended:?}"
+    );
+    // Flows without `flows = true`: refused with the rule's name.
     let (st, err) = run_capture(
         &tb,
         &d,

@@ -74,6 +74,12 @@ fn a_flows_only_grant_gives_nfdump_the_grants_packets_masked() {
     let client = flows_client(&d, &tb, &url, &json, &[]);
     let sent = traffic();
     tb.send_from_peer(&sent, 5000).expect("send");
+    // While it runs: every packet the filters accepted went into flows
+    // (`ringcap stats --daemon --json`).
+    wait_accepted(&tb, &d, 1000, Duration::from_secs(10));
+    let s = &stats_json(&tb, &d, Some(NOBODY))[0]["counters"];
+    assert_eq!(s["packets_to_flows"], s["packets_filter_accepted"], "{s}");
+    assert_eq!(s["packets_delivered"], 0, "{s}");
     let fin = client.stop();
     std::thread::sleep(SETTLE);
     let want_packets = tcpdump.stop();

@@ -376,6 +376,10 @@ pub fn stats(args: &StatsArgs) -> Result<i32, Failure> {
                         "packets_dropped_client": s.counters.packets_dropped_client,
                         "packets_delivered": s.counters.packets_delivered,
                         "bytes_delivered": s.counters.bytes_delivered,
+                        "flows_delivered": s.counters.flows_delivered,
+                        "flows_evicted": s.counters.flows_evicted,
+                        "flows_dropped_client": s.counters.flows_dropped_client,
+                        "packets_to_flows": s.counters.packets_to_flows,
                     }
                 })
             );

@@ -178,39 +178,28 @@ fn flows_client(d: &Daemon, tb: &Testbed, url: &str, json: &Path, args: &[&str])
     }
 }
 
-/// Flows and packets: the flows nfdump shows sum, per 5-tuple and
-/// direction, to exactly the packets the client wrote (the grant's masks
-/// applied to both, once), and those are tcpdump's.
-#[test]
-fn flows_and_packets_together_count_the_packets_delivered() {
-    if !can_run() || !collectors_here() {
-        return;
-    }
-    let tb = Testbed::new().expect("testbed");
-    let d = Daemon::start(
-        &tb,
-        &grant(
-            &tb,
-            "flows = true
-hide = [\"ip.addr\"]
-",
-        ),
-    );
+/// What a client asking for packets (`-w`) and flows got under a grant of
+/// `extra` (`top`: top-level keys of the policy): nfdump's sums, the packets it wrote and their sums, and the sums
+/// of root's tcpdump with the combined filter.
+struct Both {
+    flows: Sums,
+    packets: Vec<ringcap_testkit::CapturedPacket>,
+    delivered: Sums,
+    tcpdump: Sums,
+}
+
+fn flows_and_packets(tb: &Testbed, top: &str, extra: &str) -> Both {
+    let d = Daemon::start(tb, &format!("{top}{}", grant(tb, extra)));
     let dir = open_dir("flowsd-both");
     let collector = Collector::start(&dir.join("nfcapd"));
     let td = TempDir::new("flowsd-both-tcpdump");
     let orig = td.join("orig.pcap");
-    let tcpdump = start_tcpdump(
-        &tb,
-        &orig,
-        262_144,
-        &format!("({FRAMEWORK}) and ({CLIENT})"),
-    );
+    let tcpdump = start_tcpdump(tb, &orig, 262_144, &format!("({FRAMEWORK}) and ({CLIENT})"));
     let url = format!("ipfix://127.0.0.1:{}", collector.port);
     let pcap = dir.join("c.pcap");
     let client = flows_client(
         &d,
-        &tb,
+        tb,
         &url,
         &dir.join("c.json"),
         &["-w", &pcap.to_string_lossy()],
@@ -221,25 +210,87 @@ hide = [\"ip.addr\"]
     let want = tcpdump.stop();
     fin.assert_ok("flows and packets client");
     let c = fin.final_counters("flows and packets client");
-    let got_packets = fin.packets();
-    assert_eq!(got_packets.len(), want.len(), "{c}");
-    for p in &got_packets {
+    let packets = fin.packets();
+    assert_eq!(packets.len(), want.len(), "{c}");
+    let flows = collector.read();
+    let delivered = flowkit::file_sums(&pcap);
+    assert_eq!(
+        flows,
+        delivered,
+        "nfdump's flows differ from the packets delivered:\n{}",
+        diff(&flows, &delivered)
+    );
+    d.stop();
+    Both {
+        flows,
+        packets,
+        delivered,
+        tcpdump: flowkit::file_sums(&orig),
+    }
+}
+
+/// Flows and packets: the flows nfdump shows sum, per 5-tuple and
+/// direction, to exactly the packets the client wrote (the grant's masks
+/// applied to both, once), and those are tcpdump's, masked.
+#[test]
+fn flows_and_packets_together_count_the_packets_delivered() {
+    if !can_run() || !collectors_here() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let b = flows_and_packets(&tb, "", "flows = true\nhide = [\"ip.addr\"]\n");
+    for p in &b.packets {
         let k = ringcap_testkit::frames::flow_key(&p.data).expect("frame");
         assert!(
             k.src.is_some_and(|a| a.is_unspecified()) && k.dst.is_some_and(|a| a.is_unspecified()),
             "a delivered packet with addresses: {k:?}"
         );
     }
-    let got = collector.read();
-    let delivered = flowkit::file_sums(&pcap);
-    assert_eq!(
-        got,
-        delivered,
-        "nfdump's flows differ from the packets delivered:\n{}",
-        diff(&got, &delivered)
+    assert_eq!(b.delivered, masked(&b.tcpdump));
+}
+
+/// Under `anonymize = true` (Crypto-PAn), flow records carry the very
+/// addresses the packets show: one flow per conversation, as in tcpdump's
+/// capture, none with an address of the traffic sent.
+#[test]
+fn anonymized_flows_carry_the_packets_addresses() {
+    if !can_run() || !collectors_here() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let keys = TempDir::new("flowsd-key");
+    let key = keys.join("anon.key");
+    let made = Command::new(ringcap_bin())
+        .arg("anonymize-key")
+        .arg(&key)
+        .status()
+        .expect("ringcap anonymize-key");
+    assert!(made.success());
+    let b = flows_and_packets(
+        &tb,
+        &format!("anonymization_key = \"{}\"\n", key.display()),
+        "flows = true\nanonymize = true\n",
     );
-    assert_eq!(delivered, masked(&flowkit::file_sums(&orig)));
-    d.stop();
+    // Anonymization is one to one: as many directed flows as tcpdump's,
+    // with the same packet and byte counts, and none of the real addresses.
+    assert_eq!(b.flows.len(), b.tcpdump.len());
+    let counts = |s: &Sums| {
+        let mut v: Vec<(u16, u16, u8, u64, u64)> = s
+            .iter()
+            .map(|((_, _, sp, dp, p), (n, by))| (*sp, *dp, *p, *n, *by))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(counts(&b.flows), counts(&b.tcpdump));
+    let real: std::collections::BTreeSet<IpAddr> =
+        b.tcpdump.keys().flat_map(|k| [k.0, k.1]).collect();
+    for k in b.flows.keys() {
+        assert!(
+            !real.contains(&k.0) && !real.contains(&k.1),
+            "a flow with a real address: {k:?}"
+        );
+    }
 }
 
 /// A flows-only session does not get around the grant's rates: its flows

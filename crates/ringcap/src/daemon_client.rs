@@ -205,10 +205,7 @@ pub fn capture(
         inject_only: false,
         compress,
         // Packets too only when they are written (-w).
-        flows: crate::daemon_flows::request(
-            flow_args,
-            spec.sink.output != ringcap_engine::OutputPlan::Discard,
-        )?,
+        flows: crate::daemon_flows::request(flow_args, &spec.sink.output)?,
     };
     if dump && request.flows.is_some() {
         return Err(Failure::usage(

@@ -24,11 +24,25 @@ use ringcap_flow::{
 pub const DAEMON_MAX_FLOWS: u32 = 16_384;
 
 /// The flow part of an `Open` for `a` (`None` without `--flows`): timeouts
-/// in whole seconds (rounded up), packets too when they are written.
-pub fn request(a: &FlowArgs, packets: bool) -> Result<Option<FlowRequest>, Failure> {
-    let Some((cfg, _)) = crate::flows::plan(a)? else {
+/// in whole seconds (rounded up), packets too when they are written (to
+/// `output`, the `-w` plan).
+pub fn request(
+    a: &FlowArgs,
+    output: &ringcap_engine::OutputPlan,
+) -> Result<Option<FlowRequest>, Failure> {
+    let Some((cfg, targets)) = crate::flows::plan(a)? else {
         return Ok(None);
     };
+    let packets = *output != ringcap_engine::OutputPlan::Discard;
+    if *output == ringcap_engine::OutputPlan::Stdout
+        && targets
+            .iter()
+            .any(|t| matches!(t, ringcap_flow::Target::Json(p) if p == "-"))
+    {
+        return Err(Failure::usage(
+            "--flows json:- and -w - would both write to standard output: give one a file",
+        ));
+    }
     let secs = |name: &str, ns: u64| -> Result<u32, Failure> {
         let s = ns.div_ceil(1_000_000_000);
         let limits = ringcap_proto::flows::FLOW_TIMEOUT_S;

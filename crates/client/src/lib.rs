@@ -37,9 +37,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use ringcap_proto::{
-    DumpFile, DumpRequest, OutputFormat, SampleRequest as Sample, SessionCounters,
-    SnapRequest as Snap,
+    DumpFile, DumpRequest, FlowEntry, FlowRequest, FlowSettings, OutputFormat,
+    SampleRequest as Sample, SessionCounters, SnapRequest as Snap,
 };
+
+/// Flow records a session keeps for [`Session::flows`] while packets are
+/// read; beyond this (a client that never asks for them) they are counted
+/// and let go ([`Session::flows_lost`]).
+pub const MAX_HELD_FLOWS: usize = 1 << 20;
 
 /// Where the daemon listens unless `RINGCAP_DAEMON` says otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/ringcapd/ringcapd.sock";
@@ -167,6 +172,10 @@ pub struct OpenRequest {
     /// shared ring instead of whole records); the session decodes it, so
     /// packets come out the same either way.
     pub compress: bool,
+    /// Flow records of what the session keeps (the grant must allow them;
+    /// with `packets: false`, flow records only). Read them with
+    /// [`Session::flows`].
+    pub flows: Option<FlowRequest>,
 }
 
 impl OpenRequest {
@@ -183,6 +192,7 @@ impl OpenRequest {
             format: OutputFormat::Pcap,
             inject_only: false,
             compress: false,
+            flows: None,
         }
     }
 
@@ -284,6 +294,7 @@ impl Client {
             count: req.count,
             compress: req.compress,
             inject_only: req.inject_only,
+            flows: req.flows,
         })?;
         let (r, fds) = self.answer()?;
         let Response::Accepted {
@@ -305,6 +316,8 @@ impl Client {
             id: session,
             effective,
             unpack,
+            held_flows: Vec::new(),
+            flows_lost: 0,
         })
     }
 
@@ -450,6 +463,29 @@ pub struct Session {
     pub effective: Effective,
     /// For a compressed stream: the decoder of its chunks.
     unpack: Option<Unpack>,
+    /// Flow records met while reading packets, for [`Session::flows`].
+    held_flows: Vec<FlowEntry>,
+    /// Flow records let go because `held_flows` was full.
+    flows_lost: u64,
+}
+
+/// A flow chunk's records (a chunk of 0 packets, see
+/// `ringcap_proto::flows`) into `held`, at most [`MAX_HELD_FLOWS`]; the rest
+/// counted in `lost`.
+fn hold_flows(
+    payload: &[u8],
+    held: &mut Vec<FlowEntry>,
+    lost: &mut u64,
+) -> Result<(), ClientError> {
+    ringcap_proto::decode_flow_chunk(payload, |e| {
+        if held.len() < MAX_HELD_FLOWS {
+            held.push(e);
+        } else {
+            *lost += 1;
+        }
+    })
+    .map(|_| ())
+    .map_err(ClientError::Protocol)
 }
 
 /// Turns the compressed blocks of a compressed stream back into records.
@@ -545,7 +581,12 @@ impl Session {
     /// chunk is checked to lie inside it before `f` sees it.
     pub fn chunks(&mut self, mut f: impl FnMut(Records<'_>)) -> Result<u64, ClientError> {
         let unpack = &mut self.unpack;
+        let (held, lost) = (&mut self.held_flows, &mut self.flows_lost);
         drain(&mut self.ring, |chunk| {
+            if chunk.packets == 0 {
+                hold_flows(chunk.payload, held, lost)?;
+                return Ok(0);
+            }
             let bytes = match unpack {
                 Some(u) => u.records(chunk.payload)?,
                 None => chunk.payload,
@@ -580,7 +621,12 @@ impl Session {
                 "blocks of a stream that is not compressed".into(),
             ));
         }
+        let (held, lost) = (&mut self.held_flows, &mut self.flows_lost);
         drain(&mut self.ring, |chunk| {
+            if chunk.packets == 0 {
+                hold_flows(chunk.payload, held, lost)?;
+                return Ok(0);
+            }
             let info = ringcap_compress::check_block(chunk.payload, 0).map_err(|e| {
                 ClientError::Protocol(format!("a compressed chunk is not a whole block: {e}"))
             })?;
@@ -593,6 +639,38 @@ impl Session {
             f(chunk.payload, info);
             Ok(u64::from(info.records))
         })
+    }
+
+    /// Hands every flow record the daemon has delivered so far to `f`, in
+    /// order: those met while packets were read ([`Session::packets`],
+    /// [`Session::chunks`], [`Session::blocks`] keep them), then, for a
+    /// session of flow records only, every flow chunk in the ring now (the
+    /// space given back). In a session with packets, read packets first:
+    /// flow records arrive in the same ring. Returns how many there were.
+    pub fn flows(&mut self, mut f: impl FnMut(&FlowEntry)) -> Result<u64, ClientError> {
+        let mut n = self.held_flows.len() as u64;
+        for e in self.held_flows.drain(..) {
+            f(&e);
+        }
+        if self.effective.flows.is_some_and(|s| !s.packets) {
+            drain(&mut self.ring, |chunk| {
+                if chunk.packets != 0 {
+                    return Err(ClientError::Protocol(
+                        "packets in a session of flow records only".into(),
+                    ));
+                }
+                n += ringcap_proto::decode_flow_chunk(chunk.payload, |e| f(&e))
+                    .map_err(ClientError::Protocol)?;
+                Ok(0)
+            })?;
+        }
+        Ok(n)
+    }
+
+    /// Flow records let go on this side because the session held
+    /// [`MAX_HELD_FLOWS`] unread (packets were read, flows were not).
+    pub fn flows_lost(&self) -> u64 {
+        self.flows_lost
     }
 
     /// Packets the daemon dropped because this ring was full, and the ring's

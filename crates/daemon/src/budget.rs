@@ -23,6 +23,12 @@
 //!   sessions it opens and closes. The cost: a user's rings stay allocated
 //!   after its last session (the daemon cannot prove them unpinned).
 //!   Dump and inject-only sessions take the smallest ring.
+//! - **Flow tables are reserved like sessions** ([`Budgets::reserve_flows`]):
+//!   a session's flow tables (all of them, one per interface) are sized
+//!   when decided and their flows reserved against the grant's `max_flows`
+//!   for the user, all sessions together; the guard is held by the tables'
+//!   sinks, so the flows are given back only once the last table is dropped
+//!   (`crate::flows`).
 
 use ringcap_shm::RingWriter;
 use std::collections::HashMap;
@@ -40,6 +46,8 @@ struct User {
     sessions: usize,
     /// Every ring ever made for this user (in use or idle).
     rings: Vec<Pooled>,
+    /// Flows the user's flow tables hold room for.
+    flows: u64,
 }
 
 struct Pooled {
@@ -54,7 +62,7 @@ impl User {
     }
 
     fn is_empty(&self) -> bool {
-        self.connections == 0 && self.sessions == 0 && self.rings.is_empty()
+        self.connections == 0 && self.sessions == 0 && self.rings.is_empty() && self.flows == 0
     }
 }
 
@@ -68,6 +76,14 @@ pub struct ConnectionSlot {
 pub struct SessionSlot {
     budgets: Arc<Budgets>,
     uid: u32,
+}
+
+/// Room for `flows` flows in one session's tables; given back on drop.
+pub struct FlowSlot {
+    budgets: Arc<Budgets>,
+    uid: u32,
+    /// Flows reserved.
+    pub flows: u64,
 }
 
 /// A ring lent to one session; back to its user's pool on drop (the session
@@ -92,6 +108,8 @@ pub struct Usage {
     pub rings: usize,
     /// Their data bytes.
     pub ring_bytes: u64,
+    /// Flows the user's flow tables hold room for.
+    pub flows: u64,
 }
 
 impl Budgets {
@@ -112,6 +130,36 @@ impl Budgets {
             sessions: u.sessions,
             rings: u.rings.len(),
             ring_bytes: u.ring_bytes(),
+            flows: u.flows,
+        })
+    }
+
+    /// Reserves room for `flows` flows in `uid`'s tables, at most `limit`
+    /// for the user in all (the grant's `max_flows`), checked and taken in
+    /// one step.
+    pub fn reserve_flows(
+        self: &Arc<Self>,
+        uid: u32,
+        flows: u64,
+        limit: u64,
+    ) -> Result<FlowSlot, String> {
+        let mut users = self.users();
+        let u = users.entry(uid).or_default();
+        if u.flows.saturating_add(flows) > limit {
+            let held = u.flows;
+            if u.is_empty() {
+                users.remove(&uid);
+            }
+            return Err(format!(
+                "uid {uid}'s flow tables already hold room for {held} flows; a table of {flows} \
+                 more would pass the grant's max_flows of {limit} for the user"
+            ));
+        }
+        u.flows += flows;
+        Ok(FlowSlot {
+            budgets: self.clone(),
+            uid,
+            flows,
         })
     }
 
@@ -258,6 +306,18 @@ impl Drop for SessionSlot {
     }
 }
 
+impl Drop for FlowSlot {
+    fn drop(&mut self) {
+        let mut users = self.budgets.users();
+        if let Some(u) = users.get_mut(&self.uid) {
+            u.flows = u.flows.saturating_sub(self.flows);
+            if u.is_empty() {
+                users.remove(&self.uid);
+            }
+        }
+    }
+}
+
 impl Drop for RingLease {
     fn drop(&mut self) {
         if let Ok(mut r) = self.ring.lock() {
@@ -306,6 +366,20 @@ mod tests {
             }
         });
         assert_eq!(taken.into_inner(), 5);
+    }
+
+    #[test]
+    fn flows_are_reserved_against_the_limit_and_given_back() {
+        let b = Budgets::new();
+        let a = b.reserve_flows(3, 600, 1000).unwrap();
+        assert!(b.reserve_flows(3, 401, 1000).is_err());
+        let c = b.reserve_flows(3, 400, 1000).unwrap();
+        assert_eq!(b.usage(3).flows, 1000);
+        assert!(b.reserve_flows(4, 1000, 1000).is_ok(), "per user");
+        drop(a);
+        assert_eq!(b.usage(3).flows, 400);
+        drop(c);
+        assert_eq!(b.usage(3), Usage::default());
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //!   settings are decided;
 //! - [`ring_sink`]: the session's sink, the client's shared-memory ring
 //!   (`ringcap_shm`), with its rate limits ([`rate`]);
+//! - [`flows`]: a session's flow tables (grants with `flows = true`), fed
+//!   after the policy's transforms, their records in the session's ring;
 //! - [`budget`]: what each user holds (connections, sessions, pooled
 //!   rings), reserved when decided and given back when gone;
 //! - [`audit`]: a line per session start, change, end and refusal;
@@ -20,6 +22,7 @@
 pub mod audit;
 pub mod budget;
 pub mod dump;
+pub mod flows;
 pub mod inject;
 pub mod listing;
 pub mod metrics;

@@ -105,7 +105,7 @@ pub struct RingSinks {
 }
 
 /// A session's capture limits: each bucket holds one second of its rate.
-fn limits(pps: Option<u64>, bps: Option<u64>) -> Limits {
+pub(crate) fn limits(pps: Option<u64>, bps: Option<u64>) -> Limits {
     let mut l = Limits::none();
     if let Some(r) = pps {
         l = l.packets(r, r);

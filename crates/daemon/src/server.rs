@@ -457,6 +457,7 @@ impl Connection {
                 count,
                 compress,
                 inject_only,
+                flows,
             } => {
                 if self.session.is_some() {
                     Response::error("this connection already has a session: close it first")
@@ -475,6 +476,7 @@ impl Connection {
                         format,
                         inject_only,
                         compress,
+                        flows,
                     };
                     return self.open(request, peer);
                 }
@@ -625,6 +627,11 @@ impl Connection {
                 return send(&self.conn, &r).is_ok();
             }
         };
+        let flow_slot =
+            match crate::flows::reserve(&self.shared.budgets, peer.uid, &admitted.decision) {
+                Ok(s) => s,
+                Err(r) => return send(&self.conn, &r).is_ok(),
+            };
         let id = self.shared.next_session.fetch_add(1, Ordering::Relaxed);
         let effective = admitted.effective.clone();
         let session = match Session::start(
@@ -635,6 +642,7 @@ impl Connection {
             &policy.dump_dir,
             key.as_ref(),
             lease.ring.clone(),
+            flow_slot,
         ) {
             Ok(s) => s,
             Err(e) => {
@@ -673,12 +681,13 @@ impl Connection {
             Some(id),
             peer.uid,
             &format!(
-                "interfaces={:?} filter={:?} framework={:?} snap={:?} sample={:?} grant={}",
+                "interfaces={:?} filter={:?} framework={:?} snap={:?} sample={:?} flows={:?} grant={}",
                 effective.interfaces,
                 effective.filter,
                 effective.framework_filter,
                 effective.snaplen,
                 effective.sample,
+                effective.flows,
                 // Counted from 1, in file order, like `ringcapd --check`.
                 u64::from(effective.grant) + 1
             ),

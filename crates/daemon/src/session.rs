@@ -11,7 +11,9 @@
 //! CPU (veth's receive path) a filter run and a copy each per packet. A slow
 //! client fills only its own ring; the hub never waits for it.
 
+use crate::budget::FlowSlot;
 use crate::dump::Dump;
+use crate::flows::FlowCounters;
 use crate::ring_sink::{RingSinks, SinkCounters, FLUSH_INTERVAL};
 use ringcap_engine::hub::{self, Subscription, SubscriptionSpec};
 use ringcap_engine::{Counters, PacketSink, Sampling, SinkFactory, Snap, TransformFactory};
@@ -118,6 +120,7 @@ pub fn admit(policy: &Policy, peer: &Peer, req: &OpenRequest) -> Result<Admitted
         grant: d.grant as u32,
         compress,
         compress_format: compress.then_some(ringcap_compress::VERSION),
+        flows: d.flows,
     };
     Ok(Admitted {
         grant: d.grant,
@@ -162,11 +165,17 @@ pub struct Session {
     dump: Option<Dump>,
     /// Injection, once the client first injects.
     pub inject: Option<crate::inject::Injecting>,
+    /// Flow records: the counters of the session's tables and their flows
+    /// reserved in the user's budget (`crate::flows`).
+    flows: Option<(Arc<FlowCounters>, Arc<FlowSlot>)>,
 }
 
 impl Session {
     /// Starts the capture of an admitted request into `ring` (of
     /// [`ring_size`] bytes, from the user's pool: `crate::budget`).
+    // Each is a separate thing the connection decided or reserved for
+    // the session; a struct around them would only move the list.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         id: u64,
         peer: Peer,
@@ -175,9 +184,11 @@ impl Session {
         dump_dir: &std::path::Path,
         key: Option<&Key>,
         ring: Arc<Mutex<RingWriter>>,
+        flow_slot: Option<FlowSlot>,
     ) -> Result<Session, String> {
         let transforms = privacy_of(&admitted.decision, key)?;
         let counters = Arc::new(SinkCounters::default());
+        let flows = flow_slot.map(|s| (Arc::new(FlowCounters::default()), Arc::new(s)));
         let (dump, file_sink) = match &request.dump {
             Some(d) => {
                 let dir = crate::dump::user_dir(dump_dir, peer.uid)
@@ -209,6 +220,7 @@ impl Session {
                 &transforms,
                 &ring,
                 &counters,
+                flows.as_ref(),
                 file_sink,
             )?
         };
@@ -228,6 +240,7 @@ impl Session {
             before: Counters::default(),
             dump,
             inject: None,
+            flows,
         })
     }
 
@@ -259,7 +272,36 @@ impl Session {
         }
     }
 
+    /// The session's sinks: packets to the ring, behind flow tables when
+    /// it has flow records, or flow tables alone (flows only).
     fn sinks(
+        request: &OpenRequest,
+        admitted: &Admitted,
+        ring: &Arc<Mutex<RingWriter>>,
+        counters: &Arc<SinkCounters>,
+        flows: Option<&(Arc<FlowCounters>, Arc<FlowSlot>)>,
+    ) -> Box<dyn SinkFactory> {
+        let d = &admitted.decision;
+        // The flow sinks apply the rates, before their tables.
+        let packets = d.packets.then(|| {
+            Box::new(RingSinks {
+                max_pps: None,
+                max_bps: None,
+                ..Self::ring_sinks(request, admitted, ring, counters)
+            }) as Box<dyn SinkFactory>
+        });
+        match flows {
+            Some((c, slot)) => match crate::flows::sinks(d, packets, ring, c, slot, counters) {
+                Some(f) => Box::new(f),
+                // Flows reserved, none decided (a reload took them away:
+                // it is refused before this): packets only.
+                None => Box::new(Self::ring_sinks(request, admitted, ring, counters)),
+            },
+            None => Box::new(Self::ring_sinks(request, admitted, ring, counters)),
+        }
+    }
+
+    fn ring_sinks(
         request: &OpenRequest,
         admitted: &Admitted,
         ring: &Arc<Mutex<RingWriter>>,
@@ -281,9 +323,10 @@ impl Session {
         transforms: &[TransformFactory],
         ring: &Arc<Mutex<RingWriter>>,
         counters: &Arc<SinkCounters>,
+        flows: Option<&(Arc<FlowCounters>, Arc<FlowSlot>)>,
         mut file_sink: Option<Box<dyn PacketSink>>,
     ) -> Result<Vec<Subscription>, String> {
-        let sinks = Self::sinks(request, admitted, ring, counters);
+        let sinks = Self::sinks(request, admitted, ring, counters, flows);
         let mut subs = Vec::new();
         for (i, iface) in request.interfaces.iter().enumerate() {
             let sink = file_sink.take().unwrap_or_else(|| sinks.make(i, 0, 1));
@@ -306,7 +349,19 @@ impl Session {
                 "a daemon dump keeps the filter it started with: close it and start another".into(),
             );
         }
-        let sinks = Self::sinks(&request, &admitted, &self.ring, &self.counters);
+        if admitted.decision.flows.is_some() != self.flows.is_some() {
+            return Err(
+                "the policy now gives this session's flow records differently: open a new session"
+                    .into(),
+            );
+        }
+        let sinks = Self::sinks(
+            &request,
+            &admitted,
+            &self.ring,
+            &self.counters,
+            self.flows.as_ref(),
+        );
         let mut before = self.before;
         for (i, sub) in self.subscriptions.iter_mut().enumerate() {
             let spec = Self::spec(&request, &admitted, &transforms, sinks.make(i, 0, 1));
@@ -354,6 +409,7 @@ impl Session {
                 packets_delivered: t.packets_delivered
                     - t.packets_dropped_writer.min(t.packets_delivered),
                 bytes_delivered: t.bytes_on_wire,
+                ..SessionCounters::default()
             };
         }
         SessionCounters {
@@ -365,6 +421,21 @@ impl Session {
             packets_dropped_client: c.dropped_client.load(Ordering::Relaxed),
             packets_delivered: c.delivered.load(Ordering::Relaxed),
             bytes_delivered: c.bytes_delivered.load(Ordering::Relaxed),
+            ..self.flow_counters()
+        }
+    }
+
+    /// The flow part of the session's counters (zero without flows).
+    fn flow_counters(&self) -> SessionCounters {
+        let Some((f, _)) = &self.flows else {
+            return SessionCounters::default();
+        };
+        SessionCounters {
+            flows_delivered: f.delivered.load(Ordering::Relaxed),
+            flows_evicted: f.evicted.load(Ordering::Relaxed),
+            flows_dropped_client: f.dropped_client.load(Ordering::Relaxed),
+            packets_to_flows: f.to_flows.load(Ordering::Relaxed),
+            ..SessionCounters::default()
         }
     }
 

@@ -378,6 +378,7 @@ fn scribbler(d: &Daemon, iface: &str) -> Scribbler {
         count: None,
         compress: false,
         inject_only: false,
+        flows: None,
     };
     conn.send(&open);
     let (r, fds) = conn.answer();

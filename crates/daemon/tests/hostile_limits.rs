@@ -119,6 +119,7 @@ fn open(iface: &str, filter: &str, inject_only: bool, dump: Option<DumpRequest>)
         count: None,
         compress: false,
         inject_only,
+        flows: None,
     }
 }
 

@@ -36,6 +36,7 @@ fn open(filter: &str, program: Option<FilterProgram>) -> Request {
         count: None,
         compress: false,
         inject_only: false,
+        flows: None,
     }
 }
 

@@ -235,6 +235,7 @@ fn a_client_that_does_not_read_its_answers_cannot_escape_a_revocation() {
         count: None,
         compress: false,
         inject_only: false,
+        flows: None,
     };
     transport::send(&conn, &encode_request(&open), &[]).expect("send Open");
     let mut buf = Box::new([0u8; ringcap_proto::MAX_DATAGRAM]);

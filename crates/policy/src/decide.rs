@@ -23,7 +23,9 @@ use crate::admit::{
 use crate::fields::HideField;
 use crate::policy::{Grant, InjectGrant, Peer, Policy};
 use crate::units;
-use ringcap_proto::{DumpRequest, OutputFormat, SampleRequest, SnapRequest};
+use ringcap_proto::{
+    DumpRequest, FlowRequest, FlowSettings, OutputFormat, SampleRequest, SnapRequest,
+};
 use ringcap_stages::{Instruction, SampleMode, Sampling, SessionFilter, Snap};
 use std::fmt;
 use std::time::Duration;
@@ -59,6 +61,8 @@ pub struct OpenRequest {
     pub inject_only: bool,
     /// Compressed blocks in the ring instead of raw records.
     pub compress: bool,
+    /// Flow records asked for (and whether packets too).
+    pub flows: Option<FlowRequest>,
 }
 
 /// Everything enforced for one session, decided in one place.
@@ -92,6 +96,14 @@ pub struct Decision {
     pub dump_quota: u64,
     /// Injection rights (None = none).
     pub inject: Option<InjectGrant>,
+    /// Flow records in force (None = none): timeouts raised to the grant's
+    /// minimum, table size cut to the grant's `max_flows`.
+    pub flows: Option<FlowSettings>,
+    /// Packets reach the client (false: flow records only).
+    pub packets: bool,
+    /// Flows the user's tables may hold at once, all sessions together (the
+    /// grant's `max_flows`; the daemon's budget holds the user to it).
+    pub flow_budget: u32,
 }
 
 impl Decision {
@@ -110,6 +122,9 @@ impl Decision {
             && self.ring_size == other.ring_size
             && self.dump_quota == other.dump_quota
             && self.framework_text == other.framework_text
+            && self.flows == other.flows
+            && self.packets == other.packets
+            && self.flow_budget == other.flow_budget
     }
 }
 
@@ -118,7 +133,7 @@ impl fmt::Display for Decision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "grant {}, interfaces {}, filter \"{}\", exclude {}, snap {}, sampling {}, hide {}, anonymize {}, rate {}, duration {}, dump quota {}, ring {}",
+            "grant {}, interfaces {}, filter \"{}\", exclude {}, snap {}, sampling {}, hide {}, anonymize {}, rate {}, duration {}, dump quota {}, ring {}, packets {}, flows {}",
             self.grant + 1,
             self.request.interfaces.join(","),
             combined_filter_text(&self.framework_text, &self.request.filter),
@@ -140,6 +155,11 @@ impl fmt::Display for Decision {
                 units::format_size(self.dump_quota)
             },
             units::format_size(self.ring_size),
+            if self.packets { "yes" } else { "no" },
+            self.flows.map_or("none".to_string(), |f| format!(
+                "active {} s, idle {} s, table {}",
+                f.active_timeout_s, f.idle_timeout_s, f.max_flows
+            )),
         )
     }
 }
@@ -234,9 +254,29 @@ pub(crate) fn decide_under(grant: &Grant, req: &OpenRequest) -> Result<Decision,
             ),
         ));
     }
+    let flows = crate::flows::decide_flows(
+        grant,
+        req.flows.as_ref(),
+        req.dump.is_some(),
+        req.inject_only,
+    )?;
+    let packets = flows.is_none_or(|f| f.packets);
     let sampling =
         force_sampling(sampling_of(req.sample), grant.sampling).map_err(|(r, w)| refuse(r, w))?;
-    let snap = cap_snap(snap_of(req.snap), grant.max_snap);
+    // A session of flow records only keeps the protocol headers of each
+    // packet for its flow table (masks and anonymization run on them as on
+    // any packet; the octets come from the IP header): no payload is ever
+    // copied for it, whatever snap length it asked for.
+    let snap = if packets {
+        cap_snap(snap_of(req.snap), grant.max_snap)
+    } else {
+        cap_snap(
+            Snap::Headers {
+                max: crate::policy::HEADERS_MAX,
+            },
+            grant.max_snap,
+        )
+    };
     let snaplen = snap.kernel_snaplen();
     let client =
         match &req.program {
@@ -292,5 +332,8 @@ pub(crate) fn decide_under(grant: &Grant, req: &OpenRequest) -> Result<Decision,
         ring_size: grant.ring_size.max(MIN_RING).next_power_of_two(),
         dump_quota: grant.dump_quota,
         inject: grant.inject.clone(),
+        flows,
+        packets,
+        flow_budget: grant.flow.max_flows,
     })
 }

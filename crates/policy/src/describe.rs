@@ -123,6 +123,7 @@ fn grant(out: &mut String, g: &Grant, count: usize) {
         },
     );
     line(out, "ring size", format_size(g.ring_size));
+    line(out, "flow records", g.flow.describe());
     line(
         out,
         "inject",

@@ -68,6 +68,7 @@
 //! | `max_duration` | longest session: a string of numbers with units s/m/h/d, e.g. `"90s"`, `"1.5h"`, `"1h30m"` | unlimited |
 //! | `dump_quota` | bytes of daemon dumps kept per user (oldest deleted beyond it): a number or a string with K/M/G/T (powers of 1024), e.g. `"10G"`; 0 = daemon dumps not allowed | 0: not allowed |
 //! | `ring_size` | each session's shared-memory ring, same size syntax, from 1 MiB to 4 GiB ([`MAX_RING_SIZE`]) | 64 MiB ([`DEFAULT_RING_SIZE`]) |
+//! | `flows`, `packets`, `max_flows`, `min_flow_timeout` | flow records (and whether packets too): see [`flows`] | no flow records; packets |
 //! | `[grant.inject]` | injection rights | absent: no injection |
 //!
 //! A grant must name at least one user or group and at least one interface.
@@ -130,6 +131,7 @@ pub mod decide;
 mod describe;
 pub mod error;
 pub mod fields;
+pub mod flows;
 pub mod policy;
 pub mod units;
 
@@ -137,6 +139,7 @@ pub use admit::{cap_snap, combined_filter_text, force_sampling, Refusal, MAX_CLI
 pub use decide::{decide, Decision, OpenRequest, MIN_RING};
 pub use error::PolicyError;
 pub use fields::{HideField, SettableField};
+pub use flows::{FlowGrant, FLOW_BYTES};
 pub use policy::{
     Grant, InjectGrant, Named, Peer, Policy, DEFAULT_DUMP_DIR, DEFAULT_RING_SIZE, DEFAULT_SOCKET,
     ETHERNET, HEADERS_MAX, MAX_RING_SIZE, MAX_SNAPLEN, MIN_RING_SIZE,
@@ -144,3 +147,5 @@ pub use policy::{
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_flows;

@@ -9,6 +9,7 @@
 
 use crate::error::PolicyError;
 use crate::fields::{HideField, SettableField};
+use crate::flows::FlowGrant;
 use crate::units;
 use ringcap_stages::filter::Target;
 use ringcap_stages::{compile, Exclude, Program, SampleMode, Sampling, Snap};
@@ -124,6 +125,9 @@ pub struct Grant {
     pub ring_size: u64,
     /// Injection rights; None = none.
     pub inject: Option<InjectGrant>,
+    /// Flow-record rights (`flows`, `packets`, `max_flows`,
+    /// `min_flow_timeout`: see [`crate::flows`]).
+    pub flow: FlowGrant,
 }
 
 /// `[grant.inject]`: what a client may send.
@@ -175,6 +179,10 @@ struct RawGrant {
     dump_quota: Option<Spanned<Value>>,
     ring_size: Option<Spanned<Value>>,
     inject: Option<Spanned<RawInject>>,
+    flows: Option<Spanned<bool>>,
+    packets: Option<Spanned<bool>>,
+    max_flows: Option<Spanned<Value>>,
+    min_flow_timeout: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -188,10 +196,10 @@ struct RawInject {
 }
 
 /// The file's text, for turning spans into line numbers.
-struct Source<'a>(&'a str);
+pub(crate) struct Source<'a>(pub(crate) &'a str);
 
 impl Source<'_> {
-    fn err(&self, span: Range<usize>, reason: impl Into<String>) -> PolicyError {
+    pub(crate) fn err(&self, span: Range<usize>, reason: impl Into<String>) -> PolicyError {
         PolicyError::at(self.0, span, reason)
     }
 
@@ -221,7 +229,12 @@ impl Source<'_> {
     }
 
     /// A whole number from `min` up, for rates and counts.
-    fn count(&self, v: &Spanned<Value>, key: &str, min: u64) -> Result<u64, PolicyError> {
+    pub(crate) fn count(
+        &self,
+        v: &Spanned<Value>,
+        key: &str,
+        min: u64,
+    ) -> Result<u64, PolicyError> {
         match v.get_ref() {
             Value::Integer(n) if *n >= 0 && *n as u64 >= min => Ok(*n as u64),
             _ => Err(self.err(
@@ -569,6 +582,13 @@ fn grant(
     };
 
     let inject = g.inject.as_ref().map(|i| inject(src, i)).transpose()?;
+    let flow = crate::flows::parse(
+        src,
+        here.clone(),
+        [&g.flows, &g.packets],
+        &g.max_flows,
+        &g.min_flow_timeout,
+    )?;
 
     Ok(Grant {
         index,
@@ -591,6 +611,7 @@ fn grant(
         dump_quota,
         ring_size,
         inject,
+        flow,
     })
 }
 

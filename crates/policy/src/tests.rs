@@ -122,6 +122,7 @@ fn open_request(r: &CaptureRequest) -> Result<OpenRequest, Refusal> {
         format: ringcap_proto::OutputFormat::Pcap,
         inject_only: false,
         compress: false,
+        flows: None,
     })
 }
 

@@ -15,6 +15,8 @@
 //! - [`validate`]: the bounds on every value (names, filters, numbers);
 //! - [`transport`]: `SOCK_SEQPACKET` send/recv with SCM_RIGHTS descriptors,
 //!   the only module that does I/O;
+//! - [`flows`]: flow records through the daemon (the request, the settings
+//!   in force, and the binary flow chunks of the ring);
 //! - [`error`]: [`ProtoError`], why bytes were refused, in words.
 //!
 //! A round trip, client side:
@@ -38,6 +40,7 @@
 
 pub mod codec;
 pub mod error;
+pub mod flows;
 pub mod messages;
 pub mod transport;
 pub mod validate;
@@ -47,6 +50,7 @@ pub use codec::{
     MAGIC, MAX_DATAGRAM, MAX_MESSAGE, VERSION,
 };
 pub use error::ProtoError;
+pub use flows::{decode_flow_chunk, FlowEntry, FlowRequest, FlowSettings};
 pub use messages::{
     DumpFile, DumpRequest, Effective, FilterProgram, InjectFrame, InjectReport, InjectStatus,
     OutputFormat, Request, Response, RingInfo, SampleRequest, SessionCounters, SessionInfo,

@@ -23,6 +23,7 @@
 //!   the only way bytes become these types is [`crate::decode_request`] /
 //!   [`crate::decode_response`], which run serde and then the bounds.
 
+pub use crate::flows::{FlowRequest, FlowSettings};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Which way a message goes; the header's kind field.
@@ -94,6 +95,11 @@ pub enum Request {
         /// Only inject on the interface: capture nothing into the ring.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         inject_only: bool,
+        /// Flow records of what the session keeps, in the ring (the grant
+        /// must say `flows = true`); with `packets: false` no packets at
+        /// all. Absent: packets only.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        flows: Option<FlowRequest>,
     },
     /// Replace the client's filter of the running session (still ANDed with
     /// the framework filter).
@@ -467,6 +473,9 @@ pub struct Effective {
     /// the blocks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compress_format: Option<u16>,
+    /// Flow records in force (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<FlowSettings>,
 }
 
 /// The shared-memory ring's geometry.
@@ -481,7 +490,8 @@ pub struct RingInfo {
 ///
 /// Every packet the interface showed the session ends in exactly one of
 /// "not accepted by the filters", sampled out, rate-limited, dropped
-/// (kernel ring or client ring) or delivered.
+/// (kernel ring or client ring), delivered or, for a session of flow
+/// records only, taken into its flows (`packets_to_flows`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionCounters {
@@ -501,6 +511,20 @@ pub struct SessionCounters {
     pub packets_delivered: u64,
     /// Bytes written to the client's ring (or dump).
     pub bytes_delivered: u64,
+    /// Flow records written to the client's ring (absent when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub flows_delivered: u64,
+    /// Flow records exported early because the session's table was full.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub flows_evicted: u64,
+    /// Flow records dropped because the client's ring was full.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub flows_dropped_client: u64,
+    /// Packets a session of flow records only took into its flow tables:
+    /// for it, the end of a packet that others have in `packets_delivered`
+    /// (accepted = sampled out + dropped + rate limited + delivered + this).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub packets_to_flows: u64,
 }
 
 /// One of the caller's dump files.

@@ -147,9 +147,13 @@ impl Request {
                 dump,
                 duration_s,
                 count,
-                compress: _,
-                inject_only: _,
+                compress,
+                inject_only,
+                flows,
             } => {
+                if let Some(f) = flows {
+                    check_flows("flows", f, *inject_only, dump.is_some(), *compress)?;
+                }
                 check_interfaces("interfaces", interfaces)?;
                 check_filter("filter", filter)?;
                 check_program("program", program.as_ref())?;
@@ -398,6 +402,64 @@ fn check_sample(field: &str, sample: &SampleRequest) -> Result<(), ProtoError> {
     }
 }
 
+/// Flow settings: timeouts and table size within the hard limits
+/// ([`crate::flows::FLOW_TIMEOUT_S`], [`crate::flows::FLOW_TABLE`]).
+fn check_flow_numbers(
+    field: &str,
+    active: u32,
+    idle: u32,
+    max_flows: u32,
+) -> Result<(), ProtoError> {
+    use crate::flows::{FLOW_TABLE, FLOW_TIMEOUT_S};
+    for (name, v) in [("active_timeout_s", active), ("idle_timeout_s", idle)] {
+        if !FLOW_TIMEOUT_S.contains(&v) {
+            return Err(ProtoError::invalid(
+                format!("{field}.{name}"),
+                format!(
+                    "{v} s; from {} to {} s",
+                    FLOW_TIMEOUT_S.start(),
+                    FLOW_TIMEOUT_S.end()
+                ),
+            ));
+        }
+    }
+    if !FLOW_TABLE.contains(&max_flows) {
+        return Err(ProtoError::invalid(
+            format!("{field}.max_flows"),
+            format!(
+                "{max_flows} flows; from {} to {}",
+                FLOW_TABLE.start(),
+                FLOW_TABLE.end()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A flow request: its numbers in bounds, and nothing it cannot go with.
+fn check_flows(
+    field: &str,
+    f: &crate::flows::FlowRequest,
+    inject_only: bool,
+    dump: bool,
+    compress: bool,
+) -> Result<(), ProtoError> {
+    check_flow_numbers(field, f.active_timeout_s, f.idle_timeout_s, f.max_flows)?;
+    if inject_only || dump {
+        return Err(ProtoError::invalid(
+            field,
+            "flow records come through the session's ring: not with inject_only or dump",
+        ));
+    }
+    if compress && !f.packets {
+        return Err(ProtoError::invalid(
+            field,
+            "compress is for packets, and this session asks for flow records only",
+        ));
+    }
+    Ok(())
+}
+
 fn check_dump_request(field: &str, dump: &DumpRequest) -> Result<(), ProtoError> {
     let DumpRequest {
         rotate_seconds,
@@ -431,7 +493,16 @@ fn check_effective(field: &str, effective: &Effective) -> Result<(), ProtoError>
         grant: _,
         compress,
         compress_format,
+        flows,
     } = effective;
+    if let Some(f) = flows {
+        check_flow_numbers(
+            &format!("{field}.flows"),
+            f.active_timeout_s,
+            f.idle_timeout_s,
+            f.max_flows,
+        )?;
+    }
     if compress_format.is_some() && !compress {
         return Err(ProtoError::invalid(
             format!("{field}.compress_format"),

@@ -52,6 +52,7 @@ fn open_wire_bytes_are_pinned() {
         count: None,
         compress: false,
         inject_only: false,
+        flows: None,
     };
     let expected: &[u8] = b"RCD1\x00\x01\x00\x01\
         {\"type\":\"open\",\"interfaces\":[\"eth0\"],\"filter\":\"tcp port 80\",\
@@ -743,4 +744,57 @@ fn filter_programs_round_trip_and_are_bounded() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("2048"), "{e}");
+}
+
+/// Flow requests: timeouts and table size within the hard limits, and only
+/// where flow records can go (the session's ring); unknown keys refused.
+#[test]
+fn flow_requests_are_bounded() {
+    let f = |a: u32, i: u32, n: u32| {
+        format!(r#"{{"active_timeout_s":{a},"idle_timeout_s":{i},"max_flows":{n}}}"#)
+    };
+    open_ok("flows", &f(1, 1, 1));
+    open_ok("flows", &f(86_400, 86_400, 1 << 22));
+    open_ok(
+        "flows",
+        r#"{"active_timeout_s":60,"idle_timeout_s":15,"max_flows":100,"packets":false}"#,
+    );
+    assert_eq!(
+        open_refused("flows", &f(0, 15, 100)),
+        "flows.active_timeout_s: 0 s; from 1 to 86400 s"
+    );
+    assert!(open_refused("flows", &f(60, 86_401, 100)).starts_with("flows.idle_timeout_s"));
+    assert_eq!(
+        open_refused("flows", &f(60, 15, (1 << 22) + 1)),
+        "flows.max_flows: 4194305 flows; from 1 to 4194304"
+    );
+    assert!(open_refused("flows", &f(60, 15, 0)).starts_with("flows.max_flows"));
+    assert!(
+        open_refused("flows", r#"{"active_timeout_s":60,"idle_timeout_s":15}"#)
+            .contains("max_flows")
+    );
+    assert!(open_refused(
+        "flows",
+        r#"{"active_timeout_s":60,"idle_timeout_s":15,"max_flows":1,"table":1}"#
+    )
+    .contains("table"));
+    // Not with a dump or an inject-only session: their rings carry no records.
+    let dump = req(
+        r#"{"type":"open","interfaces":["eth0"],"filter":"","snaplen":{"bytes":96},
+            "format":"pcap","compress":false,"dump":{},
+            "flows":{"active_timeout_s":60,"idle_timeout_s":15,"max_flows":1}}"#,
+    );
+    assert!(decode_request(&dump)
+        .unwrap_err()
+        .to_string()
+        .starts_with("flows: "));
+    let only = req(
+        r#"{"type":"open","interfaces":["eth0"],"filter":"","snaplen":{"bytes":96},
+            "format":"pcap","compress":true,
+            "flows":{"active_timeout_s":60,"idle_timeout_s":15,"max_flows":1,"packets":false}}"#,
+    );
+    assert!(decode_request(&only)
+        .unwrap_err()
+        .to_string()
+        .contains("flow records only"));
 }

@@ -161,6 +161,7 @@ impl Intake {
 }
 
 /// Runs a capture through the daemon at `socket`; returns the exit status.
+#[allow(clippy::too_many_arguments)] // the capture's parts, each its own
 pub fn capture(
     spec: CaptureSpec,
     socket: PathBuf,
@@ -169,6 +170,7 @@ pub fn capture(
     json: Option<File>,
     stats_interval: Duration,
     signals: &Signals,
+    flow_args: &crate::flows::FlowArgs,
 ) -> Result<i32, Failure> {
     let SourceSpec::Live(live) = &spec.source else {
         return Err(Failure::usage(
@@ -202,7 +204,15 @@ pub fn capture(
         },
         inject_only: false,
         compress,
+        // Packets too only when they are written (-w).
+        flows: crate::daemon_flows::request(flow_args, &spec.sink.output)?,
     };
+    if dump && request.flows.is_some() {
+        return Err(Failure::usage(
+            "--flows with --dump: flow records come to this process, dumps stay with ringcapd; \
+             give one",
+        ));
+    }
     if dump && !spec.transforms.is_empty() {
         return Err(Failure::usage(
             "--anonymize/--mask with --dump: the daemon writes dump files, so hiding fields there is its policy's job; \
@@ -251,6 +261,7 @@ pub fn capture(
         e.framework_filter,
         if e.compress { ", compressed stream" } else { "" }
     );
+    let flows = crate::daemon_flows::DaemonFlows::start(flow_args, &session)?;
     let began = Instant::now();
     let mut reporter = Reporter::new(json, stats_interval);
     let mut intake = Intake {
@@ -283,6 +294,9 @@ pub fn capture(
             session.wait(Duration::from_millis(100)).map_err(refusal)?;
         }
         busy = intake.drain(&mut session, &mut encoder)? > 0;
+        if let Some(f) = &flows {
+            busy |= f.pump(&mut session)? > 0;
+        }
         if encoder.oldest().is_some_and(|t| t.elapsed() >= flush) {
             encoder.flush();
         }
@@ -316,6 +330,9 @@ pub fn capture(
             });
         }
     };
+    if let Some(f) = flows {
+        f.finish(&mut session, &ended.1)?;
+    }
     encoder.close();
     drop(encoder);
     let shared = writer.join();
@@ -356,6 +373,10 @@ pub fn stats(args: &StatsArgs) -> Result<i32, Failure> {
                         "packets_dropped_client": s.counters.packets_dropped_client,
                         "packets_delivered": s.counters.packets_delivered,
                         "bytes_delivered": s.counters.bytes_delivered,
+                        "flows_delivered": s.counters.flows_delivered,
+                        "flows_evicted": s.counters.flows_evicted,
+                        "flows_dropped_client": s.counters.flows_dropped_client,
+                        "packets_to_flows": s.counters.packets_to_flows,
                     }
                 })
             );

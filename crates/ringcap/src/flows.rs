@@ -27,7 +27,7 @@ pub struct FlowArgs {
     #[arg(long, value_name = "SECS", help_heading = "Flows")]
     pub idle_timeout: Option<f64>,
 
-    /// Flows held per capture thread; when full, the one idle longest is exported early (counted) [default: 262144].
+    /// Flows held per capture thread; when full, the one idle longest is exported early (counted) [default: 262144; through ringcapd: 16384 per session, within the grant's max_flows].
     #[arg(long, value_name = "N", help_heading = "Flows")]
     pub max_flows: Option<u32>,
 }

@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod config;
 pub mod daemon_client;
+pub mod daemon_flows;
 pub mod demo;
 pub mod extcap;
 pub mod failure;

@@ -71,11 +71,6 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     spec.sink.files = Some(files);
     let signals = Signals::install();
     if let Some(socket) = crate::daemon_client::socket_for(args, &spec) {
-        if !args.flow.flows.is_empty() {
-            return Err(Failure::usage(
-                "--flows is not available through ringcapd yet: capture as root (or with CAP_NET_RAW), or read files with -r",
-            ));
-        }
         if args.hook != "packet" {
             return Err(Failure::usage(format!(
                 "--hook {} loads a BPF program, which needs root (CAP_BPF and CAP_NET_ADMIN); ringcapd captures with the packet hook only",
@@ -94,6 +89,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
             json,
             stats_interval,
             &signals,
+            &args.flow,
         );
         if let Some(ix) = indexer {
             ix.finish();

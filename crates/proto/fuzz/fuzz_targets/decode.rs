@@ -1,5 +1,5 @@
 //! Fuzz target: arbitrary bytes into both decoders (the daemon's and the
-//! client's). Neither may panic; whatever they accept must validate and
+//! client's), and into the client's flow-chunk decoder. Neither may panic; whatever they accept must validate and
 //! survive encode → decode unchanged, and error texts must stay bounded and
 //! free of control characters (they go into logs and back to the client).
 
@@ -24,6 +24,17 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(again, response);
         }
         Err(e) => check_error_text(&e.to_string()),
+    }
+    // A flow chunk (a ring chunk of 0 packets): never a panic, and what it
+    // accepts is whole records.
+    let mut n = 0u64;
+    if let Ok(count) = ringcap_proto::decode_flow_chunk(data, |_| n += 1) {
+        assert_eq!(count, n);
+        assert_eq!(
+            data.len() as u64,
+            16 + 128 * n,
+            "a flow chunk of {n} records"
+        );
     }
 });
 

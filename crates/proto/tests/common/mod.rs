@@ -15,6 +15,10 @@ pub fn counters(seed: u64) -> SessionCounters {
         packets_dropped_client: 3,
         packets_delivered: seed * 30,
         bytes_delivered: u64::MAX,
+        flows_delivered: seed * 3,
+        flows_evicted: seed,
+        flows_dropped_client: 0,
+        packets_to_flows: seed * 7,
     }
 }
 
@@ -31,6 +35,7 @@ pub fn open_minimal() -> Request {
         count: None,
         compress: false,
         inject_only: false,
+        flows: None,
     }
 }
 
@@ -51,6 +56,30 @@ pub fn open_full() -> Request {
         count: Some(1),
         compress: true,
         inject_only: false,
+        flows: None,
+    }
+}
+
+/// A flows-only session with the largest table and longest timeouts.
+pub fn open_flows_only() -> Request {
+    Request::Open {
+        interfaces: vec!["eth0".into()],
+        filter: "udp".into(),
+        program: None,
+        snaplen: SnapRequest::Bytes(96),
+        sample: None,
+        format: OutputFormat::Pcap,
+        dump: None,
+        duration_s: None,
+        count: None,
+        compress: false,
+        inject_only: false,
+        flows: Some(FlowRequest {
+            active_timeout_s: 86_400,
+            idle_timeout_s: 1,
+            max_flows: 1 << 22,
+            packets: false,
+        }),
     }
 }
 
@@ -69,6 +98,7 @@ pub fn effective() -> Effective {
         grant: 0,
         compress: false,
         compress_format: None,
+        flows: None,
     }
 }
 
@@ -88,7 +118,9 @@ pub fn requests() -> Vec<Request> {
             count: None,
             compress: false,
             inject_only: false,
+            flows: None,
         },
+        open_flows_only(),
         Request::SetFilter {
             filter: "udp port 53".into(),
             program: None,
@@ -135,6 +167,12 @@ pub fn responses() -> Vec<Response> {
                 grant: u32::MAX,
                 compress: true,
                 compress_format: Some(3),
+                flows: Some(FlowSettings {
+                    active_timeout_s: 60,
+                    idle_timeout_s: 15,
+                    max_flows: 65_536,
+                    packets: true,
+                }),
             },
             ring: RingInfo { capacity: 1 },
         },

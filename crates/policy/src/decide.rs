@@ -254,7 +254,7 @@ pub(crate) fn decide_under(grant: &Grant, req: &OpenRequest) -> Result<Decision,
             ),
         ));
     }
-    let flows = crate::flows::decide_flows(
+    let flows = decide_flows(
         grant,
         req.flows.as_ref(),
         req.dump.is_some(),
@@ -336,4 +336,53 @@ pub(crate) fn decide_under(grant: &Grant, req: &OpenRequest) -> Result<Decision,
         packets,
         flow_budget: grant.flow.max_flows,
     })
+}
+
+/// What a session gets of flows and packets under `grant`: the flow
+/// settings in force (`None`: no flow records), or the refusal.
+pub(crate) fn decide_flows(
+    grant: &Grant,
+    request: Option<&FlowRequest>,
+    dump: bool,
+    inject_only: bool,
+) -> Result<Option<FlowSettings>, Refusal> {
+    let g = &grant.flow;
+    let refuse = |rule: &'static str, reason: String| Refusal {
+        grant: Some(grant.index),
+        rule,
+        reason,
+    };
+    let Some(r) = request else {
+        if !g.packets && !inject_only {
+            return Err(refuse(
+                "packets",
+                if dump {
+                    "this grant gives flow records only (packets = false): no daemon dumps of packets"
+                        .into()
+                } else {
+                    "this grant gives flow records only (packets = false): ask for flow records without packets"
+                        .into()
+                },
+            ));
+        }
+        return Ok(None);
+    };
+    if !g.flows {
+        return Err(refuse(
+            "flows",
+            "this grant does not give flow records (flows = true is not set)".into(),
+        ));
+    }
+    if r.packets && !g.packets {
+        return Err(refuse(
+            "packets",
+            "this grant gives flow records only (packets = false): ask with packets off".into(),
+        ));
+    }
+    Ok(Some(FlowSettings {
+        active_timeout_s: r.active_timeout_s.max(g.min_timeout_s),
+        idle_timeout_s: r.idle_timeout_s.max(g.min_timeout_s),
+        max_flows: r.max_flows.min(g.max_flows),
+        packets: r.packets,
+    }))
 }

@@ -12,9 +12,6 @@
 //! Refusals name the rule: `flows` (flow records asked without `flows =
 //! true`), `packets` (packets asked, or a dump, under `packets = false`).
 
-use crate::admit::Refusal;
-use crate::policy::Grant;
-use ringcap_proto::{FlowRequest, FlowSettings};
 use std::time::Duration;
 
 /// Default `max_flows`.
@@ -70,65 +67,17 @@ impl FlowGrant {
     }
 }
 
-/// What a session gets of flows and packets under `grant`: the flow
-/// settings in force (`None`: no flow records), or the refusal.
-pub(crate) fn decide_flows(
-    grant: &Grant,
-    request: Option<&FlowRequest>,
-    dump: bool,
-    inject_only: bool,
-) -> Result<Option<FlowSettings>, Refusal> {
-    let g = &grant.flow;
-    let refuse = |rule: &'static str, reason: String| Refusal {
-        grant: Some(grant.index),
-        rule,
-        reason,
-    };
-    let Some(r) = request else {
-        if !g.packets && !inject_only {
-            return Err(refuse(
-                "packets",
-                if dump {
-                    "this grant gives flow records only (packets = false): no daemon dumps of packets"
-                        .into()
-                } else {
-                    "this grant gives flow records only (packets = false): ask for flow records without packets"
-                        .into()
-                },
-            ));
-        }
-        return Ok(None);
-    };
-    if !g.flows {
-        return Err(refuse(
-            "flows",
-            "this grant does not give flow records (flows = true is not set)".into(),
-        ));
-    }
-    if r.packets && !g.packets {
-        return Err(refuse(
-            "packets",
-            "this grant gives flow records only (packets = false): ask with packets off".into(),
-        ));
-    }
-    Ok(Some(FlowSettings {
-        active_timeout_s: r.active_timeout_s.max(g.min_timeout_s),
-        idle_timeout_s: r.idle_timeout_s.max(g.min_timeout_s),
-        max_flows: r.max_flows.min(g.max_flows),
-        packets: r.packets,
-    }))
-}
-
 /// Reads a grant's flow keys (`[flows, packets]`, `max_flows`,
 /// `min_flow_timeout`); `here` is the grant's span, for errors about the
 /// grant as a whole.
 pub(crate) fn parse(
-    src: &crate::policy::Source,
+    src: &str,
     here: std::ops::Range<usize>,
     [flows, packets]: [&Option<toml::Spanned<bool>>; 2],
     max_flows: &Option<toml::Spanned<toml::Value>>,
     min_timeout: &Option<toml::Spanned<toml::Value>>,
 ) -> Result<FlowGrant, crate::PolicyError> {
+    let err = |span, reason: String| crate::PolicyError::at(src, span, reason);
     let mut g = FlowGrant {
         flows: flows.as_ref().is_some_and(|f| *f.get_ref()),
         packets: packets.as_ref().is_none_or(|p| *p.get_ref()),
@@ -136,35 +85,45 @@ pub(crate) fn parse(
     };
     if !g.packets && !g.flows {
         let span = packets.as_ref().map_or(here, |p| p.span());
-        return Err(src.err(
+        return Err(err(
             span,
-            "packets: packets = false gives flow records only, and needs flows = true",
+            "packets: packets = false gives flow records only, and needs flows = true".into(),
         ));
     }
     if let Some(v) = max_flows {
-        let n = src.count(v, "max_flows", 1)?;
-        if n > u64::from(MAX_FLOWS) {
-            return Err(src.err(
-                v.span(),
-                format!("max_flows: at most {MAX_FLOWS} flows per user"),
-            ));
-        }
-        g.max_flows = n as u32;
+        g.max_flows = match v.get_ref() {
+            toml::Value::Integer(n) if (1..=i64::from(MAX_FLOWS)).contains(n) => *n as u32,
+            toml::Value::Integer(n) if *n > 0 => {
+                return Err(err(
+                    v.span(),
+                    format!("max_flows: at most {MAX_FLOWS} flows per user"),
+                ))
+            }
+            _ => {
+                return Err(err(
+                    v.span(),
+                    "max_flows: expected a whole number from 1 up".into(),
+                ))
+            }
+        };
     }
     if let Some(v) = min_timeout {
         let d = match v.get_ref() {
             toml::Value::String(s) => crate::units::parse_duration(s)
-                .map_err(|e| src.err(v.span(), format!("min_flow_timeout: {e}")))?,
+                .map_err(|e| err(v.span(), format!("min_flow_timeout: {e}")))?,
             _ => {
-                return Err(src.err(
+                return Err(err(
                     v.span(),
-                    "min_flow_timeout: expected a duration string such as \"10s\" or \"1m\"",
+                    "min_flow_timeout: expected a duration string such as \"10s\" or \"1m\"".into(),
                 ))
             }
         };
         let max = *ringcap_proto::flows::FLOW_TIMEOUT_S.end();
         if d < Duration::from_secs(1) || d > Duration::from_secs(u64::from(max)) {
-            return Err(src.err(v.span(), format!("min_flow_timeout: from 1 s to {max} s")));
+            return Err(err(
+                v.span(),
+                format!("min_flow_timeout: from 1 s to {max} s"),
+            ));
         }
         g.min_timeout_s = d.as_secs() as u32;
     }

@@ -583,7 +583,7 @@ fn grant(
 
     let inject = g.inject.as_ref().map(|i| inject(src, i)).transpose()?;
     let flow = crate::flows::parse(
-        src,
+        src.0,
         here.clone(),
         [&g.flows, &g.packets],
         &g.max_flows,

@@ -8,8 +8,7 @@ use crate::cli::StatsArgs;
 use crate::failure::{exit, Failure};
 use crate::reporting::{Reporter, Signals};
 use ringcap_client::{
-    default_socket, Client, ClientError, DumpRequest, OpenRequest, OutputFormat, Sample,
-    Snap as SnapRequest,
+    default_socket, Client, DumpRequest, OpenRequest, OutputFormat, Sample, Snap as SnapRequest,
 };
 use ringcap_engine::{
     Board, CaptureSpec, Counters, FileSink, Sampling, SinkInterface, Snap, SourceSpec,
@@ -86,14 +85,7 @@ fn counters(
     }
 }
 
-pub(crate) fn refusal(e: ClientError) -> Failure {
-    match e {
-        ClientError::Refused { ref rule, .. } if rule == "filter" => Failure::usage(e.to_string()),
-        ClientError::Refused { .. } => Failure::system(e.to_string()),
-        ClientError::Io(_) => Failure::system(e.to_string()),
-        _ => Failure::runtime(e.to_string()),
-    }
-}
+pub(crate) use crate::failure::refusal;
 
 /// What the client does with the packets it reads from its ring: writes
 /// them until the `-c` count, counts the rest.

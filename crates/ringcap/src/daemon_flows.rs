@@ -121,7 +121,7 @@ impl DaemonFlows {
     pub fn pump(&self, session: &mut Session) -> Result<u64, Failure> {
         session
             .flows(|e| self.sender.send(record(e), true))
-            .map_err(crate::daemon_client::refusal)
+            .map_err(crate::failure::refusal)
     }
 
     /// Exports the rest and reports, with the daemon's final counters `c`.

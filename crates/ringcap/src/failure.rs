@@ -67,6 +67,19 @@ impl From<ringcap_engine::EngineError> for Failure {
     }
 }
 
+/// What ringcapd (or the way to it) said, as an exit: a refused filter is
+/// the user's to fix (usage), any other refusal or a connection failure the
+/// system's.
+pub fn refusal(e: ringcap_client::ClientError) -> Failure {
+    use ringcap_client::ClientError;
+    match e {
+        ClientError::Refused { ref rule, .. } if rule == "filter" => Failure::usage(e.to_string()),
+        ClientError::Refused { .. } => Failure::system(e.to_string()),
+        ClientError::Io(_) => Failure::system(e.to_string()),
+        _ => Failure::runtime(e.to_string()),
+    }
+}
+
 impl From<ringcap_source::OpenError> for Failure {
     fn from(e: ringcap_source::OpenError) -> Failure {
         ringcap_engine::EngineError::from(e).into()

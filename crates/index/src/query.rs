@@ -102,6 +102,10 @@ pub struct QueryStats {
     pub examined: u64,
     /// Packets written.
     pub matched: u64,
+    /// Packets the taker took ([`run_with`]).
+    pub taken: u64,
+    /// Link type of the first file in time order (1 when there is none).
+    pub first_linktype: u32,
 }
 
 /// A file's bytes up to a movable end: the reader stops at the end of a
@@ -185,12 +189,68 @@ fn open(path: &Path) -> Result<(Reader<Bounded>, Rc<Cell<u64>>), QueryError> {
     Ok((rd, end))
 }
 
+/// Decides on each packet a query reads (in the window) and takes the ones
+/// it keeps: [`run`] compiles the query's filter with libpcap and writes
+/// matches to an [`Output`]; a caller that must not compile text (ringcapd,
+/// whose filters are programs checked against a grant) brings its own.
+pub trait Taker {
+    /// One packet of link type `linktype` in the window: true if it was
+    /// taken. An error ends the query.
+    fn packet(
+        &mut self,
+        linktype: u32,
+        ts_ns: u64,
+        wire_len: u32,
+        data: &[u8],
+    ) -> Result<bool, QueryError>;
+}
+
+/// [`run`]'s taker: the query's filter compiled per link type.
+struct FilterTaker<'a, 'q> {
+    q: &'a Query<'q>,
+    programs: HashMap<u32, CheckedProgram>,
+    out: &'a mut Output,
+}
+
+impl Taker for FilterTaker<'_, '_> {
+    fn packet(&mut self, lt: u32, ts: u64, wire: u32, data: &[u8]) -> Result<bool, QueryError> {
+        let prog = program_for(self.q, &mut self.programs, lt)?;
+        if prog.run(data, wire) == 0 {
+            return Ok(false);
+        }
+        self.out
+            .packet(lt, ts, wire, data)
+            .map_err(QueryError::Output)?;
+        Ok(true)
+    }
+}
+
 /// Runs `q` over `files`, writing matches to `out`; `log` gets a line for
 /// each file scanned without an index (and why).
 pub fn run(
     q: &Query,
     files: &[PathBuf],
     out: &mut Output,
+    log: &mut dyn FnMut(String),
+) -> Result<QueryStats, QueryError> {
+    let mut taker = FilterTaker {
+        q,
+        programs: HashMap::new(),
+        out,
+    };
+    let mut st = run_with(q, files, &mut taker, log)?;
+    out.finish(st.first_linktype).map_err(QueryError::Output)?;
+    st.matched = out.packets;
+    Ok(st)
+}
+
+/// Runs `q` over `files`, each packet in the window handed to `taker`
+/// (`q.filter` is not compiled: the taker decides); `log` gets a line for
+/// each file scanned without an index (and why).
+pub fn run_with(
+    q: &Query,
+    files: &[PathBuf],
+    taker: &mut dyn Taker,
     log: &mut dyn FnMut(String),
 ) -> Result<QueryStats, QueryError> {
     let mut st = QueryStats::default();
@@ -221,12 +281,11 @@ pub fn run(
         });
     }
     sources.sort_by(|a, b| (a.first_ts, &a.path).cmp(&(b.first_ts, &b.path)));
-    let mut programs: HashMap<u32, CheckedProgram> = HashMap::new();
     for s in &sources {
         st.files += 1;
         st.file_bytes += std::fs::metadata(&s.path).map_or(0, |m| m.len());
         match &s.index {
-            Ok(idx) => query_indexed(q, s, idx, &mut programs, out, &mut st)?,
+            Ok(idx) => query_indexed(q, s, idx, taker, &mut st)?,
             Err(why) => {
                 if q.use_index {
                     log(format!("{}: {why}; scanning it", s.path.display()));
@@ -234,14 +293,12 @@ pub fn run(
                 st.scanned += 1;
                 let (mut rd, end) = open(&s.path)?;
                 end.set(u64::MAX);
-                read_until(q, &s.path, &mut rd, u64::MAX, &mut programs, out, &mut st)?;
+                read_until(q, &s.path, &mut rd, u64::MAX, taker, &mut st)?;
                 st.bytes_read += rd.offset();
             }
         }
     }
-    let lt = sources.first().map_or(1, |s| s.linktype);
-    out.finish(lt).map_err(QueryError::Output)?;
-    st.matched = out.packets;
+    st.first_linktype = sources.first().map_or(1, |s| s.linktype);
     Ok(st)
 }
 
@@ -249,8 +306,7 @@ fn query_indexed(
     q: &Query,
     s: &Source,
     idx: &Index,
-    programs: &mut HashMap<u32, CheckedProgram>,
-    out: &mut Output,
+    taker: &mut dyn Taker,
     st: &mut QueryStats,
 ) -> Result<(), QueryError> {
     let n = idx.groups.len();
@@ -302,7 +358,7 @@ fn query_indexed(
         }
         end.set(to);
         rd.seek_to(from).map_err(|e| file_err(&s.path, e))?;
-        read_until(q, &s.path, &mut rd, to, programs, out, st)?;
+        read_until(q, &s.path, &mut rd, to, taker, st)?;
         st.bytes_read += to - from;
     }
     Ok(())
@@ -338,8 +394,7 @@ fn read_until(
     path: &Path,
     rd: &mut Reader<Bounded>,
     to: u64,
-    programs: &mut HashMap<u32, CheckedProgram>,
-    out: &mut Output,
+    taker: &mut dyn Taker,
     st: &mut QueryStats,
 ) -> Result<(), QueryError> {
     let mut linktypes: Vec<u32> = rd.interfaces().iter().map(|i| i.linktype).collect();
@@ -367,10 +422,8 @@ fn read_until(
             match lt {
                 Some(lt) => {
                     st.examined += 1;
-                    let prog = program_for(q, programs, lt)?;
-                    if prog.run(p.data, wire) != 0 {
-                        out.packet(lt, ts, wire, p.data)
-                            .map_err(QueryError::Output)?;
+                    if taker.packet(lt, ts, wire, p.data)? {
+                        st.taken += 1;
                     }
                     continue;
                 }
@@ -385,10 +438,8 @@ fn read_until(
             return Err(file_err(path, "a packet of an undeclared interface"));
         };
         st.examined += 1;
-        let prog = program_for(q, programs, lt)?;
-        if prog.run(&scratch, wire) != 0 {
-            out.packet(lt, ts, wire, &scratch)
-                .map_err(QueryError::Output)?;
+        if taker.packet(lt, ts, wire, &scratch)? {
+            st.taken += 1;
         }
     }
     Ok(())

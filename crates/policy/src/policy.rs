@@ -75,6 +75,9 @@ pub struct Policy {
     pub anonymization_key: Option<PathBuf>,
     /// The grants, in file order (the order they are tried in).
     pub grants: Vec<Grant>,
+    /// Where stored captures of each interface are (`[[store]]`), for
+    /// retrieval ([`crate::retrieve`]).
+    pub stores: Vec<crate::retrieve::Store>,
 }
 
 /// One `[[grant]]`: who may capture where, and under which limits.
@@ -124,6 +127,8 @@ pub struct Grant {
     pub ring_size: u64,
     /// Injection rights; None = none.
     pub inject: Option<InjectGrant>,
+    /// Retrieval of stored packets (`[grant.retrieve]`); None = not allowed.
+    pub retrieve: Option<crate::retrieve::RetrieveGrant>,
 }
 
 /// `[grant.inject]`: what a client may send.
@@ -154,6 +159,8 @@ struct RawPolicy {
     anonymization_key: Option<Spanned<String>>,
     #[serde(default)]
     grant: Vec<Spanned<RawGrant>>,
+    #[serde(default)]
+    store: Vec<Spanned<crate::retrieve::RawStore>>,
 }
 
 #[derive(Deserialize)]
@@ -175,6 +182,7 @@ struct RawGrant {
     dump_quota: Option<Spanned<Value>>,
     ring_size: Option<Spanned<Value>>,
     inject: Option<Spanned<RawInject>>,
+    retrieve: Option<Spanned<crate::retrieve::RawRetrieve>>,
 }
 
 #[derive(Deserialize)]
@@ -188,14 +196,18 @@ struct RawInject {
 }
 
 /// The file's text, for turning spans into line numbers.
-struct Source<'a>(&'a str);
+pub(crate) struct Source<'a>(pub(crate) &'a str);
 
 impl Source<'_> {
-    fn err(&self, span: Range<usize>, reason: impl Into<String>) -> PolicyError {
+    pub(crate) fn err(&self, span: Range<usize>, reason: impl Into<String>) -> PolicyError {
         PolicyError::at(self.0, span, reason)
     }
 
-    fn path(&self, v: &Option<Spanned<String>>, key: &str) -> Result<Option<PathBuf>, PolicyError> {
+    pub(crate) fn path(
+        &self,
+        v: &Option<Spanned<String>>,
+        key: &str,
+    ) -> Result<Option<PathBuf>, PolicyError> {
         let Some(v) = v else { return Ok(None) };
         let p = PathBuf::from(v.get_ref());
         if !p.is_absolute() {
@@ -221,7 +233,12 @@ impl Source<'_> {
     }
 
     /// A whole number from `min` up, for rates and counts.
-    fn count(&self, v: &Spanned<Value>, key: &str, min: u64) -> Result<u64, PolicyError> {
+    pub(crate) fn count(
+        &self,
+        v: &Spanned<Value>,
+        key: &str,
+        min: u64,
+    ) -> Result<u64, PolicyError> {
         match v.get_ref() {
             Value::Integer(n) if *n >= 0 && *n as u64 >= min => Ok(*n as u64),
             _ => Err(self.err(
@@ -232,7 +249,7 @@ impl Source<'_> {
     }
 
     /// A size: a whole number of bytes or a string with a unit ("64M").
-    fn size(&self, v: &Spanned<Value>, key: &str) -> Result<u64, PolicyError> {
+    pub(crate) fn size(&self, v: &Spanned<Value>, key: &str) -> Result<u64, PolicyError> {
         match v.get_ref() {
             Value::Integer(n) if *n >= 0 => Ok(*n as u64),
             Value::String(s) => {
@@ -332,7 +349,7 @@ fn lookup_group(name: &str) -> nix::Result<Option<u32>> {
 
 /// Linux's rule for interface names (`dev_valid_name`): 1 to 15 bytes, not
 /// "." or "..", no '/', ':' or white space.
-fn valid_interface_name(name: &str) -> bool {
+pub(crate) fn valid_interface_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() < 16
         && name != "."
@@ -371,6 +388,7 @@ impl Policy {
                 .unwrap_or_else(|| DEFAULT_DUMP_DIR.into()),
             anonymization_key,
             grants,
+            stores: crate::retrieve::stores(&src, &raw.store)?,
         })
     }
 
@@ -569,6 +587,11 @@ fn grant(
     };
 
     let inject = g.inject.as_ref().map(|i| inject(src, i)).transpose()?;
+    let retrieve = g
+        .retrieve
+        .as_ref()
+        .map(|r| crate::retrieve::retrieve_grant(src, r))
+        .transpose()?;
 
     Ok(Grant {
         index,
@@ -591,6 +614,7 @@ fn grant(
         dump_quota,
         ring_size,
         inject,
+        retrieve,
     })
 }
 

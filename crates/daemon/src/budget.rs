@@ -23,6 +23,10 @@
 //!   sessions it opens and closes. The cost: a user's rings stay allocated
 //!   after its last session (the daemon cannot prove them unpinned).
 //!   Dump and inject-only sessions take the smallest ring.
+//! - **Retrievals of stored packets are counted per user** like sessions
+//!   ([`Budgets::reserve_query`]): a slot taken when the retrieval is
+//!   decided, given back when it has ended however it ended (the grant's
+//!   `max_queries`, at most `ringcap_policy::retrieve::MAX_QUERIES`).
 
 use ringcap_shm::RingWriter;
 use std::collections::HashMap;
@@ -38,6 +42,8 @@ pub struct Budgets {
 struct User {
     connections: usize,
     sessions: usize,
+    /// Retrievals running.
+    queries: usize,
     /// Every ring ever made for this user (in use or idle).
     rings: Vec<Pooled>,
 }
@@ -54,7 +60,7 @@ impl User {
     }
 
     fn is_empty(&self) -> bool {
-        self.connections == 0 && self.sessions == 0 && self.rings.is_empty()
+        self.connections == 0 && self.sessions == 0 && self.queries == 0 && self.rings.is_empty()
     }
 }
 
@@ -66,6 +72,12 @@ pub struct ConnectionSlot {
 
 /// A session slot; given back on drop.
 pub struct SessionSlot {
+    budgets: Arc<Budgets>,
+    uid: u32,
+}
+
+/// A retrieval slot; given back on drop.
+pub struct QuerySlot {
     budgets: Arc<Budgets>,
     uid: u32,
 }
@@ -88,6 +100,8 @@ pub struct Usage {
     pub connections: usize,
     /// Sessions reserved or running.
     pub sessions: usize,
+    /// Retrievals running.
+    pub queries: usize,
     /// Rings made for the user (in use or idle).
     pub rings: usize,
     /// Their data bytes.
@@ -110,6 +124,7 @@ impl Budgets {
         users.get(&uid).map_or(Usage::default(), |u| Usage {
             connections: u.connections,
             sessions: u.sessions,
+            queries: u.queries,
             rings: u.rings.len(),
             ring_bytes: u.ring_bytes(),
         })
@@ -155,6 +170,25 @@ impl Budgets {
         }
         u.sessions += 1;
         Ok(SessionSlot {
+            budgets: self.clone(),
+            uid,
+        })
+    }
+
+    /// Takes one of `uid`'s at most `limit` retrievals, checked and reserved
+    /// in one step.
+    pub fn reserve_query(self: &Arc<Self>, uid: u32, limit: usize) -> Result<QuerySlot, String> {
+        let mut users = self.users();
+        let u = users.entry(uid).or_default();
+        if u.queries >= limit {
+            return Err(format!(
+                "uid {uid} already runs {} retrievals, the most its grant allows at once \
+                 (retrieve.max_queries = {limit})",
+                u.queries
+            ));
+        }
+        u.queries += 1;
+        Ok(QuerySlot {
             budgets: self.clone(),
             uid,
         })
@@ -258,6 +292,18 @@ impl Drop for SessionSlot {
     }
 }
 
+impl Drop for QuerySlot {
+    fn drop(&mut self) {
+        let mut users = self.budgets.users();
+        if let Some(u) = users.get_mut(&self.uid) {
+            u.queries = u.queries.saturating_sub(1);
+            if u.is_empty() {
+                users.remove(&self.uid);
+            }
+        }
+    }
+}
+
 impl Drop for RingLease {
     fn drop(&mut self) {
         if let Ok(mut r) = self.ring.lock() {
@@ -306,6 +352,18 @@ mod tests {
             }
         });
         assert_eq!(taken.into_inner(), 5);
+    }
+
+    #[test]
+    fn retrievals_are_capped_per_user_and_given_back() {
+        let b = Budgets::new();
+        let q: Vec<_> = (0..2).map(|_| b.reserve_query(3, 2).unwrap()).collect();
+        assert!(b.reserve_query(3, 2).is_err());
+        assert_eq!(b.usage(3).queries, 2);
+        assert!(b.reserve_query(4, 2).is_ok(), "another user is not counted");
+        drop(q);
+        assert_eq!(b.usage(3), Usage::default());
+        assert!(b.reserve_query(3, 2).is_ok());
     }
 
     #[test]

@@ -479,6 +479,32 @@ impl Connection {
                     return self.open(request, peer);
                 }
             }
+            Request::Retrieve {
+                interface,
+                filter,
+                program,
+                snaplen,
+                after_ns,
+                before_ns,
+                max_bytes,
+            } => {
+                if self.session.is_some() {
+                    Response::error("this connection has a session: retrieve on another one")
+                } else {
+                    let (program, program_tagged) = crate::session::program_of(program);
+                    let req = ringcap_policy::RetrieveRequest {
+                        interface,
+                        filter,
+                        program,
+                        program_tagged,
+                        snap: snaplen,
+                        after_ns,
+                        before_ns,
+                        max_bytes,
+                    };
+                    return crate::retrieve::serve(&self.conn, &self.shared, peer, req);
+                }
+            }
             Request::SetFilter { filter, program } => self.set_filter(filter, program, peer),
             Request::Inject { frames } => self.inject(frames, peer),
             Request::InjectReports => match &self.session {

@@ -166,6 +166,28 @@ struct Source {
     index: Result<Index, Unusable>,
     first_ts: u64,
     linktype: u32,
+    /// A file still being written: read up to this size, its last whole
+    /// record (see [`is_growing`]).
+    growing: Option<u64>,
+}
+
+/// Suffix of the hidden name a capture file has while it is written
+/// (`.NAME.ringcap-partial`, ringcap-sink's `files::PARTIAL_SUFFIX`).
+pub const PARTIAL_SUFFIX: &str = ".ringcap-partial";
+
+/// True if `path` is the hidden partial file of a capture being written
+/// (or left by a crash). Such a file is queried so that packets are found
+/// as soon as the writer has flushed them (every 50-200 ms), not only once
+/// the file is rotated and indexed: it is read without an index, up to the
+/// size it had when the query opened it, and only up to its last whole
+/// record (a record cut by the end, an unreadable one, or a pcap record of
+/// zero length — the zeros of an O_DIRECT block not yet filled — ends it).
+/// Every record before that end was written whole, so what is returned is
+/// byte-exact; a crash leaves a file whose valid prefix is read the same way.
+pub fn is_growing(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.') && n.ends_with(PARTIAL_SUFFIX))
 }
 
 fn file_err(path: &Path, e: impl fmt::Display) -> QueryError {
@@ -256,6 +278,31 @@ pub fn run_with(
     let mut st = QueryStats::default();
     let mut sources = Vec::new();
     for path in files {
+        if is_growing(path) {
+            // Being written: its size now, and its first packet if a whole
+            // one is there; gone (renamed when published) or still empty:
+            // passed over.
+            let Ok(size) = std::fs::metadata(path).map(|m| m.len()) else {
+                continue;
+            };
+            let Ok((mut rd, end)) = open(path) else {
+                continue;
+            };
+            end.set(size);
+            let first_ts = match rd.next_packet() {
+                Ok(Some(p)) if !(p.wire_len == 0 && p.data.is_empty()) => p.ts_ns,
+                _ => continue,
+            };
+            let linktype = rd.interfaces().first().map_or(1, |i| i.linktype);
+            sources.push(Source {
+                path: path.clone(),
+                index: Err(Unusable::Missing),
+                first_ts,
+                linktype,
+                growing: Some(size),
+            });
+            continue;
+        }
         let index = if q.use_index {
             load_index(path)
         } else {
@@ -278,12 +325,23 @@ pub fn run_with(
             index,
             first_ts,
             linktype,
+            growing: None,
         });
     }
     sources.sort_by(|a, b| (a.first_ts, &a.path).cmp(&(b.first_ts, &b.path)));
     for s in &sources {
         st.files += 1;
         st.file_bytes += std::fs::metadata(&s.path).map_or(0, |m| m.len());
+        if let Some(size) = s.growing {
+            st.scanned += 1;
+            let Ok((mut rd, end)) = open(&s.path) else {
+                continue;
+            };
+            end.set(size);
+            read_until(q, &s.path, &mut rd, size, true, taker, &mut st)?;
+            st.bytes_read += rd.offset();
+            continue;
+        }
         match &s.index {
             Ok(idx) => query_indexed(q, s, idx, taker, &mut st)?,
             Err(why) => {
@@ -293,7 +351,7 @@ pub fn run_with(
                 st.scanned += 1;
                 let (mut rd, end) = open(&s.path)?;
                 end.set(u64::MAX);
-                read_until(q, &s.path, &mut rd, u64::MAX, taker, &mut st)?;
+                read_until(q, &s.path, &mut rd, u64::MAX, false, taker, &mut st)?;
                 st.bytes_read += rd.offset();
             }
         }
@@ -358,7 +416,7 @@ fn query_indexed(
         }
         end.set(to);
         rd.seek_to(from).map_err(|e| file_err(&s.path, e))?;
-        read_until(q, &s.path, &mut rd, to, taker, st)?;
+        read_until(q, &s.path, &mut rd, to, false, taker, st)?;
         st.bytes_read += to - from;
     }
     Ok(())
@@ -388,12 +446,14 @@ fn program_for<'p>(
 }
 
 /// Reads packets until the reader's offset reaches `to` or the data ends,
-/// writing those in the window the filter accepts.
+/// writing those in the window the filter accepts. `growing`: the file is
+/// being written, and its last whole record ends it ([`is_growing`]).
 fn read_until(
     q: &Query,
     path: &Path,
     rd: &mut Reader<Bounded>,
     to: u64,
+    growing: bool,
     taker: &mut dyn Taker,
     st: &mut QueryStats,
 ) -> Result<(), QueryError> {
@@ -406,8 +466,10 @@ fn read_until(
         let known = linktypes.len();
         let (lt, ts, wire) = {
             let p = match rd.next_packet() {
+                Ok(Some(p)) if growing && p.wire_len == 0 && p.data.is_empty() => break,
                 Ok(Some(p)) => p,
                 Ok(None) => break,
+                Err(_) if growing => break,
                 Err(e) => return Err(file_err(path, annotate(e))),
             };
             if !q.window.contains(p.ts_ns) {

@@ -50,8 +50,10 @@ the same filter, restricted to the window. Files with an index (`ringcap index`,
 or written by `ringcap capture`) are read only where the index says a packet may
 match; files without one are scanned (said on stderr).")]
 pub struct QueryArgs {
-    /// Query every capture file in DIR (hidden files, such as partial files
-    /// being written and indexes, are skipped); repeat for several.
+    /// Query every capture file in DIR, the one being written included (up
+    /// to its last whole record: packets are found as soon as the capture
+    /// has flushed them); other hidden files, such as indexes, are skipped.
+    /// Repeat for several.
     #[arg(short = 'd', long = "dir", value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Packets at or after T (RFC 3339, or seconds since the epoch; fractions allowed).

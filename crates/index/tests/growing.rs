@@ -98,7 +98,7 @@ fn an_empty_or_header_only_partial_file_is_passed_over() {
     std::fs::write(d.join(".b.pcap.ringcap-partial"), b"").unwrap();
     std::fs::write(
         d.join(".c.pcap.ringcap-partial"),
-        &ringcap_format::pcap::file_header(1, 65535, ringcap_format::TsResolution::Nano),
+        ringcap_format::pcap::file_header(1, 65535, ringcap_format::TsResolution::Nano),
     )
     .unwrap();
     assert!(query_dir(d.path()) == all);

@@ -339,3 +339,188 @@ pub fn decide_retrieve(
         },
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringcap_stages::Snap;
+
+    const BASE: &str = r#"
+[[store]]
+interface = "eth0"
+dir = "/srv/pcap/eth0"
+
+[[grant]]
+users = ["nobody"]
+interfaces = ["eth0", "eth1"]
+capture_filter = "not port 22"
+max_snaplen = 128
+hide = ["payload"]
+[grant.retrieve]
+max_window = "1h"
+max_bytes = "1G"
+max_queries = 2
+"#;
+
+    fn nobody() -> Peer {
+        Peer {
+            uid: 65534,
+            gid: 65534,
+            groups: vec![],
+        }
+    }
+
+    fn req(interface: &str, after: Option<u64>, before: Option<u64>) -> RetrieveRequest {
+        RetrieveRequest {
+            interface: interface.into(),
+            filter: String::new(),
+            program: None,
+            program_tagged: false,
+            snap: SnapRequest::Bytes(0),
+            after_ns: after,
+            before_ns: before,
+            max_bytes: None,
+        }
+    }
+
+    const H: u64 = 3_600_000_000_000;
+
+    #[test]
+    fn stores_and_rights_are_parsed_strictly() {
+        let p = Policy::from_toml(BASE).unwrap();
+        assert_eq!(p.stores.len(), 1);
+        assert_eq!(p.stores[0].dir, PathBuf::from("/srv/pcap/eth0"));
+        let r = p.grants[0].retrieve.as_ref().unwrap();
+        assert_eq!(
+            (r.max_window, r.max_bytes, r.max_queries),
+            (Duration::from_secs(3600), 1 << 30, 2)
+        );
+        assert_eq!(r.max_time, DEFAULT_MAX_TIME);
+        let d = p.describe();
+        assert!(
+            d.contains("store:             eth0 in /srv/pcap/eth0 (line 2)"),
+            "{d}"
+        );
+        assert!(
+            d.contains("windows of at most 1h, answers of at most 1 GiB, 2 at once"),
+            "{d}"
+        );
+        for (bad, words) in [
+            (BASE.replace("dir = ", "directory = "), "unknown field"),
+            (
+                BASE.replace("max_queries = 2", "max_querys = 2"),
+                "unknown field",
+            ),
+            (
+                BASE.replace("max_window = \"1h\"\n", ""),
+                "retrieve.max_window: required",
+            ),
+            (
+                BASE.replace("max_bytes = \"1G\"\n", ""),
+                "retrieve.max_bytes: required",
+            ),
+            (
+                BASE.replace("max_queries = 2", "max_queries = 17"),
+                "at most 16",
+            ),
+            (BASE.replace("/srv/pcap/eth0", "srv/pcap"), "absolute"),
+            (
+                BASE.replace("interface = \"eth0\"", "interface = \"a/b\""),
+                "not an interface name",
+            ),
+            (
+                format!("{BASE}\n[[store]]\ninterface = \"eth0\"\ndir = \"/x\"\n"),
+                "has a store already",
+            ),
+        ] {
+            let e = Policy::from_toml(&bad)
+                .err()
+                .unwrap_or_else(|| panic!("accepted:\n{bad}"));
+            assert!(e.to_string().contains(words), "{e} lacks {words:?}");
+        }
+    }
+
+    #[test]
+    fn a_retrieval_gets_decide_s_decision_and_its_bounds() {
+        let p = Policy::from_toml(BASE).unwrap();
+        let now = 100 * H;
+        let (d, r) =
+            decide_retrieve(&p, &nobody(), &req("eth0", Some(now - H), None), now).unwrap();
+        assert_eq!(d.snap, Snap::Bytes(128), "the snap cap");
+        assert_eq!(d.framework_text, "not port 22");
+        assert_eq!(d.hide.len(), 1);
+        assert_eq!(
+            (r.after_ns, r.before_ns, r.max_bytes),
+            (now - H, now, 1 << 30)
+        );
+        // The request may ask for less, never more.
+        let mut small = req("eth0", Some(now - 1), None);
+        small.max_bytes = Some(10);
+        assert_eq!(
+            decide_retrieve(&p, &nobody(), &small, now)
+                .unwrap()
+                .1
+                .max_bytes,
+            10
+        );
+        small.max_bytes = Some(u64::MAX);
+        assert_eq!(
+            decide_retrieve(&p, &nobody(), &small, now)
+                .unwrap()
+                .1
+                .max_bytes,
+            1 << 30
+        );
+        let rule =
+            |r: RetrieveRequest, who: Peer| decide_retrieve(&p, &who, &r, now).unwrap_err().rule;
+        assert_eq!(
+            rule(req("eth0", Some(now - H - 1), None), nobody()),
+            "retrieve.max_window"
+        );
+        assert_eq!(
+            rule(req("eth0", None, None), nobody()),
+            "retrieve.max_window"
+        );
+        assert_eq!(
+            rule(req("eth0", Some(now), Some(now)), nobody()),
+            "retrieve.max_window"
+        );
+        assert_eq!(rule(req("eth1", Some(now - 1), None), nobody()), "store");
+        assert_eq!(
+            rule(req("eth2", Some(now - 1), None), nobody()),
+            "interfaces"
+        );
+        let root = Peer::default();
+        assert_eq!(rule(req("eth0", Some(now - 1), None), root), "default deny");
+        // No [grant.retrieve]: no retrieval, default deny.
+        let live_only = Policy::from_toml(
+            &BASE.replace("[grant.retrieve]", "[grant.nothing]").replace(
+                "max_window = \"1h\"\nmax_bytes = \"1G\"\nmax_queries = 2\n",
+                "",
+            ),
+        )
+        .err();
+        assert!(live_only.is_some(), "unknown table refused");
+        let live_only = Policy::from_toml(BASE.split("[grant.retrieve]").next().unwrap()).unwrap();
+        assert_eq!(
+            decide_retrieve(
+                &live_only,
+                &nobody(),
+                &req("eth0", Some(now - 1), None),
+                now
+            )
+            .unwrap_err()
+            .rule,
+            "retrieve"
+        );
+        // Forced sampling: refused rather than served unsampled.
+        let sampled =
+            Policy::from_toml(&BASE.replace("hide = [\"payload\"]", "sample = \"1:10\"")).unwrap();
+        assert_eq!(
+            decide_retrieve(&sampled, &nobody(), &req("eth0", Some(now - 1), None), now)
+                .unwrap_err()
+                .rule,
+            "sample"
+        );
+    }
+}

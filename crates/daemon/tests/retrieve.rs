@@ -300,6 +300,37 @@ fn stored_packets_under_policy() {
     );
     assert!(got_masked != got_recs, "nothing was masked");
 
+    // 2b. `exclude`: never delivered, whatever the client asks.
+    reload(
+        &mut d,
+        &tb,
+        st.dir.path(),
+        &format!("max_snaplen = {SNAP}\nexclude = \"udp port 4001\""),
+        "max_bytes = \"8M\"",
+    );
+    let want_ex = tcpdump(
+        &st.files,
+        &format!("({FRAMEWORK}) and ({filter}) and not (udp port 4001)"),
+    );
+    assert!(
+        want_ex.len() + 300 < want.len(),
+        "{} of {}",
+        want_ex.len(),
+        want.len()
+    );
+    let (ok, err, got) = query(
+        &tb,
+        &d,
+        &iface,
+        &["--after", &after],
+        "udp port 4001 or tcp or udp",
+    );
+    assert!(ok, "exclude query: {err}");
+    assert!(
+        got == pcap_bytes(&want_ex, SNAP),
+        "exclude not applied as tcpdump -r says"
+    );
+
     // 3. An interface the grant does not allow: refused, nothing written.
     let (ok, err, got) = query(&tb, &d, "lo", &["--after", &after], "");
     assert!(!ok && err.contains("interfaces"), "{err}");

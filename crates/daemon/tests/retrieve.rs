@@ -269,14 +269,28 @@ fn stored_packets_under_policy() {
         d.log.text()
     );
 
-    // 2. Masks: what `ringcap capture -r … --mask` makes of tcpdump's answer.
-    reload(
-        &mut d,
-        &tb,
-        st.dir.path(),
-        &format!("max_snaplen = {SNAP}\nhide = [\"ip.ttl\", \"payload\"]"),
-        "max_bytes = \"8M\"",
+    // 2. Masks and anonymization: what `ringcap capture -r … --anonymize
+    //    KEY --mask …` makes of tcpdump's answer.
+    let keys = TempDir::new("retrieve-key");
+    let key = keys.join("anon.key");
+    let made = Command::new(ringcap_bin())
+        .arg("anonymize-key")
+        .arg(&key)
+        .status()
+        .expect("ringcap anonymize-key");
+    assert!(made.success());
+    let anon_text = format!(
+        "{}anonymization_key = \"{}\"\n{}",
+        policy_head(d.dir.path()),
+        key.display(),
+        grants(
+            &tb,
+            st.dir.path(),
+            &format!("max_snaplen = {SNAP}\nhide = [\"ip.ttl\", \"payload\"]\nanonymize = true"),
+            "max_bytes = \"8M\"",
+        )
     );
+    assert!(d.reload_raw(&anon_text), "reload with anonymization");
     let td = TempDir::new("retrieve-mask");
     let orig = td.join("orig.pcap");
     std::fs::write(&orig, pcap_bytes(&want, 262_144)).unwrap();
@@ -284,10 +298,12 @@ fn stored_packets_under_policy() {
     let o = Command::new(ringcap_bin())
         .args(["capture", "-r"])
         .arg(&orig)
+        .arg("--anonymize")
+        .arg(&key)
         .args(["--mask", "ip.ttl,payload", "-s", &SNAP.to_string(), "-w"])
         .arg(&masked)
         .output()
-        .expect("ringcap capture -r --mask");
+        .expect("ringcap capture -r --anonymize --mask");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let want_masked = records(&std::fs::read(&masked).unwrap());
     let (ok, err, got) = query(&tb, &d, &iface, &["--after", &after], filter);
@@ -296,7 +312,7 @@ fn stored_packets_under_policy() {
     assert_eq!(got_masked.len(), want_masked.len());
     assert!(
         got_masked == want_masked,
-        "masks differ from ringcap capture -r --mask"
+        "masks and anonymization differ from ringcap capture -r"
     );
     assert!(got_masked != got_recs, "nothing was masked");
 

@@ -19,6 +19,20 @@
   written), bursts of 100 packets, and the time from the end of each burst
   until `ringcap query -d` returns all of them (the query reads the partial
   file up to its last whole record). Goal <= 2 s; stenographer: 1-2 minutes.
+
+Measured here (2026-11-26, `bench/run --quick --only-retrieval --force`,
+release build, load average 3.4-5 from other builds, steal ~4 %; 300,000
+packets, 3 runs each, all lossless), capture CPU per packet, index off / on:
+64 B snap 64: 110-137 / 1081-2012 ns (median 123 / 1440, +1074 %);
+1500 B whole: 495-524 / 2077-2808 ns (median 501 / 2397, +378 %). Far from
+the +15 % goal: the background indexer reads each published file back
+(O_DIRECT files from the disk) and builds its key table at ~1.2 us per
+packet (`ringcap index` of the 1 GB set: 1212 ns CPU/packet), and trafgen's
+traffic (random addresses and ports) gives every packet new keys. Not cheap
+to fix within issue 27's last hours: the candidates are indexing from the
+writer's own buffers while they are in memory (no read back) and a cheaper
+key table (no per-key hash map). Capture to queryable in the same run:
+median 1.025 s, max 1.062 s (the capture's --flush-interval, 1 s).
 """
 
 import os

@@ -29,6 +29,10 @@
 //!   for the user, all sessions together; the guard is held by the tables'
 //!   sinks, so the flows are given back only once the last table is dropped
 //!   (`crate::flows`).
+//! - **Retrievals of stored packets are counted per user** like sessions
+//!   ([`Budgets::reserve_query`]): a slot taken when the retrieval is
+//!   decided, given back when it has ended however it ended (the grant's
+//!   `max_queries`, at most `ringcap_policy::retrieve::MAX_QUERIES`).
 
 use ringcap_shm::RingWriter;
 use std::collections::HashMap;
@@ -44,6 +48,8 @@ pub struct Budgets {
 struct User {
     connections: usize,
     sessions: usize,
+    /// Retrievals running.
+    queries: usize,
     /// Every ring ever made for this user (in use or idle).
     rings: Vec<Pooled>,
     /// Flows the user's flow tables hold room for.
@@ -62,7 +68,11 @@ impl User {
     }
 
     fn is_empty(&self) -> bool {
-        self.connections == 0 && self.sessions == 0 && self.rings.is_empty() && self.flows == 0
+        self.connections == 0
+            && self.sessions == 0
+            && self.queries == 0
+            && self.rings.is_empty()
+            && self.flows == 0
     }
 }
 
@@ -86,6 +96,12 @@ pub struct FlowSlot {
     pub flows: u64,
 }
 
+/// A retrieval slot; given back on drop.
+pub struct QuerySlot {
+    budgets: Arc<Budgets>,
+    uid: u32,
+}
+
 /// A ring lent to one session; back to its user's pool on drop (the session
 /// must have ended: the ring is finished here in case it was not).
 pub struct RingLease {
@@ -104,6 +120,8 @@ pub struct Usage {
     pub connections: usize,
     /// Sessions reserved or running.
     pub sessions: usize,
+    /// Retrievals running.
+    pub queries: usize,
     /// Rings made for the user (in use or idle).
     pub rings: usize,
     /// Their data bytes.
@@ -128,6 +146,7 @@ impl Budgets {
         users.get(&uid).map_or(Usage::default(), |u| Usage {
             connections: u.connections,
             sessions: u.sessions,
+            queries: u.queries,
             rings: u.rings.len(),
             ring_bytes: u.ring_bytes(),
             flows: u.flows,
@@ -203,6 +222,25 @@ impl Budgets {
         }
         u.sessions += 1;
         Ok(SessionSlot {
+            budgets: self.clone(),
+            uid,
+        })
+    }
+
+    /// Takes one of `uid`'s at most `limit` retrievals, checked and reserved
+    /// in one step.
+    pub fn reserve_query(self: &Arc<Self>, uid: u32, limit: usize) -> Result<QuerySlot, String> {
+        let mut users = self.users();
+        let u = users.entry(uid).or_default();
+        if u.queries >= limit {
+            return Err(format!(
+                "uid {uid} already runs {} retrievals, the most its grant allows at once \
+                 (retrieve.max_queries = {limit})",
+                u.queries
+            ));
+        }
+        u.queries += 1;
+        Ok(QuerySlot {
             budgets: self.clone(),
             uid,
         })
@@ -318,6 +356,18 @@ impl Drop for FlowSlot {
     }
 }
 
+impl Drop for QuerySlot {
+    fn drop(&mut self) {
+        let mut users = self.budgets.users();
+        if let Some(u) = users.get_mut(&self.uid) {
+            u.queries = u.queries.saturating_sub(1);
+            if u.is_empty() {
+                users.remove(&self.uid);
+            }
+        }
+    }
+}
+
 impl Drop for RingLease {
     fn drop(&mut self) {
         if let Ok(mut r) = self.ring.lock() {
@@ -380,6 +430,18 @@ mod tests {
         assert_eq!(b.usage(3).flows, 400);
         drop(c);
         assert_eq!(b.usage(3), Usage::default());
+    }
+
+    #[test]
+    fn retrievals_are_capped_per_user_and_given_back() {
+        let b = Budgets::new();
+        let q: Vec<_> = (0..2).map(|_| b.reserve_query(3, 2).unwrap()).collect();
+        assert!(b.reserve_query(3, 2).is_err());
+        assert_eq!(b.usage(3).queries, 2);
+        assert!(b.reserve_query(4, 2).is_ok(), "another user is not counted");
+        drop(q);
+        assert_eq!(b.usage(3), Usage::default());
+        assert!(b.reserve_query(3, 2).is_ok());
     }
 
     #[test]

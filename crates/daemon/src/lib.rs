@@ -12,6 +12,8 @@
 //!   after the policy's transforms, their records in the session's ring;
 //! - [`budget`]: what each user holds (connections, sessions, pooled
 //!   rings), reserved when decided and given back when gone;
+//! - [`retrieve`]: stored packets for local users, held to the same
+//!   decision as a live session, answered on a pipe;
 //! - [`audit`]: a line per session start, change, end and refusal;
 //! - [`sys`]: the one socket option read without a safe wrapper (the
 //!   daemon's only `unsafe`).
@@ -27,6 +29,7 @@ pub mod inject;
 pub mod listing;
 pub mod metrics;
 pub mod privilege;
+pub mod retrieve;
 pub mod ring_sink;
 pub mod server;
 pub mod session;

@@ -85,6 +85,18 @@ pub struct Shared {
     pub idle_timeout_ms: AtomicU64,
 }
 
+impl crate::retrieve::DaemonState for Shared {
+    fn policy(&self) -> (Arc<Policy>, u64) {
+        Shared::policy(self)
+    }
+    fn policy_and_key(&self) -> (Arc<Policy>, u64, Option<Key>) {
+        Shared::policy_and_key(self)
+    }
+    fn budgets(&self) -> &Arc<Budgets> {
+        &self.budgets
+    }
+}
+
 impl Shared {
     /// State for `policy` and its anonymization key.
     pub fn new(policy: Policy, key: Option<Key>) -> Arc<Shared> {
@@ -479,6 +491,32 @@ impl Connection {
                         flows,
                     };
                     return self.open(request, peer);
+                }
+            }
+            Request::Retrieve {
+                interface,
+                filter,
+                program,
+                snaplen,
+                after_ns,
+                before_ns,
+                max_bytes,
+            } => {
+                if self.session.is_some() {
+                    Response::error("this connection has a session: retrieve on another one")
+                } else {
+                    let (program, program_tagged) = crate::session::program_of(program);
+                    let req = ringcap_policy::RetrieveRequest {
+                        interface,
+                        filter,
+                        program,
+                        program_tagged,
+                        snap: snaplen,
+                        after_ns,
+                        before_ns,
+                        max_bytes,
+                    };
+                    return crate::retrieve::serve(&self.conn, &*self.shared, peer, req);
                 }
             }
             Request::SetFilter { filter, program } => self.set_filter(filter, program, peer),

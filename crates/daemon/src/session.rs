@@ -77,7 +77,7 @@ pub struct Admitted {
 
 /// The privacy transforms a session's grant asks for (none if it hides
 /// nothing): masks, and Crypto-PAn on addresses under the policy's key.
-fn privacy_of(d: &Decision, key: Option<&Key>) -> Result<Vec<TransformFactory>, String> {
+pub(crate) fn privacy_of(d: &Decision, key: Option<&Key>) -> Result<Vec<TransformFactory>, String> {
     let anonymize = match (d.anonymize, key) {
         (false, _) => None,
         (true, Some(k)) => Some((k.clone(), FieldSet::of(&[fields::IP_ADDR]))),

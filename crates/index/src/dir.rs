@@ -1,10 +1,15 @@
-//! The capture files of directories of rotated files, as `ringcap query -d`
-//! and the retrieval service take them: regular files that start like a
-//! pcap or pcapng file; hidden files (partial files being written, indexes)
-//! are not looked at.
+//! The capture files of directories of rotated files, as `ringcap query -d`,
+//! the retrieval service and ringcapd take them: regular files that start
+//! like a pcap or pcapng file, and the hidden partial file of a capture
+//! being written (`.NAME.ringcap-partial`, read up to its last whole record:
+//! [`crate::query::is_growing`]), so packets are queryable as soon as they
+//! are flushed; other hidden files (indexes) are not looked at. A file met
+//! twice (renamed from its partial name while the directory was read) is
+//! taken once.
 
 use std::fs;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Whether `path` starts like a capture file ringcap reads.
@@ -26,12 +31,19 @@ pub fn capture_files(
     for dir in dirs {
         let rd = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut v = Vec::new();
+        let mut growing = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with('.') {
+            // Not followed: a symbolic link is not a regular file here.
+            let Ok(m) = e.metadata() else { continue };
+            if !m.is_file() || !seen.insert((m.dev(), m.ino())) {
                 continue;
             }
-            if e.file_type().is_ok_and(|t| t.is_file()) {
-                v.push(e.path());
+            let path = e.path();
+            if crate::query::is_growing(&path) {
+                growing.push(path);
+            } else if !e.file_name().to_string_lossy().starts_with('.') {
+                v.push(path);
             }
         }
         v.sort();
@@ -42,6 +54,9 @@ pub fn capture_files(
                 skipped(&f);
             }
         }
+        // Being written: quietly passed over until it holds a header.
+        growing.sort();
+        files.extend(growing.into_iter().filter(|f| is_capture(f)));
     }
     Ok(files)
 }

@@ -41,6 +41,8 @@ pub struct Output {
     max_bytes: u64,
     /// Set when a packet was refused by the limits.
     pub limited: bool,
+    /// Snapshot length written in headers.
+    snaplen: u32,
 }
 
 /// The error [`Output::packet`] returns once a limit is reached.
@@ -60,7 +62,15 @@ impl Output {
             max_packets: u64::MAX,
             max_bytes: u64::MAX,
             limited: false,
+            snaplen: SNAPLEN,
         }
+    }
+
+    /// Writes `snaplen` as the snapshot length in headers (when no record
+    /// is longer: ringcapd's answers under a grant's snap cap).
+    pub fn with_snaplen(mut self, snaplen: u32) -> Output {
+        self.snaplen = snaplen;
+        self
     }
 
     /// Stops the output before the packet that would make it hold more
@@ -85,7 +95,11 @@ impl Output {
         match self.format {
             OutFormat::Pcap => {
                 self.linktypes.push(linktype);
-                self.put(&pcap::file_header(linktype, SNAPLEN, TsResolution::Nano))
+                self.put(&pcap::file_header(
+                    linktype,
+                    self.snaplen,
+                    TsResolution::Nano,
+                ))
             }
             OutFormat::Pcapng => self.put(&pcapng::section_header(
                 std::env::consts::OS,
@@ -139,7 +153,7 @@ impl Output {
                         })?;
                         let idb = pcapng::interface_description(&InterfaceDescription {
                             linktype: lt,
-                            snaplen: SNAPLEN,
+                            snaplen: self.snaplen,
                             name: "",
                             filter: None,
                             description: None,

@@ -203,9 +203,20 @@ fn tokens(s: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// Longest filter text the planner reads (longer: a scan, [`Expr::All`]).
+pub const MAX_FILTER_LEN: usize = 64 << 10;
+/// Deepest nesting of `not` and parentheses the planner follows.
+pub const MAX_DEPTH: usize = 64;
+/// Most primitives the planner puts in a tree.
+pub const MAX_TERMS: usize = 256;
+
 struct Parser {
     t: Vec<String>,
     p: usize,
+    /// Nesting of `not` and parentheses now.
+    depth: usize,
+    /// Primitives read.
+    terms: usize,
     /// The qualifier a bare value takes (libpcap's inheritance); `None`
     /// after a term that has none to give (libpcap then refuses a bare
     /// value, and so does the planner).
@@ -350,12 +361,25 @@ impl Parser {
     }
 
     fn term(&mut self) -> R {
+        if self.depth >= MAX_DEPTH {
+            return Err(());
+        }
         if self.eat("not") || self.eat("!") {
-            return Ok(Expr::Not(Box::new(self.term()?)));
+            self.depth += 1;
+            let e = self.term();
+            self.depth -= 1;
+            return Ok(Expr::Not(Box::new(e?)));
         }
         if self.eat("(") {
-            let e = self.expr()?;
+            self.depth += 1;
+            let e = self.expr();
+            self.depth -= 1;
+            let e = e?;
             return if self.eat(")") { Ok(e) } else { Err(()) };
+        }
+        self.terms += 1;
+        if self.terms > MAX_TERMS {
+            return Err(());
         }
         self.primitive()
     }
@@ -527,7 +551,15 @@ impl Parser {
 
 /// Parses a filter into what an index can answer; anything the parser is
 /// not sure of gives [`Expr::All`].
+///
+/// Bounded for any input (it reads text from ringcapd's clients): at most
+/// [`MAX_FILTER_LEN`] bytes, [`MAX_DEPTH`] levels of nesting and
+/// [`MAX_TERMS`] primitives, beyond which the answer is [`Expr::All`] (so
+/// the tree, and the recursion over it, stay small).
 pub fn plan(filter: &str) -> Expr {
+    if filter.len() > MAX_FILTER_LEN {
+        return Expr::All;
+    }
     let Some(t) = tokens(filter) else {
         return Expr::All;
     };
@@ -552,6 +584,8 @@ pub fn plan(filter: &str) -> Expr {
     let mut p = Parser {
         t,
         p: 0,
+        depth: 0,
+        terms: 0,
         last: None,
         started: false,
     };

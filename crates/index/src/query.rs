@@ -102,6 +102,10 @@ pub struct QueryStats {
     pub examined: u64,
     /// Packets written.
     pub matched: u64,
+    /// Packets the taker took ([`run_with`]).
+    pub taken: u64,
+    /// Link type of the first file in time order (1 when there is none).
+    pub first_linktype: u32,
 }
 
 /// A file's bytes up to a movable end: the reader stops at the end of a
@@ -162,6 +166,28 @@ struct Source {
     index: Result<Index, Unusable>,
     first_ts: u64,
     linktype: u32,
+    /// A file still being written: read up to this size, its last whole
+    /// record (see [`is_growing`]).
+    growing: Option<u64>,
+}
+
+/// Suffix of the hidden name a capture file has while it is written
+/// (`.NAME.ringcap-partial`, ringcap-sink's `files::PARTIAL_SUFFIX`).
+pub const PARTIAL_SUFFIX: &str = ".ringcap-partial";
+
+/// True if `path` is the hidden partial file of a capture being written
+/// (or left by a crash). Such a file is queried so that packets are found
+/// as soon as the writer has flushed them (every 50-200 ms), not only once
+/// the file is rotated and indexed: it is read without an index, up to the
+/// size it had when the query opened it, and only up to its last whole
+/// record (a record cut by the end, an unreadable one, or a pcap record of
+/// zero length — the zeros of an O_DIRECT block not yet filled — ends it).
+/// Every record before that end was written whole, so what is returned is
+/// byte-exact; a crash leaves a file whose valid prefix is read the same way.
+pub fn is_growing(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.') && n.ends_with(PARTIAL_SUFFIX))
 }
 
 fn file_err(path: &Path, e: impl fmt::Display) -> QueryError {
@@ -185,6 +211,42 @@ fn open(path: &Path) -> Result<(Reader<Bounded>, Rc<Cell<u64>>), QueryError> {
     Ok((rd, end))
 }
 
+/// Decides on each packet a query reads (in the window) and takes the ones
+/// it keeps: [`run`] compiles the query's filter with libpcap and writes
+/// matches to an [`Output`]; a caller that must not compile text (ringcapd,
+/// whose filters are programs checked against a grant) brings its own.
+pub trait Taker {
+    /// One packet of link type `linktype` in the window: true if it was
+    /// taken. An error ends the query.
+    fn packet(
+        &mut self,
+        linktype: u32,
+        ts_ns: u64,
+        wire_len: u32,
+        data: &[u8],
+    ) -> Result<bool, QueryError>;
+}
+
+/// [`run`]'s taker: the query's filter compiled per link type.
+struct FilterTaker<'a, 'q> {
+    q: &'a Query<'q>,
+    programs: HashMap<u32, CheckedProgram>,
+    out: &'a mut Output,
+}
+
+impl Taker for FilterTaker<'_, '_> {
+    fn packet(&mut self, lt: u32, ts: u64, wire: u32, data: &[u8]) -> Result<bool, QueryError> {
+        let prog = program_for(self.q, &mut self.programs, lt)?;
+        if prog.run(data, wire) == 0 {
+            return Ok(false);
+        }
+        self.out
+            .packet(lt, ts, wire, data)
+            .map_err(QueryError::Output)?;
+        Ok(true)
+    }
+}
+
 /// Runs `q` over `files`, writing matches to `out`; `log` gets a line for
 /// each file scanned without an index (and why).
 pub fn run(
@@ -193,9 +255,54 @@ pub fn run(
     out: &mut Output,
     log: &mut dyn FnMut(String),
 ) -> Result<QueryStats, QueryError> {
+    let mut taker = FilterTaker {
+        q,
+        programs: HashMap::new(),
+        out,
+    };
+    let mut st = run_with(q, files, &mut taker, log)?;
+    out.finish(st.first_linktype).map_err(QueryError::Output)?;
+    st.matched = out.packets;
+    Ok(st)
+}
+
+/// Runs `q` over `files`, each packet in the window handed to `taker`
+/// (`q.filter` is not compiled: the taker decides); `log` gets a line for
+/// each file scanned without an index (and why).
+pub fn run_with(
+    q: &Query,
+    files: &[PathBuf],
+    taker: &mut dyn Taker,
+    log: &mut dyn FnMut(String),
+) -> Result<QueryStats, QueryError> {
     let mut st = QueryStats::default();
     let mut sources = Vec::new();
     for path in files {
+        if is_growing(path) {
+            // Being written: its size now, and its first packet if a whole
+            // one is there; gone (renamed when published) or still empty:
+            // passed over.
+            let Ok(size) = std::fs::metadata(path).map(|m| m.len()) else {
+                continue;
+            };
+            let Ok((mut rd, end)) = open(path) else {
+                continue;
+            };
+            end.set(size);
+            let first_ts = match rd.next_packet() {
+                Ok(Some(p)) if !(p.wire_len == 0 && p.data.is_empty()) => p.ts_ns,
+                _ => continue,
+            };
+            let linktype = rd.interfaces().first().map_or(1, |i| i.linktype);
+            sources.push(Source {
+                path: path.clone(),
+                index: Err(Unusable::Missing),
+                first_ts,
+                linktype,
+                growing: Some(size),
+            });
+            continue;
+        }
         let index = if q.use_index {
             load_index(path)
         } else {
@@ -218,15 +325,25 @@ pub fn run(
             index,
             first_ts,
             linktype,
+            growing: None,
         });
     }
     sources.sort_by(|a, b| (a.first_ts, &a.path).cmp(&(b.first_ts, &b.path)));
-    let mut programs: HashMap<u32, CheckedProgram> = HashMap::new();
     for s in &sources {
         st.files += 1;
         st.file_bytes += std::fs::metadata(&s.path).map_or(0, |m| m.len());
+        if let Some(size) = s.growing {
+            st.scanned += 1;
+            let Ok((mut rd, end)) = open(&s.path) else {
+                continue;
+            };
+            end.set(size);
+            read_until(q, &s.path, &mut rd, size, true, taker, &mut st)?;
+            st.bytes_read += rd.offset();
+            continue;
+        }
         match &s.index {
-            Ok(idx) => query_indexed(q, s, idx, &mut programs, out, &mut st)?,
+            Ok(idx) => query_indexed(q, s, idx, taker, &mut st)?,
             Err(why) => {
                 if q.use_index {
                     log(format!("{}: {why}; scanning it", s.path.display()));
@@ -234,14 +351,12 @@ pub fn run(
                 st.scanned += 1;
                 let (mut rd, end) = open(&s.path)?;
                 end.set(u64::MAX);
-                read_until(q, &s.path, &mut rd, u64::MAX, &mut programs, out, &mut st)?;
+                read_until(q, &s.path, &mut rd, u64::MAX, false, taker, &mut st)?;
                 st.bytes_read += rd.offset();
             }
         }
     }
-    let lt = sources.first().map_or(1, |s| s.linktype);
-    out.finish(lt).map_err(QueryError::Output)?;
-    st.matched = out.packets;
+    st.first_linktype = sources.first().map_or(1, |s| s.linktype);
     Ok(st)
 }
 
@@ -249,8 +364,7 @@ fn query_indexed(
     q: &Query,
     s: &Source,
     idx: &Index,
-    programs: &mut HashMap<u32, CheckedProgram>,
-    out: &mut Output,
+    taker: &mut dyn Taker,
     st: &mut QueryStats,
 ) -> Result<(), QueryError> {
     let n = idx.groups.len();
@@ -302,7 +416,7 @@ fn query_indexed(
         }
         end.set(to);
         rd.seek_to(from).map_err(|e| file_err(&s.path, e))?;
-        read_until(q, &s.path, &mut rd, to, programs, out, st)?;
+        read_until(q, &s.path, &mut rd, to, false, taker, st)?;
         st.bytes_read += to - from;
     }
     Ok(())
@@ -332,14 +446,15 @@ fn program_for<'p>(
 }
 
 /// Reads packets until the reader's offset reaches `to` or the data ends,
-/// writing those in the window the filter accepts.
+/// writing those in the window the filter accepts. `growing`: the file is
+/// being written, and its last whole record ends it ([`is_growing`]).
 fn read_until(
     q: &Query,
     path: &Path,
     rd: &mut Reader<Bounded>,
     to: u64,
-    programs: &mut HashMap<u32, CheckedProgram>,
-    out: &mut Output,
+    growing: bool,
+    taker: &mut dyn Taker,
     st: &mut QueryStats,
 ) -> Result<(), QueryError> {
     let mut linktypes: Vec<u32> = rd.interfaces().iter().map(|i| i.linktype).collect();
@@ -351,8 +466,10 @@ fn read_until(
         let known = linktypes.len();
         let (lt, ts, wire) = {
             let p = match rd.next_packet() {
+                Ok(Some(p)) if growing && p.wire_len == 0 && p.data.is_empty() => break,
                 Ok(Some(p)) => p,
                 Ok(None) => break,
+                Err(_) if growing => break,
                 Err(e) => return Err(file_err(path, annotate(e))),
             };
             if !q.window.contains(p.ts_ns) {
@@ -367,10 +484,8 @@ fn read_until(
             match lt {
                 Some(lt) => {
                     st.examined += 1;
-                    let prog = program_for(q, programs, lt)?;
-                    if prog.run(p.data, wire) != 0 {
-                        out.packet(lt, ts, wire, p.data)
-                            .map_err(QueryError::Output)?;
+                    if taker.packet(lt, ts, wire, p.data)? {
+                        st.taken += 1;
                     }
                     continue;
                 }
@@ -385,10 +500,8 @@ fn read_until(
             return Err(file_err(path, "a packet of an undeclared interface"));
         };
         st.examined += 1;
-        let prog = program_for(q, programs, lt)?;
-        if prog.run(&scratch, wire) != 0 {
-            out.packet(lt, ts, wire, &scratch)
-                .map_err(QueryError::Output)?;
+        if taker.packet(lt, ts, wire, &scratch)? {
+            st.taken += 1;
         }
     }
     Ok(())

@@ -22,6 +22,7 @@ use crate::admit::{
 };
 use crate::fields::HideField;
 use crate::policy::{Grant, InjectGrant, Peer, Policy};
+use crate::retrieve::{Retrieval, RetrieveRequest};
 use crate::units;
 use ringcap_proto::{
     DumpRequest, FlowRequest, FlowSettings, OutputFormat, SampleRequest, SnapRequest,
@@ -385,4 +386,95 @@ pub(crate) fn decide_flows(
         max_flows: r.max_flows.min(g.max_flows),
         packets: r.packets,
     }))
+}
+
+/// Decides a retrieval `req` from `peer` under `policy` at time `now_ns`:
+/// [`crate::decide`]'s [`Decision`] for the same filter and snap on the
+/// interface, and the [`Retrieval`] it allows. Default deny.
+pub fn decide_retrieve(
+    policy: &Policy,
+    peer: &Peer,
+    req: &RetrieveRequest,
+    now_ns: u64,
+) -> Result<(Decision, Retrieval), Refusal> {
+    let open = OpenRequest {
+        interfaces: vec![req.interface.clone()],
+        filter: req.filter.clone(),
+        program: req.program.clone(),
+        program_tagged: req.program_tagged,
+        snap: req.snap,
+        sample: None,
+        duration: None,
+        count: None,
+        dump: None,
+        format: OutputFormat::Pcap,
+        inject_only: false,
+        compress: false,
+        // Packets: refused by decide() under a flows-only grant.
+        flows: None,
+    };
+    let d = decide(policy, peer, &open)?;
+    let refuse = |rule: &'static str, reason: String| Refusal {
+        grant: Some(d.grant),
+        rule,
+        reason,
+    };
+    let Some(grant) = policy.grants.get(d.grant) else {
+        return Err(refuse("default deny", "the grant is gone".into()));
+    };
+    let Some(rights) = &grant.retrieve else {
+        return Err(refuse(
+            "retrieve",
+            "the grant has no [grant.retrieve]: stored packets are not served to this user".into(),
+        ));
+    };
+    if d.sampling != Sampling::All {
+        return Err(refuse(
+            if matches!(d.sampling, Sampling::Flows { .. }) {
+                "sample_flows"
+            } else {
+                "sample"
+            },
+            "the grant forces sampling, which a retrieval of stored packets does not do".into(),
+        ));
+    }
+    let Some(store) = policy.stores.iter().find(|s| s.interface == req.interface) else {
+        return Err(refuse(
+            "store",
+            format!("no [[store]] holds packets of \"{}\"", req.interface),
+        ));
+    };
+    let after = req.after_ns.unwrap_or(0);
+    let before = req.before_ns.unwrap_or(now_ns);
+    if before <= after {
+        return Err(refuse(
+            "retrieve.max_window",
+            "the time window is empty (--before must be later than --after)".into(),
+        ));
+    }
+    let span = before - after;
+    let max = u64::try_from(rights.max_window.as_nanos()).unwrap_or(u64::MAX);
+    if span > max {
+        return Err(refuse(
+            "retrieve.max_window",
+            format!(
+                "the time window is {} long; this grant allows at most {} (give --after and --before closer together)",
+                units::format_duration(Duration::from_nanos(span)),
+                units::format_duration(rights.max_window)
+            ),
+        ));
+    }
+    Ok((
+        d,
+        Retrieval {
+            dir: store.dir.clone(),
+            after_ns: after,
+            before_ns: before,
+            max_bytes: req
+                .max_bytes
+                .map_or(rights.max_bytes, |b| b.min(rights.max_bytes)),
+            max_queries: rights.max_queries,
+            max_time: rights.max_time,
+        },
+    ))
 }

@@ -150,6 +150,11 @@ fn grant(out: &mut String, g: &Grant, count: usize) {
             ),
         },
     );
+    line(
+        out,
+        "retrieve",
+        crate::retrieve::describe_grant(g.retrieve.as_ref()),
+    );
 }
 
 impl Policy {
@@ -165,6 +170,15 @@ impl Policy {
                 .as_ref()
                 .map_or("none".to_string(), |k| k.display().to_string())
         );
+        for s in &self.stores {
+            let _ = writeln!(
+                out,
+                "store:             {} in {} (line {})",
+                s.interface,
+                s.dir.display(),
+                s.line
+            );
+        }
         if self.grants.is_empty() {
             out.push_str("no grants: every client is refused (default deny)\n");
             return out;

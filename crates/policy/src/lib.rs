@@ -48,6 +48,7 @@
 //! | `dump_dir` | absolute path under which daemon dumps go, a directory per user | `/var/lib/ringcapd` |
 //! | `anonymization_key` | absolute path of the Crypto-PAn key file; required if any grant has `anonymize = true` (the file itself is read by the daemon, not here) | none |
 //! | `[[grant]]` | a grant; any number, tried in file order | none: everyone is refused |
+//! | `[[store]]` | `interface` and `dir`: where root's rotated, indexed captures of an interface are, for retrieval ([`retrieve`]) | none |
 //!
 //! `[[grant]]`:
 //!
@@ -70,6 +71,7 @@
 //! | `ring_size` | each session's shared-memory ring, same size syntax, from 1 MiB to 4 GiB ([`MAX_RING_SIZE`]) | 64 MiB ([`DEFAULT_RING_SIZE`]) |
 //! | `flows`, `packets`, `max_flows`, `min_flow_timeout` | flow records (and whether packets too): see [`flows`] | no flow records; packets |
 //! | `[grant.inject]` | injection rights | absent: no injection |
+//! | `[grant.retrieve]` | retrieval of stored packets ([`retrieve`]: `max_window`, `max_bytes`, `max_queries`, `max_time`) | absent: no retrieval |
 //!
 //! A grant must name at least one user or group and at least one interface.
 //!
@@ -133,9 +135,12 @@ pub mod error;
 pub mod fields;
 pub mod flows;
 pub mod policy;
+pub mod retrieve;
+mod source;
 pub mod units;
 
 pub use admit::{cap_snap, combined_filter_text, force_sampling, Refusal, MAX_CLIENT_FILTER_LEN};
+pub use decide::decide_retrieve;
 pub use decide::{decide, Decision, OpenRequest, MIN_RING};
 pub use error::PolicyError;
 pub use fields::{HideField, SettableField};
@@ -144,6 +149,7 @@ pub use policy::{
     Grant, InjectGrant, Named, Peer, Policy, DEFAULT_DUMP_DIR, DEFAULT_RING_SIZE, DEFAULT_SOCKET,
     ETHERNET, HEADERS_MAX, MAX_RING_SIZE, MAX_SNAPLEN, MIN_RING_SIZE,
 };
+pub use retrieve::{Retrieval, RetrieveGrant, RetrieveRequest, Store};
 
 #[cfg(test)]
 mod tests;

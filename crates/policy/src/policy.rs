@@ -10,11 +10,13 @@
 use crate::error::PolicyError;
 use crate::fields::{HideField, SettableField};
 use crate::flows::FlowGrant;
+pub(crate) use crate::source::valid_interface_name;
+use crate::source::Source;
 use crate::units;
 use ringcap_stages::filter::Target;
 use ringcap_stages::{compile, Exclude, Program, SampleMode, Sampling, Snap};
 use serde::Deserialize;
-use std::ops::Range;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::{Spanned, Value};
@@ -76,6 +78,9 @@ pub struct Policy {
     pub anonymization_key: Option<PathBuf>,
     /// The grants, in file order (the order they are tried in).
     pub grants: Vec<Grant>,
+    /// Where stored captures of each interface are (`[[store]]`), for
+    /// retrieval ([`crate::retrieve`]).
+    pub stores: Vec<crate::retrieve::Store>,
 }
 
 /// One `[[grant]]`: who may capture where, and under which limits.
@@ -128,6 +133,8 @@ pub struct Grant {
     /// Flow-record rights (`flows`, `packets`, `max_flows`,
     /// `min_flow_timeout`: see [`crate::flows`]).
     pub flow: FlowGrant,
+    /// Retrieval of stored packets (`[grant.retrieve]`); None = not allowed.
+    pub retrieve: Option<crate::retrieve::RetrieveGrant>,
 }
 
 /// `[grant.inject]`: what a client may send.
@@ -158,6 +165,8 @@ struct RawPolicy {
     anonymization_key: Option<Spanned<String>>,
     #[serde(default)]
     grant: Vec<Spanned<RawGrant>>,
+    #[serde(default)]
+    store: Vec<Spanned<crate::retrieve::RawStore>>,
 }
 
 #[derive(Deserialize)]
@@ -183,6 +192,7 @@ struct RawGrant {
     packets: Option<Spanned<bool>>,
     max_flows: Option<Spanned<Value>>,
     min_flow_timeout: Option<Spanned<Value>>,
+    retrieve: Option<Spanned<crate::retrieve::RawRetrieve>>,
 }
 
 #[derive(Deserialize)]
@@ -195,69 +205,7 @@ struct RawInject {
     burst: Option<Spanned<Value>>,
 }
 
-/// The file's text, for turning spans into line numbers.
-pub(crate) struct Source<'a>(pub(crate) &'a str);
-
 impl Source<'_> {
-    pub(crate) fn err(&self, span: Range<usize>, reason: impl Into<String>) -> PolicyError {
-        PolicyError::at(self.0, span, reason)
-    }
-
-    fn path(&self, v: &Option<Spanned<String>>, key: &str) -> Result<Option<PathBuf>, PolicyError> {
-        let Some(v) = v else { return Ok(None) };
-        let p = PathBuf::from(v.get_ref());
-        if !p.is_absolute() {
-            return Err(self.err(v.span(), format!("{key}: must be an absolute path")));
-        }
-        Ok(Some(p))
-    }
-
-    /// A rate in bits per second: a number, or a string with k/M/G/T.
-    fn bit_rate(&self, v: &Spanned<Value>, key: &str) -> Result<u64, PolicyError> {
-        match v.get_ref() {
-            Value::Integer(_) => self.count(v, key, 1),
-            Value::String(s) => match units::parse_bit_rate(s) {
-                Ok(n) if n >= 1 => Ok(n),
-                Ok(_) => Err(self.err(v.span(), format!("{key}: must be at least 1"))),
-                Err(e) => Err(self.err(v.span(), format!("{key}: {e}"))),
-            },
-            _ => Err(self.err(
-                v.span(),
-                format!("{key}: expected a number of bits/s or a string such as \"500M\""),
-            )),
-        }
-    }
-
-    /// A whole number from `min` up, for rates and counts.
-    pub(crate) fn count(
-        &self,
-        v: &Spanned<Value>,
-        key: &str,
-        min: u64,
-    ) -> Result<u64, PolicyError> {
-        match v.get_ref() {
-            Value::Integer(n) if *n >= 0 && *n as u64 >= min => Ok(*n as u64),
-            _ => Err(self.err(
-                v.span(),
-                format!("{key}: expected a whole number from {min} up"),
-            )),
-        }
-    }
-
-    /// A size: a whole number of bytes or a string with a unit ("64M").
-    fn size(&self, v: &Spanned<Value>, key: &str) -> Result<u64, PolicyError> {
-        match v.get_ref() {
-            Value::Integer(n) if *n >= 0 => Ok(*n as u64),
-            Value::String(s) => {
-                units::parse_size(s).map_err(|e| self.err(v.span(), format!("{key}: {e}")))
-            }
-            _ => Err(self.err(
-                v.span(),
-                format!("{key}: expected a size such as 512K, 64M or 10G, or a number of bytes"),
-            )),
-        }
-    }
-
     fn names(
         &self,
         v: &Option<Names>,
@@ -343,18 +291,6 @@ fn lookup_group(name: &str) -> nix::Result<Option<u32>> {
     nix::unistd::Group::from_name(name).map(|g| g.map(|g| g.gid.as_raw()))
 }
 
-/// Linux's rule for interface names (`dev_valid_name`): 1 to 15 bytes, not
-/// "." or "..", no '/', ':' or white space.
-fn valid_interface_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() < 16
-        && name != "."
-        && name != ".."
-        && !name
-            .chars()
-            .any(|c| c == '/' || c == ':' || c.is_whitespace())
-}
-
 impl Policy {
     /// Reads and checks a policy file.
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
@@ -384,6 +320,7 @@ impl Policy {
                 .unwrap_or_else(|| DEFAULT_DUMP_DIR.into()),
             anonymization_key,
             grants,
+            stores: crate::retrieve::stores(&src, &raw.store)?,
         })
     }
 
@@ -589,6 +526,11 @@ fn grant(
         &g.max_flows,
         &g.min_flow_timeout,
     )?;
+    let retrieve = g
+        .retrieve
+        .as_ref()
+        .map(|r| crate::retrieve::retrieve_grant(src, r))
+        .transpose()?;
 
     Ok(Grant {
         index,
@@ -612,6 +554,7 @@ fn grant(
         ring_size,
         inject,
         flow,
+        retrieve,
     })
 }
 

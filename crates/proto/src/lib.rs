@@ -58,4 +58,5 @@ pub use messages::{
 };
 pub use transport::{
     ACCEPTED_FDS, ACCEPTED_FD_CONSUMER, ACCEPTED_FD_EVENT, ACCEPTED_FD_RING, DUMP_FDS, MAX_FDS,
+    RETRIEVING_FDS,
 };

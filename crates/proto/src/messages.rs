@@ -154,6 +154,35 @@ pub enum Request {
     /// [`Response::InjectReports`].
     #[serde(deserialize_with = "no_fields")]
     InjectReports,
+    /// Stored packets of one interface (the files of the policy's
+    /// `[[store]]` for it) in a time window, held to the grant as a live
+    /// session would be. Answered by [`Response::Retrieving`] with one
+    /// descriptor, the read end of a pipe carrying the answer as a pcap
+    /// stream, then by [`Response::Retrieved`] once the stream has ended; or
+    /// by [`Response::Refused`]. Not on a connection with a session.
+    Retrieve {
+        /// The interface whose stored packets are asked for.
+        interface: String,
+        /// The client's filter as text: a label, and what the daemon's
+        /// index planner narrows the files to read by (a Rust parser; no
+        /// client text reaches libpcap in the daemon). What decides is
+        /// `program`.
+        filter: String,
+        /// The client's filter compiled by the client (as in `Open`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        program: Option<FilterProgram>,
+        /// How much of each packet to keep (the grant may cap it further).
+        snaplen: SnapRequest,
+        /// Packets at or after this time, ns since the epoch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after_ns: Option<u64>,
+        /// Packets before this time, ns since the epoch (absent: now).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before_ns: Option<u64>,
+        /// Most bytes of answer wanted (the grant may cap it further).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_bytes: Option<u64>,
+    },
 }
 
 /// A classic BPF program compiled by the client (hostile text never reaches
@@ -349,6 +378,35 @@ pub enum Response {
     InjectReports {
         /// The reports.
         reports: Vec<InjectReport>,
+    },
+    /// A retrieval was admitted: the answer follows on the pipe.
+    ///
+    /// Sent with exactly [`RETRIEVING_FDS`](crate::RETRIEVING_FDS)
+    /// descriptor: the read end of a pipe carrying a pcap stream
+    /// (nanosecond timestamps), which ends (EOF) when the answer is complete
+    /// or cut; [`Response::Retrieved`] then says which.
+    Retrieving {
+        /// What the policy made of the request (one interface).
+        effective: Effective,
+        /// The window in force: packets at or after this time (ns)...
+        after_ns: u64,
+        /// ... and before this one (ns).
+        before_ns: u64,
+        /// Most bytes the answer may hold.
+        max_bytes: u64,
+    },
+    /// A retrieval's stream has ended.
+    Retrieved {
+        /// Packets written.
+        packets: u64,
+        /// Bytes written (pcap header and records).
+        bytes: u64,
+        /// Files looked at.
+        files: u64,
+        /// Why the answer was cut short (a limit, an error), if it was:
+        /// what came is whole records, but not all that matched.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cut: Option<String>,
     },
 }
 
@@ -578,6 +636,7 @@ impl Request {
             Request::Sessions => "sessions",
             Request::Inject { .. } => "inject",
             Request::InjectReports => "inject_reports",
+            Request::Retrieve { .. } => "retrieve",
         }
     }
 }
@@ -590,6 +649,7 @@ impl Response {
         match self {
             Response::Accepted { .. } => crate::ACCEPTED_FDS,
             Response::Dump { .. } => crate::DUMP_FDS,
+            Response::Retrieving { .. } => crate::RETRIEVING_FDS,
             _ => 0,
         }
     }
@@ -608,6 +668,8 @@ impl Response {
             Response::Dump { .. } => "dump",
             Response::Sessions { .. } => "sessions",
             Response::InjectReports { .. } => "inject_reports",
+            Response::Retrieving { .. } => "retrieving",
+            Response::Retrieved { .. } => "retrieved",
         }
     }
 }

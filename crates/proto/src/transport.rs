@@ -61,6 +61,10 @@ pub const ACCEPTED_FD_EVENT: usize = 2;
 /// file, read-only.
 pub const DUMP_FDS: usize = 1;
 
+/// Descriptors sent with [`Response::Retrieving`](crate::Response::Retrieving):
+/// the read end of the pipe that carries the answer.
+pub const RETRIEVING_FDS: usize = 1;
+
 /// Sends one encoded message (`msg`, as made by
 /// [`encode_request`](crate::encode_request) or
 /// [`encode_response`](crate::encode_response)) with `fds` as one datagram.

@@ -211,6 +211,24 @@ impl Request {
                 Ok(())
             }
             Request::InjectReports => Ok(()),
+            Request::Retrieve {
+                interface,
+                filter,
+                program,
+                snaplen,
+                after_ns: _,
+                before_ns: _,
+                max_bytes,
+            } => {
+                check_interfaces("interface", std::slice::from_ref(interface))?;
+                check_filter("filter", filter)?;
+                check_program("program", program.as_ref())?;
+                check_snap("snaplen", snaplen)?;
+                if let Some(b) = max_bytes {
+                    check_at_least_one("max_bytes", *b)?;
+                }
+                Ok(())
+            }
             Request::Stats
             | Request::Checkpoint
             | Request::Flush
@@ -277,6 +295,11 @@ impl Response {
                 }
                 Ok(())
             }
+            Response::Retrieving { effective, .. } => check_effective("effective", effective),
+            Response::Retrieved { cut, .. } => match cut {
+                Some(c) => check_text("cut", c),
+                None => Ok(()),
+            },
             Response::Stats { counters: _ } | Response::Ok => Ok(()),
         }
     }

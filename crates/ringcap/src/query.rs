@@ -53,8 +53,10 @@ the same filter, restricted to the window. Files with an index (`ringcap index`,
 or written by `ringcap capture`) are read only where the index says a packet may
 match; files without one are scanned (said on stderr).")]
 pub struct QueryArgs {
-    /// Query every capture file in DIR (hidden files, such as partial files
-    /// being written and indexes, are skipped); repeat for several.
+    /// Query every capture file in DIR, the one being written included (up
+    /// to its last whole record: packets are found as soon as the capture
+    /// has flushed them); other hidden files, such as indexes, are skipped.
+    /// Repeat for several.
     #[arg(short = 'd', long = "dir", value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Packets at or after T (RFC 3339, or seconds since the epoch; fractions allowed).
@@ -89,6 +91,31 @@ pub struct QueryArgs {
     /// With --sensor: the client certificate's name in --certs.
     #[arg(long, value_name = "NAME", default_value = "client")]
     pub client: String,
+    /// Ask ringcapd for the stored packets of an interface (-i), as an
+    /// unprivileged user, with what its policy allows (the socket:
+    /// --daemon=PATH, else $RINGCAP_DAEMON, else /run/ringcapd/ringcapd.sock).
+    #[arg(
+        long,
+        value_name = "SOCKET",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = ""
+    )]
+    pub daemon: Option<String>,
+    /// With --daemon: the interface whose stored packets are asked for.
+    #[arg(
+        short = 'i',
+        long = "interface",
+        value_name = "IF",
+        requires = "daemon"
+    )]
+    pub interface: Option<String>,
+    /// With --daemon: bytes of each packet to keep (the grant may cap it).
+    #[arg(short = 's', long = "snaplen", value_name = "N", requires = "daemon")]
+    pub snaplen: Option<u32>,
+    /// With --daemon: most bytes of answer wanted (the grant may cap it).
+    #[arg(long, value_name = "BYTES", requires = "daemon")]
+    pub max_bytes: Option<u64>,
     /// With -d: the filter (tcpdump syntax). Without -d: the files.
     #[arg(value_name = "FILTER|FILES")]
     pub rest: Vec<String>,
@@ -134,6 +161,9 @@ pub fn index(args: &IndexArgs) -> Result<i32, Failure> {
 pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
     if !args.sensors.is_empty() {
         return query_sensors(args);
+    }
+    if let Some(socket) = &args.daemon {
+        return query_daemon(args, socket);
     }
     let (files, filter) = if args.dirs.is_empty() {
         if args.rest.is_empty() {
@@ -251,6 +281,76 @@ fn query_sensors(args: &QueryArgs) -> Result<i32, Failure> {
         format,
         args.write.as_deref(),
     )
+}
+
+/// `ringcap query --daemon -i IF`: stored packets through ringcapd, held to
+/// the caller's grant; the daemon's pcap stream is copied to -w as it comes.
+fn query_daemon(args: &QueryArgs, socket: &str) -> Result<i32, Failure> {
+    if !args.dirs.is_empty() || args.filter.is_some() || args.no_index || args.format != "pcap" {
+        return Err(Failure::usage(
+            "query: --daemon takes -i IF and the filter as arguments (no -d, --filter, --no-index; pcap out)",
+        ));
+    }
+    let Some(interface) = args.interface.clone() else {
+        return Err(Failure::usage("query: --daemon needs -i IF"));
+    };
+    let t = |s: &Option<String>| s.as_deref().map(parse_time).transpose();
+    let req = ringcap_client::RetrieveRequest {
+        interface,
+        filter: args.rest.join(" "),
+        snaplen: ringcap_client::Snap::Bytes(args.snaplen.unwrap_or(262_144).clamp(1, 262_144)),
+        after_ns: t(&args.after).map_err(Failure::usage)?,
+        before_ns: t(&args.before).map_err(Failure::usage)?,
+        max_bytes: args.max_bytes,
+    };
+    let mut w: Box<dyn Write> = match args.write.as_deref() {
+        Some("-") | None => {
+            if args.write.is_none() && io::stdout().is_terminal() {
+                return Err(Failure::usage(
+                    "query: standard output is a terminal; give -w FILE (or -w - to force)",
+                ));
+            }
+            Box::new(io::stdout().lock())
+        }
+        Some(path) => {
+            Box::new(fs::File::create(path).map_err(|e| Failure::usage(format!("{path}: {e}")))?)
+        }
+    };
+    // (--daemon without a path: the default socket, as for captures.)
+    let path = match socket {
+        "" => ringcap_client::default_socket(),
+        s => PathBuf::from(s),
+    };
+    let client = ringcap_client::Client::connect(&path).map_err(crate::failure::refusal)?;
+    let mut r = client.retrieve(req).map_err(crate::failure::refusal)?;
+    let started = Instant::now();
+    match io::copy(&mut r.stream, &mut w).and_then(|_| w.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+            return Err(Failure {
+                code: 0,
+                message: "output closed".into(),
+            })
+        }
+        Err(e) => return Err(Failure::runtime(format!("writing the output: {e}"))),
+    }
+    let done = r.finish().map_err(crate::failure::refusal)?;
+    if args.verbose {
+        eprintln!(
+            "ringcap: query: {} packets, {} bytes from {} files through ringcapd, {:.3} s",
+            done.packets,
+            done.bytes,
+            done.files,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    match done.cut {
+        None => Ok(0),
+        Some(why) => Err(Failure::runtime(format!(
+            "query: the answer was cut after {} packets: {why}",
+            done.packets
+        ))),
+    }
 }
 
 /// A capture's per-file hook: with indexing on, the indexer (each

@@ -365,7 +365,12 @@ async fn handle(
     let log = svc.log.clone();
     let who = who.to_string();
     let started = Instant::now();
-    let limits = (limit_packets, limit_bytes);
+    // The server's own bound too: the file a capture is still writing may
+    // have grown since the count (it is read up to its size when opened).
+    let limits = (
+        limit_packets,
+        Some(limit_bytes.map_or(max_bytes, |b| b.min(max_bytes))),
+    );
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let w = ChanWriter {

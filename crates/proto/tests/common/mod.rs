@@ -141,11 +141,32 @@ pub fn requests() -> Vec<Request> {
             name: "a..b_c-d".into(),
         },
         Request::Sessions,
+        Request::Retrieve {
+            interface: "eth0".into(),
+            filter: "udp".into(),
+            program: Some(FilterProgram::encode(&[(0x06, 0, 0, 65535)], false)),
+            snaplen: SnapRequest::Bytes(96),
+            after_ns: Some(1),
+            before_ns: Some(2),
+            max_bytes: Some(1 << 20),
+        },
     ]
 }
 
 pub fn responses() -> Vec<Response> {
     vec![
+        Response::Retrieving {
+            effective: effective(),
+            after_ns: 0,
+            before_ns: u64::MAX,
+            max_bytes: 1 << 30,
+        },
+        Response::Retrieved {
+            packets: 3,
+            bytes: 200,
+            files: 1,
+            cut: Some("max_bytes".into()),
+        },
         Response::Accepted {
             session: 7,
             effective: effective(),

@@ -11,8 +11,8 @@
 use crate::ffi::{BpfInsn, PktHdr, Stat, Timeval};
 use crate::reader::{lock, reader, End, Queue, Shared, MAX_HOLD, SLICE};
 use ringcap_client::{
-    default_socket, Client, ClientError, InjectFrame, InjectStatus, OpenRequest, SessionCounters,
-    Snap,
+    default_socket, Client, ClientError, InjectFrame, InjectStatus, OpenRequest, Pump,
+    SessionCounters, Snap, Stop,
 };
 use ringcap_format::record::{Endian, Header, HEADER_LEN};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -468,7 +468,11 @@ impl Drop for Live {
             if let Some(t) = r.thread.take() {
                 let _ = t.join();
             }
-            let _ = lock(&r.shared.session).stop();
+            // Ended as every client ends it (ringcap-client's loop); what
+            // the ring still holds is not wanted any more.
+            let mut pump = Pump::new(None);
+            pump.stop(Stop::Interrupted);
+            let _ = pump.finish(&mut lock(&r.shared.session), |_| {});
         }
     }
 }

@@ -13,7 +13,7 @@
 //! reading, so the daemon's ring fills and the daemon counts the drops:
 //! `pcap_stats` reports them.
 
-use ringcap_client::{Session, SessionCounters};
+use ringcap_client::{Batch, Pump, Session, SessionCounters};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -103,6 +103,7 @@ pub(crate) fn reader(shared: Arc<Shared>) {
     let mut since: Option<Instant> = None;
     let mut staged_gen = 0u64;
     let capacity = lock(&shared.session).ring_capacity();
+    let mut pump = Pump::new(None);
     while !shared.stop.load(Ordering::Acquire) {
         {
             let mut q = lock(&shared.queue);
@@ -127,18 +128,24 @@ pub(crate) fn reader(shared: Arc<Shared>) {
                 since = None;
                 staged_gen = generation;
             }
-            let mut take = |s: &mut Session| s.chunks(|r| staging.extend_from_slice(r.bytes));
-            let mut result = if since.is_some() {
-                take(&mut s)
-            } else {
-                s.wait(SLICE).and_then(|_| take(&mut s))
+            let mut take = |b: Batch<'_>| {
+                if let Batch::Records(r) = b {
+                    staging.extend_from_slice(r.bytes);
+                }
             };
+            let mut result = if since.is_some() {
+                Ok(false)
+            } else {
+                s.wait(SLICE)
+            }
+            .and_then(|_| pump.drain(&mut s, &mut take));
             let mut ended = None;
             if matches!(result, Ok(0)) {
-                ended = s.ended();
-                if ended.is_some() {
-                    // What the daemon delivered before its end notice.
-                    result = take(&mut s);
+                // The session's end as every client sees it (ringcap-client's
+                // loop): what the daemon delivered before it is taken too.
+                match pump.finish(&mut s, &mut take) {
+                    Ok(end) => ended = end,
+                    Err(e) => result = Err(e),
                 }
             }
             (generation, result, ended)
@@ -167,9 +174,9 @@ pub(crate) fn reader(shared: Arc<Shared>) {
         since = None;
         if let Err(e) = result {
             q.end = Some(End::Failed(e.to_string()));
-        } else if let Some((reason, counters)) = ended {
-            *lock(&shared.last) = counters;
-            q.end = Some(End::Ended(reason));
+        } else if let Some(end) = ended {
+            *lock(&shared.last) = end.counters;
+            q.end = Some(End::Ended(end.reason));
         }
         let stop = q.end.is_some();
         if !q.buf.is_empty() || stop {

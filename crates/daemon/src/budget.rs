@@ -106,13 +106,30 @@ impl Budgets {
 
     /// What `uid` holds now.
     pub fn usage(&self, uid: u32) -> Usage {
-        let users = self.users();
-        users.get(&uid).map_or(Usage::default(), |u| Usage {
-            connections: u.connections,
-            sessions: u.sessions,
-            rings: u.rings.len(),
-            ring_bytes: u.ring_bytes(),
-        })
+        self.holders()
+            .into_iter()
+            .find_map(|(u, usage)| (u == uid).then_some(usage))
+            .unwrap_or_default()
+    }
+
+    /// Every user holding something now, with what, by uid (for the
+    /// metrics page).
+    pub fn holders(&self) -> Vec<(u32, Usage)> {
+        let mut v: Vec<_> = self
+            .users()
+            .iter()
+            .map(|(&uid, u)| {
+                let usage = Usage {
+                    connections: u.connections,
+                    sessions: u.sessions,
+                    rings: u.rings.len(),
+                    ring_bytes: u.ring_bytes(),
+                };
+                (uid, usage)
+            })
+            .collect();
+        v.sort_by_key(|&(uid, _)| uid);
+        v
     }
 
     /// Takes one of `uid`'s at most `limit` connections (None: no limit).

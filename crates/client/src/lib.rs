@@ -16,7 +16,9 @@
 //! # Ok::<(), ringcap_client::ClientError>(())
 //! ```
 
+mod held;
 mod pump;
+pub use held::Held;
 pub use pump::{Batch, End, EndedBy, Pump, Stop, Tally, BUSY_NAP};
 pub use ringcap_proto::validate::MAX_INJECT_BATCH;
 use ringcap_proto::{

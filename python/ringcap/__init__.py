@@ -185,6 +185,7 @@ def library():
         "ringcap_wait": (i, [p, i, cp, sz]),
         "ringcap_ended": (i, [p, cp, sz, cp, sz]),
         "ringcap_read_batch": (i, [p, p, sz, p, sz, cp, sz]),
+        "ringcap_next_batch": (i, [p, i, p, sz, p, sz, cp, sz]),
         "ringcap_describe": (i, [p, cp, sz]),
         "ringcap_next_dump": (i, [p, cp, sz, cp, sz]),
         "ringcap_inject": (i, [p, ctypes.POINTER(_InjectFrame), sz, cp, sz]),
@@ -404,29 +405,23 @@ class Session:
             if n < 256:
                 return out
 
-    def _batch(self):
-        """Headers and bytes of the packets there now: (count, header view,
-        data bytes)."""
-        n = self._check(
-            self._lib.ringcap_read_batch(
-                self._handle(),
-                self._hdrs,
-                BATCH_PACKETS,
-                self._buf,
-                BATCH_BYTES,
-                self._err,
-                ERRBUF,
-            )
-        )
-        return n
+    def _batch(self, wait_ms=None):
+        """Copies the packets there now into the session's arrays and
+        returns how many; with ``wait_ms``, waits that long when none are
+        there, and returns None once the session is over and everything was
+        read (the library's session loop decides)."""
+        args = (self._hdrs, BATCH_PACKETS, self._buf, BATCH_BYTES, self._err, ERRBUF)
+        if wait_ms is None:
+            return self._check(self._lib.ringcap_read_batch(self._handle(), *args))
+        rc = self._lib.ringcap_next_batch(self._handle(), wait_ms, *args)
+        return None if rc == ERR_ENDED else self._check(rc)
 
     def read(self):
         """The packets there now, as a list (without waiting)."""
-        return list(self._drain_once())
+        return list(self._unpack(self._batch()))
 
-    def _drain_once(self):
-        n = self._batch()
-        if n == 0:
+    def _unpack(self, n):
+        if not n:
             return
         off = 0
         buf = self._bufview
@@ -446,26 +441,16 @@ class Session:
         idle = 0.0
         step = 0.1 if idle_timeout is None else min(0.1, idle_timeout)
         while True:
-            got = False
-            for p in self._drain_once():
-                got = True
-                yield p
-            if got:
+            n = self._batch(max(1, int(step * 1000)))
+            if n is None:
+                return
+            if n:
                 idle = 0.0
+                yield from self._unpack(n)
                 continue
-            if self.ended() is not None:
-                # Everything delivered before the end is in the ring.
-                got = False
-                for p in self._drain_once():
-                    got = True
-                    yield p
-                if not got:
-                    return
-                continue
+            idle += step
             if idle_timeout is not None and idle >= idle_timeout:
                 return
-            if not self.wait(step):
-                idle += step
 
     def __iter__(self):
         return self.packets()

@@ -205,6 +205,15 @@ void ringcap_breakloop(ringcap_session *s);
 int ringcap_read_batch(ringcap_session *s, ringcap_pkthdr *hdrs, size_t max_packets,
                        uint8_t *buf, size_t buf_len, char *errbuf, size_t errlen);
 
+/* As ringcap_read_batch(), but waits up to timeout_ms when no packet is
+ * there, and says when the session is over: returns how many packets (0:
+ * none came in time), or RINGCAP_ERR_ENDED once the session has ended and
+ * every packet delivered before its end was read. A loop over this call is
+ * a whole session, ended the same way as by the command line. */
+int ringcap_next_batch(ringcap_session *s, int timeout_ms, ringcap_pkthdr *hdrs,
+                       size_t max_packets, uint8_t *buf, size_t buf_len, char *errbuf,
+                       size_t errlen);
+
 /* The settings the daemon applied (session, interfaces, grant, snap length,
  * filters, sampling; ", compressed stream" if the daemon compresses it) as
  * text into buf (may be NULL); returns its length. */

@@ -19,8 +19,9 @@
 #![allow(non_camel_case_types)]
 
 use ringcap_client::{
-    default_socket, Client, ClientError, DumpRequest, InjectFrame, InjectReport, InjectStatus,
-    OpenRequest, OutputFormat, Packet, Sample, Session, SessionCounters, Snap,
+    default_socket, Batch, Client, ClientError, DumpRequest, End, EndedBy, InjectFrame,
+    InjectReport, InjectStatus, OpenRequest, OutputFormat, Packet, Pump, Sample, Session,
+    SessionCounters, Snap, Stop,
 };
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
@@ -190,14 +191,18 @@ pub struct ringcap_session {
 
 struct Inner {
     session: Session,
+    /// The session's loop (ringcap-client's, shared with the command line
+    /// and the libpcap shim): draining, the ends.
+    pump: Pump,
     /// Records taken out of the ring but not handed out yet (a packet count
     /// or a caller's buffer ran out mid-chunk), in the ring's record format:
     /// ts_ns u64, caplen u32, wire_len u32, data.
     pending: Vec<u8>,
     /// How far `pending` has been handed out.
     pending_off: usize,
-    /// The session was stopped (by `ringcap_stop`): its final counters.
-    final_counters: Option<SessionCounters>,
+    /// The session is over (stopped by `ringcap_stop`, or ended by the
+    /// daemon and seen by a read): how, and its final counters.
+    end: Option<End>,
     /// Completed dump files not handed out yet.
     dumps: VecDeque<String>,
     /// Transmit reports fetched from the daemon, not handed out yet.
@@ -339,11 +344,14 @@ impl Inner {
     /// returns false to refuse one (its buffer is full): that packet and
     /// every later one stay pending. `stop` is checked before each packet
     /// (a loop was broken). Returns how many were delivered.
+    /// With `finish`, it looks whether the session is over instead of only
+    /// draining (see [`Inner::read_or_end`]).
     fn read(
         &mut self,
         limit: usize,
         stop: &AtomicBool,
         mut deliver: impl FnMut(Packet<'_>) -> bool,
+        finish: bool,
     ) -> Result<usize, Fail> {
         let mut count = 0usize;
         // What was set aside before comes first.
@@ -373,28 +381,67 @@ impl Inner {
         }
         let mut refused = false;
         let pending = &mut self.pending;
-        self.session.packets(|p| {
-            if !refused && count < limit && !stop.load(Ordering::Relaxed) && deliver(p) {
-                count += 1;
-                return;
+        let hand = |b: Batch<'_>| {
+            let Batch::Records(records) = b else {
+                return; // blocks are asked for only by the command line
+            };
+            for p in records.packets() {
+                if !refused && count < limit && !stop.load(Ordering::Relaxed) && deliver(p) {
+                    count += 1;
+                    continue;
+                }
+                refused = true;
+                set_aside(pending, p);
             }
-            refused = true;
-            pending.extend_from_slice(&p.ts_ns.to_le_bytes());
-            pending.extend_from_slice(&(p.data.len() as u32).to_le_bytes());
-            pending.extend_from_slice(&p.wire_len.to_le_bytes());
-            pending.extend_from_slice(p.data);
-        })?;
+        };
+        if finish {
+            if self.end.is_none() {
+                self.end = self.pump.finish(&mut self.session, hand)?;
+            }
+        } else {
+            self.pump.drain(&mut self.session, hand)?;
+        }
         Ok(count)
+    }
+
+    /// Reads as [`Inner::read`]; when nothing came, looks whether the
+    /// session is over (reading what the ring still held, or ending it if
+    /// `ringcap_stop` asked). `None`: over, and every packet has been read.
+    fn read_or_end(
+        &mut self,
+        limit: usize,
+        stop: &AtomicBool,
+        mut deliver: impl FnMut(Packet<'_>) -> bool,
+    ) -> Result<Option<usize>, Fail> {
+        let n = self.read(limit, stop, &mut deliver, false)?;
+        if n > 0 {
+            return Ok(Some(n));
+        }
+        let n = self.read(limit, stop, deliver, true)?;
+        Ok((n > 0 || self.end.is_none() || self.has_pending()).then_some(n))
     }
 
     fn has_pending(&self) -> bool {
         self.pending_off < self.pending.len()
     }
 
-    /// True once the daemon has ended the session (its `Ended` arrived).
-    fn ended(&mut self) -> bool {
-        self.final_counters.is_some() || self.session.ended().is_some()
+    /// Stopped by `ringcap_stop`.
+    fn stopped(&self) -> bool {
+        matches!(&self.end, Some(e) if e.by != EndedBy::Daemon)
     }
+
+    /// The final counters, once the session is over.
+    fn final_counters(&self) -> Option<SessionCounters> {
+        self.end.as_ref().map(|e| e.counters)
+    }
+}
+
+/// Keeps a packet for a later read, in the format of `Inner::pending`.
+fn set_aside(pending: &mut Vec<u8>, p: Packet<'_>) {
+    pending.extend_from_slice(&p.ts_ns.to_le_bytes());
+    pending.extend_from_slice(&(p.data.len() as u32).to_le_bytes());
+    pending.extend_from_slice(&p.wire_len.to_le_bytes());
+    pending.extend_from_slice(p.data);
 }
 
 fn duration_ms(timeout_ms: c_int) -> Duration {
@@ -588,9 +635,10 @@ pub unsafe extern "C" fn ringcap_open(
             breakloop: AtomicBool::new(false),
             inner: UnsafeCell::new(Inner {
                 session,
+                pump: Pump::new(None),
                 pending: Vec::new(),
                 pending_off: 0,
-                final_counters: None,
+                end: None,
                 dumps: VecDeque::new(),
                 reports: VecDeque::new(),
             }),
@@ -622,7 +670,7 @@ pub unsafe extern "C" fn ringcap_close(
         // and `s` came from Box::into_raw in `ringcap_open`.
         let boxed = unsafe { Box::from_raw(s) };
         let inner = boxed.inner.into_inner();
-        let counters = match inner.final_counters {
+        let counters = match inner.final_counters() {
             Some(c) => Ok(c),
             None => inner.session.close().map(|(_, c)| c).map_err(Fail::from),
         }?;
@@ -650,14 +698,17 @@ pub unsafe extern "C" fn ringcap_stop(
     guard(errbuf, errlen, || {
         let mut b = enter(s)?;
         let inner = b.inner();
-        let c = match inner.final_counters {
-            Some(c) => c,
-            None => {
-                let (_, c) = inner.session.stop()?;
-                inner.final_counters = Some(c);
-                c
-            }
-        };
+        if inner.end.is_none() {
+            inner.pump.stop(Stop::Interrupted);
+            // What the ring still holds is kept for the reads after.
+            let pending = &mut inner.pending;
+            inner.end = inner.pump.finish(&mut inner.session, |b| {
+                if let Batch::Records(r) = b {
+                    r.packets().for_each(|p| set_aside(pending, p));
+                }
+            })?;
+        }
+        let c = inner.final_counters().unwrap_or_default();
         if !final_stats.is_null() {
             // SAFETY: non-NULL and writable (contract).
             unsafe { final_stats.write(c.into()) };
@@ -683,7 +734,7 @@ pub unsafe extern "C" fn ringcap_get_stats(
         }
         let mut b = enter(s)?;
         let inner = b.inner();
-        let c = match inner.final_counters {
+        let c = match inner.final_counters() {
             Some(c) => c,
             None => inner.session.stats()?,
         };
@@ -694,7 +745,7 @@ pub unsafe extern "C" fn ringcap_get_stats(
 }
 
 fn running(inner: &mut Inner) -> Result<&mut Session, Fail> {
-    if inner.final_counters.is_some() {
+    if inner.stopped() {
         return Err(Fail::new(RINGCAP_ERR_ENDED, "the session was stopped"));
     }
     Ok(&mut inner.session)
@@ -794,8 +845,12 @@ pub unsafe extern "C" fn ringcap_ended(
     guard(errbuf, errlen, || {
         let mut b = enter(s)?;
         let inner = b.inner();
-        if inner.final_counters.is_some() {
+        if inner.stopped() {
             write_text(reason, reason_len, "stopped by the client");
+            return Ok(1);
+        }
+        if let Some(e) = &inner.end {
+            write_text(reason, reason_len, &e.reason);
             return Ok(1);
         }
         Ok(match inner.session.ended() {
@@ -847,10 +902,15 @@ pub unsafe extern "C" fn ringcap_dispatch(
             .ok()
             .filter(|&n| n > 0)
             .unwrap_or(usize::MAX);
-        let n = inner.read(limit, stop, |p| {
-            call(cb, user, p);
-            true
-        });
+        let n = inner.read(
+            limit,
+            stop,
+            |p| {
+                call(cb, user, p);
+                true
+            },
+            false,
+        );
         stop.store(false, Ordering::Relaxed);
         Ok(c_int::try_from(n?).unwrap_or(c_int::MAX))
     })
@@ -884,31 +944,22 @@ pub unsafe extern "C" fn ringcap_loop(
             if stop.load(Ordering::Relaxed) || total >= want {
                 break Ok(total);
             }
-            let n = match inner.read(want - total, stop, |p| {
+            match inner.read_or_end(want - total, stop, |p| {
                 call(cb, user, p);
                 true
             }) {
-                Ok(n) => n,
-                Err(e) => break Err(e),
-            };
-            total += n;
-            if n > 0 {
-                continue;
-            }
-            if inner.ended() {
-                // Everything delivered before the end is in the ring: one
-                // more read after seeing the end takes the rest.
-                match inner.read(want - total, stop, |p| {
-                    call(cb, user, p);
-                    true
-                }) {
-                    Ok(0) => break Ok(total),
-                    Ok(n) => total += n,
-                    Err(e) => break Err(e),
+                Ok(Some(0)) => {}
+                Ok(Some(n)) => {
+                    total += n;
+                    continue;
                 }
-                continue;
+                Ok(None) => break Ok(total),
+                Err(e) => break Err(e),
             }
-            if let Err(e) = inner.session.wait(Duration::from_millis(100)) {
+            if let Err(e) = inner
+                .pump
+                .wait(&mut inner.session, Duration::from_millis(100))
+            {
                 break Err(e.into());
             }
         };
@@ -951,50 +1002,112 @@ pub unsafe extern "C" fn ringcap_read_batch(
     errlen: usize,
 ) -> c_int {
     guard(errbuf, errlen, || {
-        if hdrs.is_null() || (buf.is_null() && buf_len > 0) || max_packets == 0 {
-            return Err(Fail::new(
-                RINGCAP_ERR_ARG,
-                "hdrs or buf is NULL, or max_packets is 0",
-            ));
-        }
-        let max = max_packets.min(c_int::MAX as usize);
         let mut b = enter(s)?;
-        let never = AtomicBool::new(false);
-        let mut used = 0usize;
-        let mut n = 0usize;
-        let mut too_big = None;
-        b.inner().read(max, &never, |p| {
-            let len = p.data.len();
-            if buf_len - used < len {
-                if n == 0 {
-                    too_big = Some(len);
-                }
-                return false;
-            }
-            // SAFETY: `hdrs` has `max_packets` slots and `read` hands out at
-            // most `max` <= max_packets packets, so slot n exists; `buf` has
-            // `buf_len` bytes and used + len <= buf_len was just checked; the
-            // ring (or our pending copy) cannot overlap the caller's buffers.
-            unsafe {
-                hdrs.add(n).write(ringcap_pkthdr {
-                    ts_ns: p.ts_ns,
-                    caplen: len as u32,
-                    wire_len: p.wire_len,
-                });
-                std::ptr::copy_nonoverlapping(p.data.as_ptr(), buf.add(used), len);
-            }
-            used += len;
-            n += 1;
-            true
-        })?;
-        if let Some(len) = too_big {
-            return Err(Fail::new(
-                RINGCAP_ERR_TOO_SMALL,
-                format!("the next packet has {len} bytes, the buffer {buf_len}"),
-            ));
-        }
-        Ok(n as c_int)
+        // SAFETY: the caller's arrays as documented above (the contract of
+        // `copy_batch`).
+        let n = unsafe { copy_batch(b.inner(), hdrs, max_packets, buf, buf_len, false) }?;
+        Ok(n.unwrap_or(0) as c_int)
     })
+}
+
+/// As `ringcap_read_batch`, but waits up to `timeout_ms` when no packet is
+/// there, and says when the session is over: returns how many packets (0:
+/// none came in time), or `RINGCAP_ERR_ENDED` once the session has ended
+/// and every packet delivered before its end was read. The read loop of
+/// ringcap-client (`Pump`), shared with the command line and the libpcap
+/// shim: a loop over this call is the whole session.
+///
+/// # Safety
+/// As `ringcap_read_batch`.
+#[no_mangle]
+pub unsafe extern "C" fn ringcap_next_batch(
+    s: *mut ringcap_session,
+    timeout_ms: c_int,
+    hdrs: *mut ringcap_pkthdr,
+    max_packets: usize,
+    buf: *mut u8,
+    buf_len: usize,
+    errbuf: *mut c_char,
+    errlen: usize,
+) -> c_int {
+    guard(errbuf, errlen, || {
+        let mut b = enter(s)?;
+        let inner = b.inner();
+        for first in [true, false] {
+            // SAFETY: as in `ringcap_read_batch` (same contract).
+            match unsafe { copy_batch(inner, hdrs, max_packets, buf, buf_len, true) }? {
+                None => return Err(Fail::new(RINGCAP_ERR_ENDED, "the session has ended")),
+                Some(0) if first => {
+                    let idle = duration_ms(timeout_ms);
+                    inner.pump.wait(&mut inner.session, idle)?;
+                }
+                Some(n) => return Ok(n as c_int),
+            }
+        }
+        Ok(0)
+    })
+}
+
+/// Copies packets into the caller's arrays (see `ringcap_read_batch`);
+/// with `finish`, `None` once the session is over and all was read.
+///
+/// # Safety
+/// `hdrs` has `max_packets` writable headers, `buf` `buf_len` writable bytes.
+unsafe fn copy_batch(
+    inner: &mut Inner,
+    hdrs: *mut ringcap_pkthdr,
+    max_packets: usize,
+    buf: *mut u8,
+    buf_len: usize,
+    finish: bool,
+) -> Result<Option<usize>, Fail> {
+    if hdrs.is_null() || (buf.is_null() && buf_len > 0) || max_packets == 0 {
+        return Err(Fail::new(
+            RINGCAP_ERR_ARG,
+            "hdrs or buf is NULL, or max_packets is 0",
+        ));
+    }
+    let max = max_packets.min(c_int::MAX as usize);
+    let never = AtomicBool::new(false);
+    let mut used = 0usize;
+    let mut n = 0usize;
+    let mut too_big = None;
+    let copy = |p: Packet<'_>| {
+        let len = p.data.len();
+        if buf_len - used < len {
+            if n == 0 {
+                too_big = Some(len);
+            }
+            return false;
+        }
+        // SAFETY: `hdrs` has `max_packets` slots and `read` hands out at
+        // most `max` <= max_packets packets, so slot n exists; `buf` has
+        // `buf_len` bytes and used + len <= buf_len was just checked; the
+        // ring (or our pending copy) cannot overlap the caller's buffers.
+        unsafe {
+            hdrs.add(n).write(ringcap_pkthdr {
+                ts_ns: p.ts_ns,
+                caplen: len as u32,
+                wire_len: p.wire_len,
+            });
+            std::ptr::copy_nonoverlapping(p.data.as_ptr(), buf.add(used), len);
+        }
+        used += len;
+        n += 1;
+        true
+    };
+    let got = if finish {
+        inner.read_or_end(max, &never, copy)?
+    } else {
+        Some(inner.read(max, &never, copy, false)?)
+    };
+    if let Some(len) = too_big {
+        return Err(Fail::new(
+            RINGCAP_ERR_TOO_SMALL,
+            format!("the next packet has {len} bytes, the buffer {buf_len}"),
+        ));
+    }
+    Ok(got)
 }
 
 /// The settings the daemon applied, as text (grant, snap length, filters,

@@ -16,6 +16,10 @@
 //! # Ok::<(), ringcap_client::ClientError>(())
 //! ```
 
+mod held;
+mod pump;
+pub use held::Held;
+pub use pump::{Batch, End, EndedBy, Pump, Stop, Tally, BUSY_NAP};
 pub use ringcap_proto::validate::MAX_INJECT_BATCH;
 use ringcap_proto::{
     decode_response, encode_request, transport, Effective, FilterProgram, Request, Response,
@@ -543,6 +547,26 @@ impl<'a> Records<'a> {
             count,
             wire_bytes,
         })
+    }
+
+    /// The first `n` records, and how many come after them.
+    pub fn split(self, n: u64) -> (Records<'a>, u64) {
+        if n >= self.count {
+            return (self, 0);
+        }
+        let (mut end, mut wire_bytes) = (0usize, 0u64);
+        for _ in 0..n {
+            // Checked in `check`: every record lies inside the chunk.
+            let (_, _, caplen, wire_len) = record_header(&self.bytes[end..]);
+            end += RECORD_HEADER + caplen as usize;
+            wire_bytes += u64::from(wire_len);
+        }
+        let head = Records {
+            bytes: &self.bytes[..end],
+            count: n,
+            wire_bytes,
+        };
+        (head, self.count - n)
     }
 
     /// The packets, in order.

@@ -142,15 +142,32 @@ impl Budgets {
 
     /// What `uid` holds now.
     pub fn usage(&self, uid: u32) -> Usage {
-        let users = self.users();
-        users.get(&uid).map_or(Usage::default(), |u| Usage {
-            connections: u.connections,
-            sessions: u.sessions,
-            queries: u.queries,
-            rings: u.rings.len(),
-            ring_bytes: u.ring_bytes(),
-            flows: u.flows,
-        })
+        self.holders()
+            .into_iter()
+            .find_map(|(u, usage)| (u == uid).then_some(usage))
+            .unwrap_or_default()
+    }
+
+    /// Every user holding something now, with what, by uid (for the
+    /// metrics page).
+    pub fn holders(&self) -> Vec<(u32, Usage)> {
+        let mut v: Vec<_> = self
+            .users()
+            .iter()
+            .map(|(&uid, u)| {
+                let usage = Usage {
+                    connections: u.connections,
+                    sessions: u.sessions,
+                    queries: u.queries,
+                    rings: u.rings.len(),
+                    ring_bytes: u.ring_bytes(),
+                    flows: u.flows,
+                };
+                (uid, usage)
+            })
+            .collect();
+        v.sort_by_key(|&(uid, _)| uid);
+        v
     }
 
     /// Reserves room for `flows` flows in `uid`'s tables, at most `limit`

@@ -217,6 +217,36 @@ pub fn page(shared: &Shared, viewer: Option<u32>) -> String {
             c.bytes_delivered
         }),
     ];
+    // What each user holds in the daemon's budgets (connections, sessions,
+    // pooled rings): back to the idle values when a user's tools have exited.
+    let holders: Vec<_> = shared
+        .budgets
+        .holders()
+        .into_iter()
+        .filter(|&(uid, _)| viewer.is_some_and(|v| v == 0 || v == uid))
+        .collect();
+    type Held = fn(&crate::budget::Usage) -> u64;
+    let held: [(&str, &str, Held); 4] = [
+        ("connections", "Connections the user holds.", |u| {
+            u.connections as u64
+        }),
+        ("sessions", "Sessions reserved or running.", |u| {
+            u.sessions as u64
+        }),
+        (
+            "rings",
+            "Shared-memory rings made for the user (in use or pooled).",
+            |u| u.rings as u64,
+        ),
+        ("ring_bytes", "Their data bytes.", |u| u.ring_bytes),
+    ];
+    for (name, help, get) in held {
+        let _ = writeln!(out, "# HELP ringcapd_user_{name} {help}");
+        let _ = writeln!(out, "# TYPE ringcapd_user_{name} gauge");
+        for (uid, usage) in &holders {
+            let _ = writeln!(out, "ringcapd_user_{name}{{uid=\"{uid}\"}} {}", get(usage));
+        }
+    }
     for (name, help, get) in families {
         let _ = writeln!(out, "# HELP ringcapd_session_{name}_total {help}");
         let _ = writeln!(out, "# TYPE ringcapd_session_{name}_total counter");

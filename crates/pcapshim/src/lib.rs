@@ -32,7 +32,6 @@ mod devs;
 mod dl;
 mod ffi;
 mod live;
-mod reader;
 mod registry;
 
 use ffi::{real, Opaque};

@@ -7,26 +7,40 @@
 //! (`less 1`), and the tool's filter replaces it; packets the tool did not
 //! ask for never reach it. A tool that reads without setting a filter gets
 //! the grant's whole view from its first read on.
+//!
+//! Why no copy and no thread: the tool's own thread reads the session's
+//! shared ring, and `pcap_dispatch` / `pcap_next_ex` hand it pointers to
+//! the records where the daemon wrote them (libpcap hands out its kernel
+//! ring's frames the same way): a chunk stays held in the ring until the
+//! next read moves past it ([`ringcap_client::Session::hold_next`]). A
+//! blocking read that finds the ring empty naps a few milliseconds if the
+//! previous read found packets (the daemon then appends several chunks
+//! without writing a wake-up), else sleeps on the ring's wake-up pipe.
+//! `pcap_get_selectable_fd` is an epoll descriptor over the ring's wake-up
+//! pipe, the connection to the daemon (its end notice) and an eventfd of
+//! this handle: after each read, the eventfd is made readable if packets
+//! are still waiting, else the daemon is asked for a wake-up at its next
+//! append — so the descriptor is readable exactly while packets (or the
+//! end) wait, with no thread watching the ring.
 
 use crate::ffi::{BpfInsn, PktHdr, Stat, Timeval};
-use crate::reader::{lock, reader, End, Queue, Shared, MAX_HOLD, SLICE};
 use ringcap_client::{
-    default_socket, Client, ClientError, InjectFrame, InjectStatus, OpenRequest, SessionCounters,
-    Snap,
+    default_socket, Batch, Client, ClientError, Held, InjectFrame, InjectStatus, OpenRequest, Pump,
+    Session, SessionCounters, Snap, Stop, BUSY_NAP,
 };
 use ringcap_format::record::{Endian, Header, HEADER_LEN};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The session's filter between activation and the tool's filter.
 const PLACEHOLDER: &str = "less 1";
 /// Largest snap length libpcap takes (and the daemon).
 const MAX_SNAPLEN: u32 = 262_144;
-/// Bytes of a record header in the queue (as in the ring).
+/// Bytes of a record header in the ring.
 const RECORD: usize = HEADER_LEN;
+/// How long a blocking read sleeps at a time (it checks for a break).
+const SLICE: Duration = Duration::from_millis(50);
 
 /// Settings made before activation (`pcap_set_*`).
 #[derive(Debug, Clone)]
@@ -53,19 +67,6 @@ impl Config {
         }
     }
 
-    /// How long a packet may wait to be handed out with others: none in
-    /// immediate mode, else the tool's timeout (0: none given) up to
-    /// `MAX_HOLD`.
-    pub fn hold(&self) -> Option<Duration> {
-        if self.immediate {
-            return None;
-        }
-        match u64::try_from(self.timeout_ms) {
-            Ok(ms) if ms > 0 => Some(Duration::from_millis(ms).min(MAX_HOLD)),
-            _ => Some(MAX_HOLD),
-        }
-    }
-
     /// The snap length to ask for: libpcap treats 0 and too big as the maximum.
     pub fn snap(&self) -> u32 {
         match u32::try_from(self.snaplen) {
@@ -77,8 +78,30 @@ impl Config {
 
 /// An activated handle's session.
 pub struct Running {
-    shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    session: Session,
+    /// The session's loop (ringcap-client's): its end, and the close.
+    pump: Pump,
+    /// The chunk being handed out, and how far.
+    held: Option<Held>,
+    off: usize,
+    /// Records handed over with the session's end (copied), and how far.
+    tail: Vec<u8>,
+    tail_off: usize,
+    /// Why the session is over, once it is and nothing is left to read.
+    over: Option<String>,
+    /// The last read found packets: a blocking read naps instead of
+    /// asking the daemon for a wake-up.
+    busy: bool,
+    /// The selectable descriptor (epoll), and the eventfd in it that says
+    /// "packets are waiting".
+    epoll: OwnedFd,
+    mark: OwnedFd,
+    marked: bool,
+    /// The daemon was asked for a wake-up (`begin_sleep`) when the last
+    /// read returned.
+    asleep: bool,
+    /// The daemon's final counters, once it ended the session.
+    last: SessionCounters,
     /// Snap length after the grant's cap.
     pub snaplen: u32,
     /// Whether the tool's (or the empty) filter replaced the placeholder.
@@ -99,11 +122,6 @@ pub struct Live {
     pub config: Config,
     pub nonblock: bool,
     pub running: Option<Running>,
-    /// The batch being handed out, and how far.
-    local: Vec<u8>,
-    local_off: usize,
-    /// `keep_awake` made the descriptor readable for the batch's rest.
-    awake: bool,
     /// Packets handed to the tool (a floor for `pcap_stats`' received:
     /// the daemon's counters can trail what it already delivered).
     handed: u64,
@@ -121,22 +139,162 @@ pub fn describe(e: &ClientError) -> String {
     }
 }
 
+fn io(e: rustix::io::Errno) -> ClientError {
+    ClientError::Io(e.into())
+}
+
+impl Running {
+    /// Makes the selectable descriptor readable (or not) through the
+    /// eventfd; a system call only when that changes.
+    fn mark(&mut self, on: bool) {
+        if on == self.marked {
+            return;
+        }
+        self.marked = on;
+        if on {
+            let _ = rustix::io::write(&self.mark, &1u64.to_ne_bytes());
+        } else {
+            let mut b = [0u8; 8];
+            let _ = rustix::io::read(&self.mark, &mut b);
+        }
+    }
+
+    /// Whether packets wait to be handed out here.
+    fn have(&self) -> bool {
+        self.tail_off < self.tail.len()
+            || self
+                .held
+                .as_ref()
+                .is_some_and(|h| self.off < self.session.held(h).len())
+    }
+
+    /// At the start of a read: the sleep asked for at the end of the last
+    /// one is over.
+    fn wake(&mut self) {
+        if self.asleep {
+            self.asleep = false;
+            self.session.end_sleep();
+        }
+    }
+
+    /// At the end of a read: the descriptor becomes readable if packets
+    /// (or the end) wait, else the daemon is asked for a wake-up.
+    fn settle(&mut self) {
+        if !self.started {
+            return;
+        }
+        let waiting = self.have() || self.over.is_some() || self.session.begin_sleep();
+        self.asleep = !waiting;
+        self.mark(waiting);
+    }
+
+    /// Makes sure packets are there to hand out, taking the next chunk
+    /// from the ring (or, at the session's end, what it still held).
+    /// `Ok(false)`: none now.
+    fn fill(&mut self) -> Result<bool, NoPacket> {
+        loop {
+            if self.have() {
+                return Ok(true);
+            }
+            if let Some(why) = &self.over {
+                return Err(NoPacket::Over(why.clone()));
+            }
+            self.tail.clear();
+            self.tail_off = 0;
+            let fail = |e: ClientError| NoPacket::Over(describe(&e));
+            self.held = self.session.hold_next().map_err(fail)?;
+            self.off = 0;
+            if self.held.is_some() {
+                continue;
+            }
+            // Nothing in the ring: over? (What the daemon delivered before
+            // its end is handed over here.)
+            let tail = &mut self.tail;
+            let end = self
+                .pump
+                .finish(&mut self.session, |b| {
+                    if let Batch::Records(r) = b {
+                        tail.extend_from_slice(r.bytes);
+                    }
+                })
+                .map_err(fail)?;
+            match end {
+                Some(end) => {
+                    self.last = end.counters;
+                    self.over = Some(format!("ringcapd ended the session: {}", end.reason));
+                }
+                None => return Ok(false),
+            }
+        }
+    }
+
+    /// Waits up to `limit` for packets: a nap while the traffic keeps
+    /// coming, else a sleep on the ring.
+    fn wait(&mut self, limit: Duration, immediate: bool) -> Result<(), NoPacket> {
+        if self.busy && !immediate {
+            std::thread::sleep(BUSY_NAP.min(limit));
+            return Ok(());
+        }
+        self.session
+            .wait(limit)
+            .map(|_| ())
+            .map_err(|e| NoPacket::Over(describe(&e)))
+    }
+
+    /// The next packet: its header (timestamps at `nano` precision or
+    /// micro) and a pointer to its bytes, valid until the next read.
+    fn take(&mut self, nano: bool) -> Option<(PktHdr, *const u8)> {
+        let p = if self.tail_off < self.tail.len() {
+            &self.tail[self.tail_off..]
+        } else {
+            let h = self.held.as_ref()?;
+            self.session.held(h).get(self.off..)?
+        };
+        let Some(h) = Header::read(p, Endian::Little) else {
+            // Stray bytes after a chunk's last record: the chunk is done
+            // (never read again, so no loop on a malformed chunk).
+            let (tail, held) = (self.tail.len(), p.len());
+            if self.tail_off < tail {
+                self.tail_off = tail;
+            } else {
+                self.off += held;
+            }
+            return None;
+        };
+        // A record that says it runs past its chunk is cut at the end.
+        let end = (RECORD + h.caplen as usize).min(p.len());
+        let data = p[RECORD..end].as_ptr();
+        let frac = if nano { h.frac } else { h.frac / 1000 };
+        let hdr = PktHdr {
+            ts: Timeval {
+                tv_sec: libc::c_long::from(h.secs),
+                tv_usec: libc::c_long::from(frac),
+            },
+            caplen: (end - RECORD) as u32,
+            len: h.wire_len,
+        };
+        if self.tail_off < self.tail.len() {
+            self.tail_off += end;
+        } else {
+            self.off += end;
+        }
+        Some((hdr, data))
+    }
+}
+
 impl Live {
     pub fn new(device: &str) -> Live {
         Live {
             config: Config::new(device),
             nonblock: false,
             running: None,
-            local: Vec::new(),
-            local_off: 0,
-            awake: false,
             handed: 0,
             hdr: PktHdr::default(),
             programs: Vec::new(),
         }
     }
 
-    /// Opens the session (placeholder filter) and starts the reader.
+    /// Opens the session (placeholder filter) and its selectable descriptor.
     pub fn activate(&mut self) -> Result<(), ClientError> {
         let mut req = OpenRequest::new(&self.config.device, PLACEHOLDER);
         req.snaplen = Snap::Bytes(self.config.snap());
@@ -145,47 +303,33 @@ impl Live {
             Snap::Bytes(n) => n,
             Snap::Headers { max } => max,
         };
-        let wake = rustix::event::eventfd(
-            0,
-            rustix::event::EventfdFlags::NONBLOCK | rustix::event::EventfdFlags::CLOEXEC,
-        )
-        .map_err(|e| ClientError::Io(e.into()))?;
-        let limit = usize::try_from(self.config.buffer_size)
-            .unwrap_or(0)
-            .clamp(64 * 1024, 256 * 1024 * 1024);
-        let shared = Arc::new(Shared {
-            session: Mutex::new(session),
-            queue: Mutex::new(Queue {
-                buf: Vec::new(),
-                limit,
-                end: None,
-            }),
-            cond: Condvar::new(),
-            wake,
-            armed: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-            generation: AtomicU64::new(0),
-            hold: self.config.hold(),
-            last: Mutex::new(SessionCounters::default()),
-        });
-        // The tool's signals (SIGINT, SIGPIPE...) must reach its own
-        // threads, never this one: block them all while spawning.
-        use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
-        let mut old = SigSet::empty();
-        let _ = pthread_sigmask(
-            SigmaskHow::SIG_SETMASK,
-            Some(&SigSet::all()),
-            Some(&mut old),
-        );
-        let s2 = Arc::clone(&shared);
-        let spawned = std::thread::Builder::new()
-            .name("ringcap-pcap".into())
-            .spawn(move || reader(s2));
-        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
-        let thread = spawned.map_err(ClientError::Io)?;
+        use rustix::event::{epoll, eventfd, EventfdFlags};
+        let mark = eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).map_err(io)?;
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(io)?;
+        let [pipe, conn] = session.wake_fds();
+        for (i, fd) in [pipe, conn, mark.as_fd()].into_iter().enumerate() {
+            epoll::add(
+                &epoll,
+                fd,
+                epoll::EventData::new_u64(i as u64),
+                epoll::EventFlags::IN,
+            )
+            .map_err(io)?;
+        }
         self.running = Some(Running {
-            shared,
-            thread: Some(thread),
+            session,
+            pump: Pump::new(None),
+            held: None,
+            off: 0,
+            tail: Vec::new(),
+            tail_off: 0,
+            over: None,
+            busy: false,
+            epoll,
+            mark,
+            marked: false,
+            asleep: false,
+            last: SessionCounters::default(),
             snaplen,
             started: false,
             next_tag: 0,
@@ -221,140 +365,69 @@ impl Live {
     /// libpcap discards what its socket held).
     pub fn set_filter(&mut self, text: &str) -> Result<(), String> {
         let r = self.running()?;
-        {
-            let mut s = lock(&r.shared.session);
-            s.set_filter(text).map_err(|e| describe(&e))?;
-            r.shared.generation.fetch_add(1, Ordering::AcqRel);
-            let _ = s.chunks(|_| {});
-        }
+        r.wake();
+        r.session.set_filter(text).map_err(|e| describe(&e))?;
+        r.held = None;
+        r.tail.clear();
+        r.tail_off = 0;
+        while let Ok(Some(_)) = r.session.hold_next() {}
         r.started = true;
-        let mut q = lock(&r.shared.queue);
-        q.buf.clear();
-        r.shared.clear();
-        r.shared.cond.notify_all();
-        drop(q);
-        self.local.clear();
-        self.local_off = 0;
+        r.settle();
         Ok(())
     }
 
-    /// The eventfd (readable while packets wait). Before the capture has
-    /// started it is made readable, so a tool that waits on it before
-    /// reading gets to call a read, which starts the capture.
+    /// The epoll descriptor (readable while packets wait). Before the
+    /// capture has started it is made readable, so a tool that waits on it
+    /// before reading gets to call a read, which starts the capture.
     pub fn selectable_fd(&mut self) -> RawFd {
-        match &self.running {
+        match &mut self.running {
             Some(r) => {
                 if !r.started {
-                    let _q = lock(&r.shared.queue);
-                    r.shared.arm();
+                    r.mark(true);
                 }
-                r.shared.wake.as_fd().as_raw_fd()
+                r.epoll.as_raw_fd()
             }
             None => -1,
         }
     }
 
-    /// Makes sure a batch is there to hand out; `block`: wait for one
+    /// Makes sure packets are there to hand out; `block`: wait for some
     /// (up to the timeout, or a break).
     fn fill(&mut self, block: bool, brk: &AtomicBool) -> Result<(), NoPacket> {
-        if self.local_off < self.local.len() {
-            return Ok(());
-        }
         if !self.running.as_ref().is_some_and(|r| r.started) {
             self.set_filter("").map_err(NoPacket::Over)?;
         }
         let timeout = (self.config.timeout_ms > 0 && !self.config.immediate)
             .then(|| Duration::from_millis(self.config.timeout_ms as u64));
+        let immediate = self.config.immediate;
         let start = Instant::now();
-        let Some(r) = self.running.as_ref() else {
+        let Some(r) = self.running.as_mut() else {
             return Err(NoPacket::Over("the handle is not activated".into()));
         };
-        let mut q = lock(&r.shared.queue);
+        r.wake();
         loop {
-            if !q.buf.is_empty() {
-                self.local.clear();
-                std::mem::swap(&mut self.local, &mut q.buf);
-                self.local_off = 0;
-                r.shared.clear();
-                r.shared.cond.notify_all();
+            if r.fill()? {
                 return Ok(());
             }
-            match &q.end {
-                Some(End::Ended(reason)) => {
-                    return Err(NoPacket::Over(format!(
-                        "ringcapd ended the session: {reason}"
-                    )))
-                }
-                Some(End::Failed(e)) => return Err(NoPacket::Over(e.clone())),
-                None => {}
-            }
             if !block || brk.load(Ordering::Relaxed) {
-                // Nothing waits: the descriptor must not say otherwise (it
-                // may still be readable from a batch handed out earlier).
-                r.shared.clear();
+                r.busy = false;
                 return Err(NoPacket::Empty);
             }
             let mut wait = SLICE;
             if let Some(t) = timeout {
                 let left = t.saturating_sub(start.elapsed());
                 if left.is_zero() {
+                    r.busy = false;
                     return Err(NoPacket::Empty);
                 }
                 wait = wait.min(left);
             }
-            q = r
-                .shared
-                .cond
-                .wait_timeout(q, wait)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            r.wait(wait, immediate)?;
+            r.busy = false;
         }
     }
 
-    /// Packets left in the batch keep the descriptor readable (a tool
-    /// that reads one packet per wake-up, as dumpcap does, must be woken
-    /// for the rest); `fill` clears it once nothing is left.
-    fn keep_awake(&mut self) {
-        let Some(r) = &self.running else {
-            return;
-        };
-        if self.local_off < self.local.len() {
-            let _q = lock(&r.shared.queue);
-            r.shared.arm();
-            self.awake = true;
-        } else if self.awake {
-            // The batch is done: readable only if the reader queued more.
-            self.awake = false;
-            let q = lock(&r.shared.queue);
-            if q.buf.is_empty() && q.end.is_none() {
-                r.shared.clear();
-            }
-        }
-    }
-
-    /// The next packet of the batch: its header (timestamps at the handle's
-    /// precision) and a pointer to its bytes (valid until the next read).
-    fn take(&mut self) -> Option<(PktHdr, *const u8)> {
-        let p = self.local.get(self.local_off..)?;
-        let h = Header::read(p, Endian::Little)?;
-        let (sec, nsec, caplen, wire) = (h.secs, h.frac, h.caplen, h.wire_len);
-        let end = (RECORD + caplen as usize).min(p.len());
-        let data = p[RECORD..end].as_ptr();
-        self.local_off += end;
-        self.handed += 1;
-        let frac = if self.config.nano { nsec } else { nsec / 1000 };
-        let hdr = PktHdr {
-            ts: Timeval {
-                tv_sec: libc::c_long::from(sec),
-                tv_usec: libc::c_long::from(frac),
-            },
-            caplen: (end - RECORD) as u32,
-            len: wire,
-        };
-        Some((hdr, data))
-    }
-
-    /// Reads up to `max` packets (0: the batch there is), calling `f` for
+    /// Reads up to `max` packets (0: all there are now), calling `f` for
     /// each; blocks for the first unless non-blocking. `Ok(n)`, or the
     /// break (`Ok` with `brk` left set for the caller) or the end.
     pub fn dispatch(
@@ -364,40 +437,60 @@ impl Live {
         mut f: impl FnMut(&PktHdr, *const u8),
     ) -> Result<usize, NoPacket> {
         let block = !self.nonblock;
-        match self.fill(block, brk) {
-            Ok(()) => {}
-            Err(NoPacket::Empty) => return Ok(0),
-            Err(e) => return Err(e),
-        }
+        let result = self.fill(block, brk);
+        let nano = self.config.nano;
+        let Some(r) = self.running.as_mut() else {
+            return Err(NoPacket::Over("the handle is not activated".into()));
+        };
         let mut n = 0;
-        while max == 0 || n < max {
-            if n > 0 && brk.load(Ordering::Relaxed) {
-                break;
+        if result.is_ok() {
+            while max == 0 || n < max {
+                if n > 0 && brk.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Some((hdr, data)) = r.take(nano) else {
+                    // This chunk is done: on to the next, without waiting.
+                    match r.fill() {
+                        Ok(true) => continue,
+                        _ => break,
+                    }
+                };
+                f(&hdr, data);
+                n += 1;
             }
-            let Some((hdr, data)) = self.take() else {
-                break;
-            };
-            f(&hdr, data);
-            n += 1;
+            r.busy = n > 0;
         }
-        self.keep_awake();
-        Ok(n)
+        self.handed += n as u64;
+        r.settle();
+        match result {
+            Ok(()) | Err(NoPacket::Empty) => Ok(n),
+            Err(e) => Err(e),
+        }
     }
 
     /// One packet, for `pcap_next_ex`: stored in `self.hdr`.
     pub fn next(&mut self, brk: &AtomicBool) -> Result<Option<*const u8>, NoPacket> {
         let block = !self.nonblock;
-        match self.fill(block, brk) {
-            Ok(()) => {}
-            Err(NoPacket::Empty) => return Ok(None),
-            Err(e) => return Err(e),
-        }
-        let got = self.take().map(|(h, d)| {
+        let result = self.fill(block, brk);
+        let nano = self.config.nano;
+        let Some(r) = self.running.as_mut() else {
+            return Err(NoPacket::Over("the handle is not activated".into()));
+        };
+        let got = match result {
+            Ok(()) => r.take(nano),
+            Err(NoPacket::Empty) => None,
+            Err(e) => {
+                r.settle();
+                return Err(e);
+            }
+        };
+        if let Some((h, _)) = got {
             self.hdr = h;
-            d
-        });
-        self.keep_awake();
-        Ok(got)
+            self.handed += 1;
+            r.busy = true;
+        }
+        r.settle();
+        Ok(got.map(|(_, d)| d))
     }
 
     /// The daemon's counters as `pcap_stats` reports them: received =
@@ -407,17 +500,10 @@ impl Live {
     pub fn stats(&mut self) -> Result<Stat, String> {
         let handed = self.handed;
         let r = self.running()?;
-        let c = {
-            // The reader holds the session for at most one SLICE at a time.
-            let asked = lock(&r.shared.session).stats();
-            match asked {
-                Ok(c) => {
-                    *lock(&r.shared.last) = c;
-                    c
-                }
-                // Ended: the final counters the reader kept.
-                Err(_) => *lock(&r.shared.last),
-            }
+        let c = match r.session.stats() {
+            Ok(c) => c,
+            // Ended: the final counters.
+            Err(_) => r.last,
         };
         let clip = |v: u64| v as u32; // libpcap's counters are 32-bit and wrap
         Ok(Stat {
@@ -432,7 +518,7 @@ impl Live {
         let r = self.running()?;
         r.next_tag += 1;
         let tag = r.next_tag;
-        let mut s = lock(&r.shared.session);
+        let s = &mut r.session;
         s.inject(vec![InjectFrame {
             tag,
             at_ns: 0,
@@ -463,12 +549,11 @@ impl Live {
 impl Drop for Live {
     fn drop(&mut self) {
         if let Some(mut r) = self.running.take() {
-            r.shared.stop.store(true, Ordering::Release);
-            r.shared.cond.notify_all();
-            if let Some(t) = r.thread.take() {
-                let _ = t.join();
-            }
-            let _ = lock(&r.shared.session).stop();
+            r.wake();
+            // Ended as every client ends it (ringcap-client's loop); what
+            // the ring still holds is not wanted any more.
+            r.pump.stop(Stop::Interrupted);
+            let _ = r.pump.finish(&mut r.session, |_| {});
         }
     }
 }

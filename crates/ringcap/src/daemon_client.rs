@@ -8,7 +8,8 @@ use crate::cli::StatsArgs;
 use crate::failure::{exit, Failure};
 use crate::reporting::{Reporter, Signals};
 use ringcap_client::{
-    default_socket, Client, DumpRequest, OpenRequest, OutputFormat, Sample, Snap as SnapRequest,
+    default_socket, Client, DumpRequest, OpenRequest, OutputFormat, Pump, Sample,
+    Snap as SnapRequest, Stop, Tally,
 };
 use ringcap_engine::{
     Board, CaptureSpec, Counters, FileSink, Sampling, SinkInterface, Snap, SourceSpec,
@@ -61,12 +62,7 @@ pub fn socket_for(args: &crate::cli::CaptureArgs, spec: &CaptureSpec) -> Option<
     None
 }
 
-fn counters(
-    c: &ringcap_client::SessionCounters,
-    board: &Board,
-    after_count: u64,
-    wire_bytes: u64,
-) -> Counters {
+fn counters(c: &ringcap_client::SessionCounters, board: &Board, read: &Tally) -> Counters {
     let local = board.interface(0);
     Counters {
         packets_seen_by_interface: c.packets_seen_by_interface,
@@ -76,79 +72,45 @@ fn counters(
         packets_dropped_client: c.packets_dropped_client,
         packets_dropped_ring: c.packets_dropped_ring,
         packets_delivered: c.packets_delivered,
-        packets_after_count: after_count,
+        packets_after_count: read.after_count,
         packets_written: local.packets_written,
         packets_dropped_writer: local.packets_dropped_writer,
         bytes_written: local.bytes_written,
-        bytes_on_wire: wire_bytes,
+        bytes_on_wire: read.wire_bytes,
         ..Counters::default()
     }
 }
 
 pub(crate) use crate::failure::refusal;
 
-/// What the client does with the packets it reads from its ring: writes
-/// them until the `-c` count, counts the rest.
-/// How long the capture loop naps between drains while packets keep coming.
-const BUSY_NAP: Duration = Duration::from_millis(5);
-
-struct Intake {
-    left: u64,
-    after_count: u64,
-    /// Bytes on the wire of the packets read from the ring.
-    wire_bytes: u64,
-    /// --anonymize/--mask, applied here to what the daemon delivered (its
-    /// policy's own masks were applied before).
-    transforms: Vec<Box<dyn ringcap_engine::Transform>>,
-    /// The daemon's compressed blocks go into the (compressed,
-    /// nanosecond) file as they are, neither decoded nor coded again here;
-    /// the packets' bytes on the wire are then not counted.
-    coded: bool,
-}
-
-impl Intake {
-    /// Writes every packet in the ring now; returns how many there were.
-    fn drain(
-        &mut self,
-        session: &mut ringcap_client::Session,
-        encoder: &mut ringcap_engine::Encoder,
-    ) -> Result<u64, Failure> {
-        if self.coded {
-            return session
-                .blocks(|block, info| {
-                    encoder.push_coded_block(block, info.records, info.first_ts);
-                })
-                .map_err(refusal);
+/// What the client does with the packets its session's loop
+/// (`ringcap_client::Pump`) hands over: writes them (the loop keeps the
+/// `-c` count), applying --anonymize/--mask here to what the daemon
+/// delivered (its policy's own masks were applied before).
+fn write_batch(
+    batch: ringcap_client::Batch<'_>,
+    encoder: &mut ringcap_engine::Encoder,
+    transforms: &mut [Box<dyn ringcap_engine::Transform>],
+) {
+    match batch {
+        // The daemon's compressed blocks go into the (compressed,
+        // nanosecond) file as they are, neither decoded nor coded again.
+        ringcap_client::Batch::Block(block, info) => {
+            encoder.push_coded_block(block, info.records, info.first_ts);
         }
-        if self.transforms.is_empty() && self.left == u64::MAX {
-            // Nothing to do per packet here: records go to the file in runs.
-            return session
-                .chunks(|records| {
-                    self.wire_bytes += records.wire_bytes;
-                    encoder.push_pcap_records(records.bytes);
-                })
-                .map_err(refusal);
+        // Nothing to do per packet here: records go to the file in runs.
+        ringcap_client::Batch::Records(records) if transforms.is_empty() => {
+            encoder.push_pcap_records(records.bytes);
         }
-        session
-            .packets(|p| {
-                self.wire_bytes += u64::from(p.wire_len);
-                if self.left == 0 {
-                    self.after_count += 1;
-                    return;
-                }
-                self.left -= 1;
+        ringcap_client::Batch::Records(records) => {
+            for p in records.packets() {
                 let kept = encoder.push(ringcap_engine::Record::whole(p.ts_ns, p.wire_len, p.data));
                 if let Some(bytes) = kept {
                     // Sessions are Ethernet interfaces (LINKTYPE_ETHERNET).
-                    ringcap_stages::transform::apply_all(
-                        &mut self.transforms,
-                        1,
-                        bytes,
-                        p.wire_len,
-                    );
+                    ringcap_stages::transform::apply_all(transforms, 1, bytes, p.wire_len);
                 }
-            })
-            .map_err(refusal)
+            }
+        }
     }
 }
 
@@ -256,63 +218,48 @@ pub fn capture(
     let flows = crate::daemon_flows::DaemonFlows::start(flow_args, &session)?;
     let began = Instant::now();
     let mut reporter = Reporter::new(json, stats_interval);
-    let mut intake = Intake {
-        left: spec.count.unwrap_or(u64::MAX),
-        after_count: 0,
-        wire_bytes: 0,
-        transforms: spec.transforms.iter().map(|f| f()).collect(),
-        // The stream's blocks are what a compressed file with nanosecond
-        // timestamps holds, when nothing is done here per packet and the
-        // daemon codes the format version this ringcap writes.
-        coded: session.compress_format() == Some(ringcap_compress::VERSION)
-            && spec.sink.compress
-            && spec.sink.format
-                == ringcap_engine::RecordFormat::Pcap(ringcap_format::TsResolution::Nano)
-            && spec.transforms.is_empty()
-            && spec.count.is_none(),
-    };
+    let mut transforms: Vec<_> = spec.transforms.iter().map(|f| f()).collect();
+    let mut pump = Pump::new(spec.count);
+    // The stream's blocks are what a compressed file with nanosecond
+    // timestamps holds, when nothing is done here per packet and the
+    // daemon codes the format version this ringcap writes.
+    if session.compress_format() == Some(ringcap_compress::VERSION)
+        && spec.sink.compress
+        && spec.sink.format
+            == ringcap_engine::RecordFormat::Pcap(ringcap_format::TsResolution::Nano)
+        && transforms.is_empty()
+        && spec.count.is_none()
+    {
+        pump = pump.blocks();
+    }
     let flush = spec.sink.flush_interval;
-    let mut last_stats = ringcap_client::SessionCounters::default();
-    let mut last_poll = Instant::now();
-    // While packets keep coming, nap instead of asking for a wake-up: the
-    // daemon then fills several chunks per nap (and skips the wake-up write),
-    // where waiting would take one wake-up per chunk. The ring holds far
-    // more than a nap's worth at any rate the daemon can deliver.
-    let mut busy = false;
-    let ended = loop {
-        if busy {
-            std::thread::sleep(BUSY_NAP);
-        } else {
-            session.wait(Duration::from_millis(100)).map_err(refusal)?;
+    let end = loop {
+        let write = |b: ringcap_client::Batch<'_>| write_batch(b, &mut encoder, &mut transforms);
+        if let Some(end) = pump
+            .turn(&mut session, Duration::from_millis(100), write)
+            .map_err(refusal)?
+        {
+            break end;
         }
-        busy = intake.drain(&mut session, &mut encoder)? > 0;
+        // Flow records the loop met in the ring (and, for a session of flow
+        // records only, the ring's flow chunks) go to the exporters.
         if let Some(f) = &flows {
-            busy |= f.pump(&mut session)? > 0;
+            f.pump(&mut session)?;
         }
         if encoder.oldest().is_some_and(|t| t.elapsed() >= flush) {
             encoder.flush();
         }
-        if let Some(end) = session.ended() {
-            // What the ring still holds came before the end.
-            intake.drain(&mut session, &mut encoder)?;
-            break end;
+        if signals.stop.load(Ordering::Relaxed) {
+            pump.stop(Stop::Interrupted);
         }
-        if signals.stop.load(Ordering::Relaxed) || intake.left == 0 || writer.failure().is_some() {
-            let end = session.stop().map_err(refusal)?;
-            // What the daemon delivered until the end (it counts those as
-            // delivered) is still in the ring.
-            intake.drain(&mut session, &mut encoder)?;
-            break end;
+        if let Some(f) = writer.failure() {
+            pump.stop(Stop::Output(crate::words::write_failure(&f)));
         }
         if signals.hup.swap(false, Ordering::Relaxed) {
             writer.shared.request_rotation();
         }
-        if last_poll.elapsed() >= stats_interval.min(Duration::from_secs(1)) {
-            last_poll = Instant::now();
-            if let Ok(c) = session.stats() {
-                last_stats = c;
-            }
-            let total = counters(&last_stats, &board, intake.after_count, intake.wire_bytes);
+        if let Some(c) = pump.poll_stats(&mut session, stats_interval.min(Duration::from_secs(1))) {
+            let total = counters(&c, &board, &pump.tally);
             reporter.tick(|| {
                 (
                     vec![(name.clone(), total)],
@@ -323,20 +270,14 @@ pub fn capture(
         }
     };
     if let Some(f) = flows {
-        f.finish(&mut session, &ended.1)?;
+        f.finish(&mut session, &end.counters)?;
     }
     encoder.close();
     drop(encoder);
     let shared = writer.join();
-    let (reason, final_counters) = ended;
-    let total = counters(
-        &final_counters,
-        &board,
-        intake.after_count,
-        intake.wire_bytes,
-    );
+    let total = counters(&end.counters, &board, &pump.tally);
     reporter.finish(&[(name, total)], &total, began.elapsed().as_secs_f64());
-    eprintln!("ringcap: ringcapd ended the session: {reason}");
+    eprintln!("ringcap: ringcapd ended the session: {}", end.reason);
     if let Some(f) = shared.failure.lock().ok().and_then(|f| f.clone()) {
         crate::reporting::report_failure(&crate::words::write_failure(&f), &total);
         return Ok(exit::RUNTIME);
@@ -430,36 +371,33 @@ fn run_dump(
     let name = format!("ringcapd:{}", interfaces.join(","));
     let began = Instant::now();
     let mut reporter = Reporter::new(json, stats_interval);
-    let mut last = Instant::now();
-    let ended = loop {
+    // The ring carries nothing: the loop only watches for the end.
+    let mut pump = Pump::new(None);
+    let end = loop {
         std::thread::sleep(Duration::from_millis(100));
         for f in session.published() {
             println!("{f}");
         }
-        if let Some(end) = session.ended() {
-            break end;
-        }
         if signals.stop.load(Ordering::Relaxed) {
-            break session.stop().map_err(refusal)?;
+            pump.stop(Stop::Interrupted);
+        }
+        if let Some(end) = pump.finish(&mut session, |_| {}).map_err(refusal)? {
+            break end;
         }
         if signals.hup.swap(false, Ordering::Relaxed) {
             session.checkpoint().map_err(refusal)?;
         }
-        if last.elapsed() >= stats_interval.min(Duration::from_secs(1)) {
-            last = Instant::now();
-            if let Ok(c) = session.stats() {
-                let total = session_counters(&c);
-                reporter.tick(|| (vec![(name.clone(), total)], total, None));
-            }
+        if let Some(c) = pump.poll_stats(&mut session, stats_interval.min(Duration::from_secs(1))) {
+            let total = session_counters(&c);
+            reporter.tick(|| (vec![(name.clone(), total)], total, None));
         }
     };
     for f in session.published() {
         println!("{f}");
     }
-    let (reason, c) = ended;
-    let total = session_counters(&c);
+    let total = session_counters(&end.counters);
     reporter.finish(&[(name, total)], &total, began.elapsed().as_secs_f64());
-    eprintln!("ringcap: ringcapd ended the session: {reason}");
+    eprintln!("ringcap: ringcapd ended the session: {}", end.reason);
     Ok(0)
 }
 

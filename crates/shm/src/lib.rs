@@ -66,7 +66,7 @@ pub mod reader;
 mod sys;
 pub mod writer;
 
-pub use reader::{Chunk, RingReader};
+pub use reader::{Chunk, RingReader, Span};
 pub use writer::RingWriter;
 
 use std::fmt;

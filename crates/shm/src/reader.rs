@@ -34,6 +34,22 @@ pub struct Chunk<'a> {
     pub packets: u32,
 }
 
+/// Where a chunk handed out by [`RingReader::next_span`] lies: its bytes
+/// stay readable through [`RingReader::span`] until the space before and
+/// including it is released, so a reader can hand packets out of it over
+/// several calls without copying them (the libpcap shim's
+/// `pcap_next_ex`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// Position of its chunk header.
+    start: u64,
+    /// Offset of its payload in the mapping.
+    at: usize,
+    len: usize,
+    /// Packets in the payload, as the daemon counted them.
+    pub packets: u32,
+}
+
 /// The client's end of a ring.
 #[derive(Debug)]
 pub struct RingReader {
@@ -222,6 +238,15 @@ impl RingReader {
     /// panic). The chunk stays valid until the next call on the reader;
     /// [`RingReader::release`] gives the space back to the daemon.
     pub fn next_chunk(&mut self) -> Result<Option<Chunk<'_>>, RingError> {
+        Ok(self.next_span()?.map(|span| Chunk {
+            payload: self.span(&span),
+            packets: span.packets,
+        }))
+    }
+
+    /// [`RingReader::next_chunk`], as a [`Span`] that stays readable
+    /// after further calls, until released.
+    pub fn next_span(&mut self) -> Result<Option<Span>, RingError> {
         let mask = self.capacity - 1;
         loop {
             if self.pos == self.known_write {
@@ -263,22 +288,48 @@ impl RingReader {
             if need > avail {
                 return Err(self.error("chunk runs past the write position"));
             }
+            let start = self.pos;
             self.pos += need;
-            return Ok(Some(Chunk {
-                payload: self.data.bytes(at + 8, len as usize),
+            return Ok(Some(Span {
+                start,
+                at: at + 8,
+                len: len as usize,
                 packets,
             }));
         }
     }
 
+    /// The payload of `span`; empty if its space was released already
+    /// (the daemon may be writing there).
+    pub fn span(&self, span: &Span) -> &[u8] {
+        // Handed out (below `pos`) and not released: the daemon does not
+        // write there (see the module docs).
+        if span.start < self.released || span.start >= self.pos {
+            return &[];
+        }
+        self.data.bytes(span.at, span.len)
+    }
+
     /// Gives the daemon back the space of every chunk handed out so far
     /// (stores the read position, Release). Cheap when nothing changed.
     pub fn release(&mut self) {
-        if self.pos != self.released {
+        self.release_to(self.pos);
+    }
+
+    /// Gives back the space of the chunks handed out before `span`, keeping
+    /// `span` and those after it readable.
+    pub fn release_before(&mut self, span: &Span) {
+        if span.start > self.released && span.start <= self.pos {
+            self.release_to(span.start);
+        }
+    }
+
+    fn release_to(&mut self, pos: u64) {
+        if pos != self.released {
             self.consumer
                 .atomic_u64(consumer::READ_POSITION)
-                .store(self.pos.to_le(), Ordering::Release);
-            self.released = self.pos;
+                .store(pos.to_le(), Ordering::Release);
+            self.released = pos;
         }
     }
 
@@ -319,6 +370,57 @@ impl RingReader {
                 Ok(true)
             }
         }
+    }
+
+    /// Starts a sleep that the caller does elsewhere, polling
+    /// [`RingReader::wake_fd`] with other descriptors: raises the waiting
+    /// flag (so the daemon writes a wake-up at its next append) unless
+    /// something is ready already, which it returns (true: do not sleep).
+    /// Call [`RingReader::end_sleep`] when awake. The same handshake as
+    /// [`RingReader::wait`], split in two.
+    pub fn begin_sleep(&self) -> bool {
+        if self.ready() {
+            return true;
+        }
+        let waiting = self.consumer.atomic_u32(consumer::WAITING);
+        waiting.store(1u32.to_le(), Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if self.ready() {
+            waiting.store(0, Ordering::Relaxed);
+            return true;
+        }
+        // Wake-up bytes of appends already seen (a wait that timed out
+        // just as one came) would make the pipe readable with nothing new:
+        // take them out, then look again — a byte written before this read
+        // belongs to an append the second look sees.
+        let _ = sys::discard_input(self.wake.as_fd());
+        if self.ready() {
+            waiting.store(0, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Ends a sleep begun with [`RingReader::begin_sleep`]: lowers the
+    /// flag, takes the wake-up bytes out of the pipe, notes a hang-up.
+    pub fn end_sleep(&self) {
+        self.consumer
+            .atomic_u32(consumer::WAITING)
+            .store(0, Ordering::Relaxed);
+        if let Ok(Some(r)) = sys::poll_in(self.wake.as_fd(), Duration::ZERO) {
+            if r.readable {
+                let _ = sys::discard_input(self.wake.as_fd());
+            }
+            if r.hung_up {
+                self.hung_up.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The wake-up pipe's read end: readable after a wake-up the daemon
+    /// wrote (see [`RingReader::begin_sleep`]) or when its end is closed.
+    pub fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.wake.as_fd()
     }
 
     /// Whether the ring has ended: the daemon called `finish`, or its end

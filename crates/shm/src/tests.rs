@@ -142,6 +142,44 @@ fn a_pooled_ring_serves_one_session_after_another() {
     assert!(plain.recycle().is_err());
 }
 
+#[test]
+fn spans_stay_readable_until_released_and_sleeps_split_in_two() {
+    let mut w = RingWriter::create(CAP).unwrap();
+    let mut r = reader_for(&w).unwrap();
+    assert!(w.append(b"one", 1));
+    assert!(w.append(b"two", 1));
+    let one = r.next_span().unwrap().unwrap();
+    let two = r.next_span().unwrap().unwrap();
+    assert_eq!((r.span(&one), r.span(&two)), (&b"one"[..], &b"two"[..]));
+    // Giving back what lies before `two` keeps `two`, not `one`.
+    r.release_before(&two);
+    assert_eq!(r.span(&one), b"");
+    assert_eq!(r.span(&two), b"two");
+    r.release();
+    assert_eq!(r.span(&two), b"");
+    // A wake-up byte of an append already read (a sleep that ended as it
+    // came) does not make the pipe say there is something new.
+    assert!(!r.begin_sleep());
+    assert!(w.append(b"three", 1));
+    assert!(pipe_readable(&r));
+    // Read without ending the sleep (the byte stays in the pipe).
+    assert_eq!(r.next_chunk().unwrap().unwrap().payload, b"three");
+    r.release();
+    assert!(!r.begin_sleep(), "nothing new, yet ready");
+    assert!(!pipe_readable(&r), "stale wake-up byte left in the pipe");
+    r.end_sleep();
+    // Something there already: no sleep.
+    assert!(w.append(b"four", 1));
+    assert!(r.begin_sleep());
+}
+
+/// Whether the wake-up pipe is readable now.
+fn pipe_readable(r: &RingReader) -> bool {
+    crate::sys::poll_in(r.wake_fd(), std::time::Duration::ZERO)
+        .unwrap()
+        .is_some_and(|p| p.readable)
+}
+
 // ---------------------------------------------------- hand-made regions
 
 /// A data region as a daemon would make it, with `edit` applied to the

@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod kafka;
+pub mod pmacct;
 
 /// (src, dst, sport, dport, proto).
 pub type FiveTuple = (IpAddr, IpAddr, u16, u16, u8);
@@ -154,6 +155,38 @@ pub fn file_sums_and_trailers(path: &Path) -> (Sums, std::collections::BTreeSet<
         }
     }
     (sums, trailers)
+}
+
+/// Per five-tuple, the VLAN ID of the file's frames (0 untagged), and the
+/// five-tuples that opened a conversation: the direction of the first
+/// frame of each unordered pair, which a biflow calls forward.
+pub fn file_vlans_and_initiators(
+    path: &Path,
+) -> (
+    BTreeMap<FiveTuple, u16>,
+    std::collections::BTreeSet<FiveTuple>,
+) {
+    let mut vlans = BTreeMap::new();
+    let mut first = std::collections::BTreeSet::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for p in read_pcap(path).unwrap() {
+        let k = frames::flow_key(&p.data).expect("frame");
+        let (Some(src), Some(dst)) = (k.src, k.dst) else {
+            continue;
+        };
+        let proto = k.proto as u8;
+        let (sp, dp) = if proto == 1 || proto == 58 {
+            (0, 0)
+        } else {
+            (k.src_port, k.dst_port)
+        };
+        let key = (src, dst, sp, dp, proto);
+        vlans.insert(key, k.vlans.first().copied().unwrap_or(0) & 0x0fff);
+        if seen.insert(key) && !seen.contains(&(dst, src, dp, sp, proto)) {
+            first.insert(key);
+        }
+    }
+    (vlans, first)
 }
 
 pub fn have(tool: &str) -> bool {

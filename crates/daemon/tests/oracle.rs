@@ -265,7 +265,20 @@ fn a_client_interrupted_mid_traffic_writes_and_counts_every_delivered_packet() {
     let f = std::thread::scope(|s| {
         // As fast as the generator goes: the daemon is busy when told to stop.
         let sender = s.spawn(|| tb.send_from_peer(&sent, 0));
-        std::thread::sleep(std::time::Duration::from_millis(150));
+        // Stopped once the daemon has taken packets for it (a fixed delay
+        // could end before the generator starts on a loaded machine), while
+        // the rest still flow.
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < std::time::Duration::from_secs(10)
+            && stats_json(&tb, &d, None).iter().all(|s| {
+                s["counters"]["packets_filter_accepted"]
+                    .as_u64()
+                    .unwrap_or(0)
+                    == 0
+            })
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let f = c.interrupt();
         sender.join().expect("sender thread").expect("send");
         f

@@ -143,7 +143,7 @@ impl RootCapture {
         let mut files: Vec<PathBuf> = std::fs::read_dir(self.dir.path())
             .unwrap()
             .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+            .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
             .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
             .collect();
         files.sort();

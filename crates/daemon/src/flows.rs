@@ -380,13 +380,7 @@ impl FlowSink {
             s.to_flows.fetch_add(taken, Ordering::Relaxed);
         }
         let len = u64::from(self.table.len());
-        if len >= self.published_len {
-            s.active
-                .fetch_add(len - self.published_len, Ordering::Relaxed);
-        } else {
-            s.active
-                .fetch_sub(self.published_len - len, Ordering::Relaxed);
-        }
+        ringcap_flow::stats::move_gauge(&s.active, self.published_len, len);
         self.published = c;
         self.published_len = len;
     }

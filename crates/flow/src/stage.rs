@@ -62,13 +62,7 @@ impl FlowStage {
         s.not_ip.fetch_add(c.not_ip - p.not_ip, Ordering::Relaxed);
         // Flows held: this table's change since the last publish.
         let len = u64::from(self.table.len());
-        if len >= self.published_len {
-            s.active
-                .fetch_add(len - self.published_len, Ordering::Relaxed);
-        } else {
-            s.active
-                .fetch_sub(self.published_len - len, Ordering::Relaxed);
-        }
+        crate::stats::move_gauge(&s.active, self.published_len, len);
         self.published = c;
         self.published_len = len;
     }

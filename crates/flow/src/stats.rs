@@ -78,3 +78,13 @@ impl FlowStats {
         }
     }
 }
+
+/// Moves a gauge that several tables share (flows held now) by one table's
+/// change: its size was `was` at the last publish and is `now`.
+pub fn move_gauge(gauge: &AtomicU64, was: u64, now: u64) {
+    if now >= was {
+        gauge.fetch_add(now - was, Ordering::Relaxed);
+    } else {
+        gauge.fetch_sub(was - now, Ordering::Relaxed);
+    }
+}

@@ -11,16 +11,30 @@
 //! The indexer is the capture's [`FileObserver`] (the sink's per-file hook):
 //! the writer tells it of each file published, and of each file retention
 //! deletes, whose index it deletes too. The sink knows nothing of indexes.
+//! It also taps each file as it is written ([`crate::stream`]): the keys
+//! are taken from the bytes on their way to the disk, and the thread only
+//! sorts them and writes the index; a file the tap could not follow is
+//! read back.
 //! [`RetireIndexes`] only does the second, for captures that do not index
 //! (an index a past run left beside a file goes with the file).
 
-use ringcap_sink::FileObserver;
+use ringcap_sink::{FileObserver, FileTap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use crate::build::build_index;
+use crate::build::{build_index, head_of, publish_index};
+use crate::stream::Stream;
+use crate::BuildError;
+
+/// Taps closed whose file is not published yet, at most (a file closed
+/// and never published, after a failed rename, leaves its tap here until
+/// it is pushed out).
+const CLOSED: usize = 8;
+
+/// A file to index, with what its tap gathered if it had one.
+type Job = (PathBuf, Option<Stream>);
 
 /// Files waiting for the indexer at most: beyond, a file is left without
 /// an index (said once; queries scan it, `ringcap index` builds it) rather
@@ -33,9 +47,13 @@ const FINISH_WAIT: Duration = Duration::from_secs(5);
 /// Indexes the files a capture publishes, one at a time, in the background.
 pub struct Indexer {
     /// `None` once finished (or if the thread could not start).
-    tx: Mutex<Option<mpsc::SyncSender<PathBuf>>>,
+    tx: Mutex<Option<mpsc::SyncSender<Job>>>,
+    /// Taps of files closed, waiting for `published`.
+    closed: Arc<Mutex<Vec<Job>>>,
     done: Mutex<mpsc::Receiver<()>>,
     pending: Arc<AtomicUsize>,
+    /// Files indexed by reading them back (their tap could not follow).
+    read_back: Arc<AtomicUsize>,
     behind: AtomicBool,
 }
 
@@ -43,16 +61,22 @@ impl Indexer {
     /// Starts the indexing thread; `lower_priority` runs first on it (the
     /// capture lowers it to nice 19: the capture comes first).
     pub fn start(lower_priority: fn()) -> Indexer {
-        let (tx, rx) = mpsc::sync_channel::<PathBuf>(QUEUE);
+        let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
         let (done_tx, done) = mpsc::channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let left = pending.clone();
+        let read_back = Arc::new(AtomicUsize::new(0));
+        let reread = read_back.clone();
         let spawned = std::thread::Builder::new()
             .name("ringcap-index".into())
             .spawn(move || {
                 lower_priority();
-                for path in rx {
-                    if let Err(e) = build_index(&path) {
+                for (path, stream) in rx {
+                    let r = index_one(&path, stream);
+                    if matches!(r, Ok(true)) {
+                        reread.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if let Err(e) = r {
                         // Deleted by retention before its turn, or a
                         // compressed file (scanned by queries): nothing to say.
                         if path.exists() && !matches!(e, crate::BuildError::Compressed(_)) {
@@ -71,8 +95,10 @@ impl Indexer {
             .is_ok();
         Indexer {
             tx: Mutex::new(spawned.then_some(tx)),
+            closed: Arc::default(),
             done: Mutex::new(done),
             pending,
+            read_back,
             behind: AtomicBool::new(false),
         }
     }
@@ -83,8 +109,13 @@ impl Indexer {
         let Some(tx) = tx.as_ref() else {
             return;
         };
+        let stream = {
+            let mut closed = self.closed.lock().unwrap_or_else(|p| p.into_inner());
+            let at = closed.iter().position(|(p, _)| p == path);
+            at.and_then(|i| closed.remove(i).1)
+        };
         self.pending.fetch_add(1, Ordering::Relaxed);
-        if tx.try_send(path.to_path_buf()).is_err() {
+        if tx.try_send((path.to_path_buf(), stream)).is_err() {
             self.pending.fetch_sub(1, Ordering::Relaxed);
             if !self.behind.swap(true, Ordering::Relaxed) {
                 eprintln!(
@@ -95,6 +126,12 @@ impl Indexer {
                 );
             }
         }
+    }
+
+    /// Files that had to be read back to be indexed (a write failed and
+    /// the file was cut, say): normally none, every file is tapped.
+    pub fn read_back(&self) -> usize {
+        self.read_back.load(Ordering::Relaxed)
     }
 
     /// Waits (up to a few seconds) for the queued files to be indexed; says
@@ -127,6 +164,60 @@ impl FileObserver for Indexer {
     fn removed(&self, path: &Path) {
         remove_index_of(path);
     }
+
+    fn tap(&self, path: &Path) -> Option<Box<dyn FileTap>> {
+        // No tap once finished: nothing would take what it gathers.
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).as_ref()?;
+        Some(Box::new(Tap {
+            path: path.to_path_buf(),
+            stream: Some(Stream::default()),
+            closed: self.closed.clone(),
+        }))
+    }
+}
+
+/// The tap on one file: gathers its index while it is written and leaves
+/// it for the indexer when the file is closed.
+struct Tap {
+    path: PathBuf,
+    stream: Option<Stream>,
+    closed: Arc<Mutex<Vec<Job>>>,
+}
+
+impl FileTap for Tap {
+    fn wrote(&mut self, offset: u64, bytes: &[u8]) {
+        if let Some(s) = self.stream.as_mut() {
+            s.wrote(offset, bytes);
+        }
+    }
+
+    fn truncated(&mut self, len: u64) {
+        if let Some(s) = self.stream.as_mut() {
+            s.truncated(len);
+        }
+    }
+}
+
+impl Drop for Tap {
+    fn drop(&mut self) {
+        let mut closed = self.closed.lock().unwrap_or_else(|p| p.into_inner());
+        if closed.len() >= CLOSED {
+            closed.remove(0);
+        }
+        closed.push((std::mem::take(&mut self.path), self.stream.take()));
+    }
+}
+
+/// Indexes `path` from what its tap gathered, or by reading it (then
+/// true).
+fn index_one(path: &Path, stream: Option<Stream>) -> Result<bool, BuildError> {
+    if let Some(s) = stream {
+        let (crc, len) = head_of(path).map_err(|e| BuildError::Io(path.to_path_buf(), e))?;
+        if let Some(c) = s.finish(len, crc) {
+            return publish_index(path, c).map(|_| false);
+        }
+    }
+    build_index(path).map(|_| true)
 }
 
 /// The file observer of a capture that does not index: the index a file

@@ -7,10 +7,8 @@
 //! or none. It records the capture's length and a checksum of its first
 //! bytes: an index whose file has changed since is *stale* and not used.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::fs::{self, File};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -19,6 +17,7 @@ use ringcap_format::{FormatError, Reader};
 
 use crate::file::{self, Contents, Epoch, Group, Index, IndexError, Summary};
 use crate::keys::{packet_keys, Key};
+use crate::postings::Postings;
 
 /// A group ends after this many records...
 pub const GROUP_RECORDS: u32 = 32;
@@ -72,38 +71,8 @@ pub struct BuildReport {
     pub index_len: u64,
 }
 
-/// A fast hash for keys (they come from the capture, but the map only
-/// lives while one file is indexed, and its size is bounded by the file).
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        // The multiply carries low bits upward only: its high bits are the
-        // mixed ones, and hashbrown picks the bucket with the low bits (the
-        // product itself made IPv4 keys that differ in their high bytes
-        // collide; indexing spent most of its time in probe chains).
-        self.0.rotate_left(26)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    fn write_u8(&mut self, v: u8) {
-        self.write_u64(v as u64);
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-    fn write_u128(&mut self, v: u128) {
-        self.write_u64(v as u64);
-        self.write_u64((v >> 64) as u64);
-    }
-}
-
 /// CRC-32 of the first [`HEAD_LEN`] bytes of `path` and its length.
-fn head_of(path: &Path) -> io::Result<(u32, u64)> {
+pub(crate) fn head_of(path: &Path) -> io::Result<(u32, u64)> {
     let mut f = File::open(path)?;
     let len = f.metadata()?.len();
     let mut head = Vec::with_capacity(HEAD_LEN);
@@ -111,55 +80,54 @@ fn head_of(path: &Path) -> io::Result<(u32, u64)> {
     Ok((crc32fast::hash(&head), len))
 }
 
-/// Reads the capture file at `path` and collects its index.
-pub fn collect(path: &Path) -> Result<Contents, BuildError> {
-    let io_err = |e| BuildError::Io(path.to_path_buf(), e);
-    let (head_crc, capture_len) = head_of(path).map_err(io_err)?;
-    let f = File::open(path).map_err(io_err)?;
-    let mut rd = Reader::new(f).map_err(|e| BuildError::Format(path.to_path_buf(), e))?;
-    if matches!(rd.format(), ringcap_format::FileFormat::Compressed { .. }) {
-        return Err(BuildError::Compressed(path.to_path_buf()));
-    }
-    let mut c = Contents::default();
-    let mut postings = Postings::default();
-    let mut keys: Vec<Key> = Vec::new();
-    let mut data = Vec::new();
-    let mut linktypes: Vec<u32> = rd.interfaces().iter().map(|i| i.linktype).collect();
-    let mut s = Summary {
-        capture_len,
-        head_crc,
-        packets: 0,
-        first_ts: 0,
-        min_ts: u64::MAX,
-        max_ts: 0,
-    };
-    loop {
-        let off = rd.offset();
-        let epoch = (rd.sections() as u32, rd.interfaces().len() as u32);
-        keys.clear();
-        // The keys are taken while the packet is borrowed from the reader
-        // (no copy), unless its interface was announced by a block read
-        // just now (then the copy waits for the reader to tell its link type).
-        let (iface, ts, copied) = match rd.next_packet() {
-            Ok(Some(p)) => match linktypes.get(p.interface) {
-                Some(&lt) => {
-                    packet_keys(lt, p.data, &mut keys);
-                    (p.interface, p.ts_ns, false)
-                }
-                None => {
-                    data.clear();
-                    data.extend_from_slice(p.data);
-                    (p.interface, p.ts_ns, true)
-                }
-            },
-            Ok(None) => break,
-            Err(e) => return Err(BuildError::Format(path.to_path_buf(), e)),
-        };
-        if copied {
-            linktypes = rd.interfaces().iter().map(|i| i.linktype).collect();
-            let lt = linktypes.get(iface).copied().unwrap_or(u32::MAX);
-            packet_keys(lt, &data, &mut keys);
+/// Gathers the index of one file from its packets, in file order: the
+/// groups, the reader states they start in, the keys and the summary. The
+/// file reader ([`collect`]) and the tap on a file being written
+/// ([`crate::stream`]) both feed it, so both give the same index.
+pub(crate) struct Collector {
+    c: Contents,
+    postings: Postings,
+    keys: Vec<Key>,
+    packets: u64,
+    first_ts: u64,
+    min_ts: u64,
+    max_ts: u64,
+}
+
+impl Default for Collector {
+    fn default() -> Collector {
+        Collector {
+            c: Contents::default(),
+            postings: Postings::default(),
+            keys: Vec::new(),
+            packets: 0,
+            first_ts: 0,
+            min_ts: u64::MAX,
+            max_ts: 0,
         }
+    }
+}
+
+impl Collector {
+    /// One packet: `off` is where a reader stood before reading it (any
+    /// blocks before the packet included), `epoch` the reader's (sections,
+    /// interfaces) there.
+    pub(crate) fn packet(
+        &mut self,
+        off: u64,
+        epoch: (u32, u32),
+        linktype: u32,
+        ts: u64,
+        data: &[u8],
+    ) {
+        self.keys.clear();
+        packet_keys(linktype, data, &mut self.keys);
+        self.add(off, epoch, ts);
+    }
+
+    /// Records a packet whose keys are in `self.keys`.
+    fn add(&mut self, off: u64, epoch: (u32, u32), ts: u64) {
+        let c = &mut self.c;
         let new_group = c
             .groups
             .last()
@@ -185,77 +153,79 @@ pub fn collect(path: &Path) -> Result<Contents, BuildError> {
             g.min_ts = g.min_ts.min(ts);
             g.max_ts = g.max_ts.max(ts);
         }
-        if s.packets == 0 {
-            s.first_ts = ts;
+        if self.packets == 0 {
+            self.first_ts = ts;
         }
-        s.packets += 1;
-        s.min_ts = s.min_ts.min(ts);
-        s.max_ts = s.max_ts.max(ts);
+        self.packets += 1;
+        self.min_ts = self.min_ts.min(ts);
+        self.max_ts = self.max_ts.max(ts);
         // A key's list ends with the current group once it has been seen
         // in it: later packets of the group add nothing.
         let g = c.groups.len() as u32 - 1;
-        for k in &keys {
-            postings.add(*k, g);
+        for k in &self.keys {
+            self.postings.add(*k, g);
         }
     }
-    if s.packets == 0 {
-        s.min_ts = 0;
+
+    /// The index of a file of `capture_len` bytes whose head has checksum
+    /// `head_crc`.
+    pub(crate) fn finish(self, capture_len: u64, head_crc: u32) -> Contents {
+        let mut c = self.c;
+        c.summary = Some(Summary {
+            capture_len,
+            head_crc,
+            packets: self.packets,
+            first_ts: self.first_ts,
+            min_ts: if self.packets == 0 { 0 } else { self.min_ts },
+            max_ts: self.max_ts,
+        });
+        c.postings = self.postings.finish();
+        c
     }
-    c.summary = Some(s);
-    c.postings = postings.finish();
-    Ok(c)
 }
 
-/// The keys seen and their groups, gathered for one file.
-///
-/// Why not a map of key → list: with many flows each packet's keys land in
-/// a map much larger than the caches, and a list per key makes every
-/// packet touch one more random cache line per key (its list's last
-/// element) — the indexer then cost over a microsecond per packet. Here
-/// the map entry itself carries the key's number and the last group it was
-/// seen in, and (key, group) pairs go to one array written in order; the
-/// lists are made once at the end, by a counting sort (groups already come
-/// in order).
-#[derive(Default)]
-struct Postings {
-    /// Key → (its number, the last group it was seen in).
-    ids: HashMap<Key, (u32, u32), BuildHasherDefault<KeyHasher>>,
-    /// The keys by number.
-    keys: Vec<Key>,
-    /// (key number, group), groups non-decreasing.
-    pairs: Vec<(u32, u32)>,
-}
-
-impl Postings {
-    fn add(&mut self, k: Key, g: u32) {
-        let next = self.keys.len() as u32;
-        let e = self.ids.entry(k).or_insert((next, u32::MAX));
-        if e.0 == next {
-            self.keys.push(k);
-        }
-        if e.1 != g {
-            e.1 = g;
-            self.pairs.push((e.0, g));
-        }
+/// Reads the capture file at `path` and collects its index.
+pub fn collect(path: &Path) -> Result<Contents, BuildError> {
+    let io_err = |e| BuildError::Io(path.to_path_buf(), e);
+    let (head_crc, capture_len) = head_of(path).map_err(io_err)?;
+    let f = File::open(path).map_err(io_err)?;
+    let mut rd = Reader::new(f).map_err(|e| BuildError::Format(path.to_path_buf(), e))?;
+    if matches!(rd.format(), ringcap_format::FileFormat::Compressed { .. }) {
+        return Err(BuildError::Compressed(path.to_path_buf()));
     }
-
-    /// Every key with its distinct groups in order, sorted by key.
-    fn finish(self) -> Vec<(Key, Vec<u32>)> {
-        let mut counts = vec![0u32; self.keys.len()];
-        for &(id, _) in &self.pairs {
-            counts[id as usize] += 1;
+    let mut col = Collector::default();
+    let mut data = Vec::new();
+    let mut linktypes: Vec<u32> = rd.interfaces().iter().map(|i| i.linktype).collect();
+    loop {
+        let off = rd.offset();
+        let epoch = (rd.sections() as u32, rd.interfaces().len() as u32);
+        col.keys.clear();
+        // The keys are taken while the packet is borrowed from the reader
+        // (no copy), unless its interface was announced by a block read
+        // just now (then the copy waits for the reader to tell its link type).
+        let (iface, ts, copied) = match rd.next_packet() {
+            Ok(Some(p)) => match linktypes.get(p.interface) {
+                Some(&lt) => {
+                    packet_keys(lt, p.data, &mut col.keys);
+                    (p.interface, p.ts_ns, false)
+                }
+                None => {
+                    data.clear();
+                    data.extend_from_slice(p.data);
+                    (p.interface, p.ts_ns, true)
+                }
+            },
+            Ok(None) => break,
+            Err(e) => return Err(BuildError::Format(path.to_path_buf(), e)),
+        };
+        if copied {
+            linktypes = rd.interfaces().iter().map(|i| i.linktype).collect();
+            let lt = linktypes.get(iface).copied().unwrap_or(u32::MAX);
+            packet_keys(lt, &data, &mut col.keys);
         }
-        let mut lists: Vec<Vec<u32>> = counts
-            .iter()
-            .map(|&n| Vec::with_capacity(n as usize))
-            .collect();
-        for &(id, g) in &self.pairs {
-            lists[id as usize].push(g);
-        }
-        let mut out: Vec<(Key, Vec<u32>)> = self.keys.into_iter().zip(lists).collect();
-        out.sort_unstable_by_key(|(k, _)| *k);
-        out
+        col.add(off, epoch, ts);
     }
+    Ok(col.finish(capture_len, head_crc))
 }
 
 /// Writes `bytes` to `path` atomically: a hidden temporary file in the same
@@ -297,6 +267,11 @@ fn publish(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// it. If the capture is deleted meanwhile (retention), so is the index.
 pub fn build_index(capture: &Path) -> Result<BuildReport, BuildError> {
     let c = collect(capture)?;
+    publish_index(capture, c)
+}
+
+/// Publishes the index `c` of `capture` next to it.
+pub(crate) fn publish_index(capture: &Path, c: Contents) -> Result<BuildReport, BuildError> {
     let bytes = file::encode(&c);
     let index = index_path(capture);
     publish(&index, &bytes).map_err(|e| BuildError::Io(index.clone(), e))?;

@@ -31,7 +31,9 @@ pub mod file;
 pub mod keys;
 pub mod out;
 pub mod plan;
+mod postings;
 pub mod query;
+mod stream;
 pub mod time;
 mod varint;
 

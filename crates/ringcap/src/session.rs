@@ -180,6 +180,13 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     let outcome = capture.join();
     if let Some(ix) = indexer {
         ix.finish();
+        let n = ix.read_back();
+        if n > 0 {
+            eprintln!(
+                "ringcap: note: {n} file{} had to be read back to be indexed (a write failed, or the writer could not show its bytes to the indexer)",
+                if n == 1 { "" } else { "s" }
+            );
+        }
     }
     // Every capture thread has ended: the flows they left are queued, and
     // exported before the final record counts them.

@@ -26,7 +26,7 @@ pub mod writer;
 pub use batch::Batch;
 pub use bell::Bell;
 pub use encode::Encoder;
-pub use file_observer::{FileHook, FileObserver};
+pub use file_observer::{FileHook, FileObserver, FileTap};
 pub use files::{OutputPlan, Retention, Rotation};
 pub use packet_sink::{PacketSink, SharedSinkFactory, SinkFactory};
 pub use reason::{SinkReason, WriteFailure};

@@ -116,7 +116,10 @@ impl Writer {
                     partial.display()
                 ));
                 let f = files::create_exclusive(&partial, self.cfg.file_mode, false)?;
-                return Ok((Box::new(BufferedFile::new(f)), partial));
+                return Ok((
+                    self.tapped(Box::new(BufferedFile::new(f)), final_path),
+                    partial,
+                ));
             }
             r => r.map_err(|e| {
                 io::Error::new(e.kind(), format!("creating {}: {e}", partial.display()))
@@ -142,7 +145,19 @@ impl Writer {
         if let Some(f) = &self.fixed {
             out.use_fixed(f.clone());
         }
-        Ok((out, partial))
+        Ok((self.tapped(out, final_path), partial))
+    }
+
+    /// `out`, seen by the file observer's tap if it has one for the file.
+    /// Compressed files are not tapped: a tap reads pcap or pcapng.
+    fn tapped(&self, out: Box<dyn Output>, final_path: &Path) -> Box<dyn Output> {
+        let tap = (!self.cfg.compress)
+            .then(|| self.cfg.files.as_ref().and_then(|h| h.0.tap(final_path)))
+            .flatten();
+        match tap {
+            Some(tap) => Box::new(crate::file_observer::Tapped { inner: out, tap }),
+            None => out,
+        }
     }
 
     pub(super) fn write_isbs(&mut self) -> io::Result<()> {

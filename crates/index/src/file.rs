@@ -128,7 +128,47 @@ pub struct Contents {
     /// Epochs, in group order (at least one if there are groups).
     pub epochs: Vec<Epoch>,
     /// Every key with its sorted, distinct group numbers, sorted by key.
-    pub postings: Vec<(Key, Vec<u32>)>,
+    pub postings: PostingLists,
+}
+
+/// Posting lists, flat: key `i`'s groups are `groups[ends[i - 1]..ends[i]]`
+/// (from 0 for the first). One allocation for all of a file's lists, not
+/// one per key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PostingLists {
+    /// The keys, sorted.
+    pub keys: Vec<Key>,
+    /// Where each key's groups end.
+    pub ends: Vec<u32>,
+    /// Every key's groups, sorted and distinct within a key.
+    pub groups: Vec<u32>,
+}
+
+impl PostingLists {
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// True without keys.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Appends a key (greater than every key so far) and its groups.
+    pub fn push(&mut self, key: Key, groups: &[u32]) {
+        self.groups.extend_from_slice(groups);
+        self.keys.push(key);
+        self.ends.push(self.groups.len() as u32);
+    }
+
+    /// Each key with its groups, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (Key, &[u32])> + '_ {
+        self.keys.iter().enumerate().map(|(i, &k)| {
+            let from = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+            (k, &self.groups[from..self.ends[i] as usize])
+        })
+    }
 }
 
 fn zigzag(v: i64) -> u64 {
@@ -167,13 +207,13 @@ pub fn encode(c: &Contents) -> Vec<u8> {
     }
     let mut list = Vec::new();
     for kind in Kind::ALL {
-        let keys: Vec<_> = c.postings.iter().filter(|(k, _)| k.kind == kind).collect();
-        if keys.is_empty() {
+        let n = c.postings.keys.iter().filter(|k| k.kind == kind).count();
+        if n == 0 {
             continue;
         }
         body.push(kind as u8);
-        varint::put(&mut body, keys.len() as u64);
-        for (k, groups) in keys {
+        varint::put(&mut body, n as u64);
+        for (k, groups) in c.postings.iter().filter(|(k, _)| k.kind == kind) {
             let w = kind.width();
             body.extend_from_slice(&k.value.to_be_bytes()[16 - w..]);
             list.clear();
@@ -206,15 +246,25 @@ pub fn encode(c: &Contents) -> Vec<u8> {
     out
 }
 
-/// One key's entry: where its postings lie in the file.
-#[derive(Debug, Clone)]
+/// One kind's keys in the file: their bytes (checked when the index was
+/// parsed) and how many there are.
+#[derive(Debug, Clone, Default)]
+struct Section {
+    bytes: Range<usize>,
+    count: usize,
+}
+
+/// One key of a section, as [`Index::entries`] walks them.
 struct Entry {
     value: u128,
     count: u32,
     bytes: Range<usize>,
 }
 
-/// A parsed index file. Postings stay coded until a lookup needs them.
+/// A parsed index file. Keys and postings stay coded until a lookup needs
+/// them: parsing checks every key entry but keeps only where each kind's
+/// keys lie (decoding 100,000 entries into vectors was most of the time of
+/// a selective query), and a lookup walks the one kind it asks for.
 #[derive(Debug, Clone)]
 pub struct Index {
     raw: Vec<u8>,
@@ -224,8 +274,8 @@ pub struct Index {
     pub groups: Vec<Group>,
     /// Epochs, in group order.
     pub epochs: Vec<Epoch>,
-    /// Key entries per kind (indexed by `Kind as usize`), sorted by value.
-    keys: [Vec<Entry>; 6],
+    /// Key sections per kind (indexed by `Kind as usize`), values sorted.
+    keys: [Section; 6],
 }
 
 struct Cursor<'a> {
@@ -254,6 +304,23 @@ impl Cursor<'_> {
         self.p = end;
         Ok(r)
     }
+}
+
+/// The key entry at the cursor (value, posting count, posting bytes).
+fn next_entry(c: &mut Cursor, kind: Kind, ngroups: u32) -> Result<Entry, IndexError> {
+    let r = c.take(kind.width(), "key value")?;
+    let mut value = 0u128;
+    for &b in &c.b[r] {
+        value = value << 8 | b as u128;
+    }
+    let count = c.small("posting count", ngroups as u64)?;
+    let len = c.small("posting bytes", (c.b.len() - c.p) as u64)?;
+    let bytes = c.take(len as usize, "postings")?;
+    Ok(Entry {
+        value,
+        count,
+        bytes,
+    })
 }
 
 fn le_u64(b: &[u8], at: usize) -> u64 {
@@ -355,37 +422,30 @@ impl Index {
                 records,
             });
         }
-        let mut keys: [Vec<Entry>; 6] = Default::default();
+        let mut keys: [Section; 6] = Default::default();
+        let mut seen = [false; 6];
         while c.p < c.b.len() {
             let code = c.b[c.p];
             c.p += 1;
             let kind =
                 Kind::from_code(code).ok_or_else(|| damaged(format!("unknown key kind {code}")))?;
-            if !keys[kind as usize].is_empty() {
+            if std::mem::replace(&mut seen[kind as usize], true) {
                 return Err(damaged("a key kind twice"));
             }
             let n = c.small("key count", (c.b.len() - c.p) as u64)?;
-            let w = kind.width();
-            let mut v = Vec::with_capacity(n as usize);
+            let start = c.p;
+            let mut last = None;
             for _ in 0..n {
-                let r = c.take(w, "key value")?;
-                let mut value = 0u128;
-                for &b in &c.b[r] {
-                    value = value << 8 | b as u128;
-                }
-                if v.last().is_some_and(|e: &Entry| e.value >= value) {
+                let e = next_entry(&mut c, kind, ngroups)?;
+                if last.is_some_and(|l| l >= e.value) {
                     return Err(damaged("keys out of order"));
                 }
-                let count = c.small("posting count", ngroups as u64)?;
-                let len = c.small("posting bytes", (c.b.len() - c.p) as u64)?;
-                let bytes = c.take(len as usize, "postings")?;
-                v.push(Entry {
-                    value,
-                    count,
-                    bytes,
-                });
+                last = Some(e.value);
             }
-            keys[kind as usize] = v;
+            keys[kind as usize] = Section {
+                bytes: start..c.p,
+                count: n as usize,
+            };
         }
         Ok(Index {
             raw,
@@ -398,17 +458,28 @@ impl Index {
 
     /// Number of distinct keys of a kind.
     pub fn key_count(&self, kind: Kind) -> usize {
-        self.keys[kind as usize].len()
+        self.keys[kind as usize].count
     }
 
     /// Adds to `out` (a flag per group) every group holding a key of `kind`
     /// with a value in `lo..=hi`. Fails on postings that do not decode to
     /// group numbers of this index.
     pub fn mark(&self, kind: Kind, lo: u128, hi: u128, out: &mut [bool]) -> Result<(), IndexError> {
-        let entries = &self.keys[kind as usize];
-        let start = entries.partition_point(|e| e.value < lo);
-        for e in entries[start..].iter().take_while(|e| e.value <= hi) {
-            let b = &self.raw[e.bytes.clone()];
+        let sec = &self.keys[kind as usize];
+        let end = self.raw.len() - 4;
+        let mut c = Cursor {
+            b: &self.raw[..end],
+            p: sec.bytes.start,
+        };
+        for _ in 0..sec.count {
+            let e = next_entry(&mut c, kind, u32::MAX)?;
+            if e.value < lo {
+                continue;
+            }
+            if e.value > hi {
+                break;
+            }
+            let b = &self.raw[e.bytes];
             let mut p = 0;
             let mut g = -1i64;
             for _ in 0..e.count {

@@ -19,6 +19,7 @@
 //!
 //! The memory is that of the distinct (key, group) pairs, as before.
 
+use crate::file::PostingLists;
 use crate::keys::{Key, Kind};
 
 /// Entries of the recent-pairs caches (a power of two).
@@ -130,10 +131,10 @@ impl Postings {
     }
 
     /// Every key with its distinct groups in order, sorted by key.
-    pub(crate) fn finish(self) -> Vec<(Key, Vec<u32>)> {
-        let mut out = Vec::new();
+    pub(crate) fn finish(self) -> PostingLists {
+        let mut out = PostingLists::default();
         if !self.any.is_empty() {
-            out.push((Key::ANY, self.any));
+            out.push(Key::ANY, &self.any);
         }
         let mut scratch = Vec::new();
         let mut v4 = self.v4;
@@ -144,51 +145,48 @@ impl Postings {
         let mut i = 0;
         while i < v6.len() {
             let v = v6[i].0;
-            let mut groups = Vec::new();
             while i < v6.len() && v6[i].0 == v {
-                if groups.last() != Some(&v6[i].1) {
-                    groups.push(v6[i].1);
+                if out.groups.len() == out.ends.last().copied().unwrap_or(0) as usize
+                    || out.groups.last() != Some(&v6[i].1)
+                {
+                    out.groups.push(v6[i].1);
                 }
                 i += 1;
             }
-            out.push((
-                Key {
-                    kind: Kind::V6,
-                    value: v,
-                },
-                groups,
-            ));
+            out.keys.push(Key {
+                kind: Kind::V6,
+                value: v,
+            });
+            out.ends.push(out.groups.len() as u32);
         }
         for mut n in [self.port, self.proto, self.vlan] {
             lists(&mut n, &mut scratch, &mut out);
         }
-        debug_assert!(out.windows(2).all(|w| w[0].0 < w[1].0));
+        debug_assert!(out.keys.windows(2).all(|w| w[0] < w[1]));
         out
     }
 }
 
 /// Sorts a narrow kind's pairs by value and appends its posting lists.
-fn lists(n: &mut Narrow, scratch: &mut Vec<u64>, out: &mut Vec<(Key, Vec<u32>)>) {
+fn lists(n: &mut Narrow, scratch: &mut Vec<u64>, out: &mut PostingLists) {
     radix_by_value(&mut n.pairs, scratch, n.bits);
     let p = &n.pairs;
     let mut i = 0;
     while i < p.len() {
         let v = p[i] >> 32;
-        let mut groups = Vec::new();
+        let start = out.groups.len();
         while i < p.len() && p[i] >> 32 == v {
             let g = p[i] as u32;
-            if groups.last() != Some(&g) {
-                groups.push(g);
+            if out.groups.len() == start || out.groups.last() != Some(&g) {
+                out.groups.push(g);
             }
             i += 1;
         }
-        out.push((
-            Key {
-                kind: n.kind,
-                value: v as u128,
-            },
-            groups,
-        ));
+        out.keys.push(Key {
+            kind: n.kind,
+            value: v as u128,
+        });
+        out.ends.push(out.groups.len() as u32);
     }
 }
 
@@ -270,7 +268,8 @@ mod tests {
                     l.push(g);
                 }
             }
-            let got = p.finish();
+            let got: Vec<(Key, Vec<u32>)> =
+                p.finish().iter().map(|(k, g)| (k, g.to_vec())).collect();
             let want: Vec<(Key, Vec<u32>)> = want.into_iter().collect();
             prop_assert_eq!(got, want);
         }

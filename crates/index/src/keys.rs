@@ -129,19 +129,31 @@ pub fn packet_keys(linktype: u32, data: &[u8], out: &mut Vec<Key>) {
     let mut s = Sink(out);
     match linktype {
         1 => {
-            outer_ethernet(data, &mut s);
-            let mut deep = Deep { s: &mut s, data };
-            visit_headers(data, &mut deep);
+            // The walker's keys would only repeat the outer ones for a
+            // plain TCP, UDP or SCTP packet (nothing inside it is walked):
+            // the walk is skipped then, most packets, half the keys.
+            if !outer_ethernet(data, &mut s) {
+                let mut deep = Deep { s: &mut s, data };
+                visit_headers(data, &mut deep);
+            }
         }
         // LINKTYPE_RAW: the IP version nibble tells (libpcap checks it).
         101 => match data.first().map(|b| b >> 4) {
-            Some(4) => ipv4(data, 0, &mut s),
-            Some(6) => ipv6(data, 0, &mut s),
+            Some(4) => {
+                ipv4(data, 0, &mut s);
+            }
+            Some(6) => {
+                ipv6(data, 0, &mut s);
+            }
             Some(_) => {}
             None => s.any(),
         },
-        228 => ipv4(data, 0, &mut s),
-        229 => ipv6(data, 0, &mut s),
+        228 => {
+            ipv4(data, 0, &mut s);
+        }
+        229 => {
+            ipv6(data, 0, &mut s);
+        }
         // Linux cooked capture v1: protocol at 14, payload at 16.
         113 => cooked(data, 14, 16, &mut s),
         // v2: protocol at 0, payload at 20.
@@ -155,8 +167,12 @@ fn cooked(d: &[u8], proto_at: usize, payload: usize, s: &mut Sink) {
         return s.any();
     }
     match be16(d, proto_at) {
-        0x0800 => ipv4(d, payload, s),
-        0x86dd => ipv6(d, payload, s),
+        0x0800 => {
+            ipv4(d, payload, s);
+        }
+        0x86dd => {
+            ipv6(d, payload, s);
+        }
         0x0806 | 0x8035 => arp(d, payload, s),
         // VLAN tags in a cooked header: not worth a second set of rules.
         0x8100 | 0x88a8 | 0x9100 => s.any(),
@@ -164,16 +180,19 @@ fn cooked(d: &[u8], proto_at: usize, payload: usize, s: &mut Sink) {
     }
 }
 
-/// libpcap's view of an Ethernet frame: tags, then IP or ARP.
-fn outer_ethernet(d: &[u8], s: &mut Sink) {
+/// libpcap's view of an Ethernet frame: tags, then IP or ARP. True when
+/// the frame is a plain one (see [`ipv4`]).
+fn outer_ethernet(d: &[u8], s: &mut Sink) -> bool {
     if d.len() < 14 {
-        return s.any();
+        s.any();
+        return false;
     }
     let mut et = be16(d, 12);
     let mut p = 14;
     while matches!(et, 0x8100 | 0x88a8 | 0x9100) {
         if d.len() < p + 4 {
-            return s.any();
+            s.any();
+            return false;
         }
         s.push(Kind::Vlan, (be16(d, p) & 0x0fff) as u128);
         et = be16(d, p + 2);
@@ -182,21 +201,39 @@ fn outer_ethernet(d: &[u8], s: &mut Sink) {
     match et {
         0x0800 => ipv4(d, p, s),
         0x86dd => ipv6(d, p, s),
-        0x0806 | 0x8035 => arp(d, p, s),
+        0x0806 | 0x8035 => {
+            arp(d, p, s);
+            false
+        }
         // Nothing a narrowed filter tests (host, port, proto, vlan) can
         // match another EtherType without a keyword the planner refuses
         // to narrow (mpls, pppoes, ...).
-        _ => {}
+        _ => false,
     }
 }
 
-fn ipv4(d: &[u8], p: usize, s: &mut Sink) {
+/// A transport whose packets the header walker does not look into: TCP,
+/// SCTP, UDP other than to VXLAN's port. `t` is its header.
+fn plain_transport(d: &[u8], proto: u8, t: usize) -> bool {
+    match proto {
+        TCP | SCTP => true,
+        UDP => be16(d, t + 2) != ringcap_wire::vxlan::UDP_PORT,
+        _ => false,
+    }
+}
+
+/// The outer IPv4 header at `p`. True for a plain packet: a first
+/// fragment of a [`plain_transport`] with its ports taken, whose keys the
+/// header walker would only repeat.
+fn ipv4(d: &[u8], p: usize, s: &mut Sink) -> bool {
     if d.len() < p + 20 {
-        return s.any();
+        s.any();
+        return false;
     }
     let ihl = (d[p] & 0x0f) as usize * 4;
     if d[p] >> 4 != 4 || ihl < 20 {
-        return s.any();
+        s.any();
+        return false;
     }
     s.v4(d, p + 12);
     s.v4(d, p + 16);
@@ -205,15 +242,21 @@ fn ipv4(d: &[u8], p: usize, s: &mut Sink) {
     let first_fragment = be16(d, p + 6) & 0x1fff == 0;
     if first_fragment && has_ports(proto) {
         if d.len() < p + ihl + 4 {
-            return s.any();
+            s.any();
+            return false;
         }
         s.ports(d, p + ihl);
+        return plain_transport(d, proto, p + ihl);
     }
+    false
 }
 
-fn ipv6(d: &[u8], p: usize, s: &mut Sink) {
+/// The outer IPv6 header at `p`; true as for [`ipv4`] (no extension
+/// header but a fragment header before the transport).
+fn ipv6(d: &[u8], p: usize, s: &mut Sink) -> bool {
     if d.len() < p + 40 || d[p] >> 4 != 6 {
-        return s.any();
+        s.any();
+        return false;
     }
     s.v6(d, p + 8);
     s.v6(d, p + 24);
@@ -223,7 +266,8 @@ fn ipv6(d: &[u8], p: usize, s: &mut Sink) {
     let mut proto = nh;
     if nh == FRAGMENT {
         if d.len() < p + 48 {
-            return s.any();
+            s.any();
+            return false;
         }
         proto = d[p + 40];
         s.push(Kind::Proto, proto as u128);
@@ -231,10 +275,14 @@ fn ipv6(d: &[u8], p: usize, s: &mut Sink) {
     }
     if has_ports(proto) {
         if d.len() < t + 4 {
-            return s.any();
+            s.any();
+            return false;
         }
         s.ports(d, t);
+        // After a fragment header the walker may see another fragment.
+        return nh != FRAGMENT && plain_transport(d, proto, t);
     }
+    false
 }
 
 /// ARP and RARP: libpcap reads the sender and target protocol addresses at
@@ -282,6 +330,142 @@ impl Visitor for Deep<'_, '_> {
         self.s.push(Kind::Proto, proto as u128);
         if has_ports(proto) && self.data.len() >= off + 4 {
             self.s.ports(self.data, off);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    /// Every key of both walks, the walker's always run.
+    fn both_walks(data: &[u8]) -> BTreeSet<Key> {
+        let mut v = Vec::new();
+        let mut s = Sink(&mut v);
+        outer_ethernet(data, &mut s);
+        let mut deep = Deep { s: &mut s, data };
+        visit_headers(data, &mut deep);
+        v.into_iter().collect()
+    }
+
+    /// Frames built from a few layers (tags, IPv4/IPv6, fragments, TCP, UDP
+    /// to VXLAN and other ports, GRE, IPIP, ICMP errors, SCTP) and then
+    /// bytes flipped and cut anywhere.
+    fn frame(layers: &[u8], flips: &[(usize, u8)], cut: usize) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
+        for &l in layers {
+            match l % 10 {
+                0 => f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]),
+                1 | 2 => {
+                    f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 60, 0, 0, 0, 0, 64]);
+                    f.push([6, 17, 47, 4, 1, 132][l as usize % 6]);
+                    f.extend_from_slice(&[0, 0, 198, 18, 0, l, 198, 19, 1, l]);
+                }
+                3 => {
+                    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 40]);
+                    f.push([6, 17, 44, 58, 41][l as usize % 5]);
+                    f.push(64);
+                    f.extend_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, l]);
+                    f.extend_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, l]);
+                }
+                4 => f.extend_from_slice(&[0x30, 0x39, 0x12, 0xb5, 0, 30, 0, 0]),
+                5 => f.extend_from_slice(&[0x08, 0, 0, 0, 0, 0, 0x10, 0]),
+                6 => {
+                    f.extend_from_slice(&[0, 80, 0x1f, 0x90, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 2, 0, 0])
+                }
+                7 => f.extend_from_slice(&[3, 3, 0, 0, 0, 0, 0, 0]),
+                8 => f.extend_from_slice(&[0, 0, 0x65, 0x58]),
+                _ => f.extend_from_slice(&[2, 0, 0, 0, 0, 3, 2, 0, 0, 0, 0, 4]),
+            }
+        }
+        f.extend_from_slice(&[0; 16]);
+        for &(at, x) in flips {
+            let n = f.len();
+            f[at % n] ^= x;
+        }
+        f.truncate(cut);
+        f
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+        /// Skipping the walker for plain packets loses no key: the index
+        /// still finds every packet a query naming an inner header finds.
+        #[test]
+        fn skipping_the_walk_loses_no_key(
+            layers in proptest::collection::vec(any::<u8>(), 0..6),
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..3),
+            cut in 0usize..200,
+        ) {
+            let f = frame(&layers, &flips, cut);
+            let mut v = Vec::new();
+            packet_keys(1, &f, &mut v);
+            let got: BTreeSet<Key> = v.into_iter().collect();
+            prop_assert_eq!(got, both_walks(&f));
+        }
+    }
+
+    /// Tunnels the walker looks into keep their inner keys: VXLAN (UDP to
+    /// 4789), GRE, IP in IP, an ICMP error quoting a datagram.
+    #[test]
+    fn tunnels_keep_their_inner_keys() {
+        let macs = [2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
+        let ip4 = |proto: u8, last: u8| {
+            let mut h = vec![0x45, 0, 0, 60, 0, 0, 0, 0, 64, proto, 0, 0];
+            h.extend_from_slice(&[198, 18, 0, last, 198, 19, 0, last]);
+            h
+        };
+        let udp_to = |port: u16| {
+            let mut h = vec![0x30, 0x39];
+            h.extend_from_slice(&port.to_be_bytes());
+            h.extend_from_slice(&[0, 30, 0, 0]);
+            h
+        };
+        let ether_ip = [0x08, 0x00];
+        let cat = |parts: &[&[u8]]| -> Vec<u8> {
+            let mut v = macs.to_vec();
+            for p in parts {
+                v.extend_from_slice(p);
+            }
+            v.extend_from_slice(&[0; 16]);
+            v
+        };
+        let inner = [&ip4(17, 99)[..], &udp_to(53)].concat();
+        let cases = [
+            (
+                "vxlan",
+                cat(&[
+                    &ether_ip,
+                    &ip4(17, 1),
+                    &udp_to(4789),
+                    &[0x08, 0, 0, 0, 0, 0, 0x10, 0],
+                    &macs,
+                    &ether_ip,
+                    &inner,
+                ]),
+            ),
+            (
+                "gre",
+                cat(&[&ether_ip, &ip4(47, 1), &[0, 0, 0x08, 0x00], &inner]),
+            ),
+            ("ipip", cat(&[&ether_ip, &ip4(4, 1), &inner])),
+            (
+                "icmp error",
+                cat(&[&ether_ip, &ip4(1, 1), &[3, 3, 0, 0, 0, 0, 0, 0], &inner]),
+            ),
+        ];
+        let want = Key {
+            kind: Kind::V4,
+            value: u32::from_be_bytes([198, 18, 0, 99]) as u128,
+        };
+        for (name, f) in cases {
+            let mut v = Vec::new();
+            packet_keys(1, &f, &mut v);
+            let got: BTreeSet<Key> = v.into_iter().collect();
+            assert_eq!(got, both_walks(&f), "{name}");
+            assert!(got.contains(&want), "{name}: {got:?}");
         }
     }
 }

@@ -1,9 +1,9 @@
-//! The index file format, version 1 (all integers little-endian).
+//! The index file format, version 2 (all integers little-endian).
 //!
 //! ```text
 //! header (72 bytes)
 //!    0  magic "RCAPIDX\n"
-//!    8  version u16 (1)            10  header length u16 (72)
+//!    8  version u16 (2)            10  header length u16 (72)
 //!   12  flags u32 (0)
 //!   16  length of the capture file covered, u64
 //!   24  CRC-32 of its first min(4096, length) bytes, u32
@@ -15,11 +15,14 @@
 //!   epochs: n, then n × (first group, pcapng sections, interfaces)
 //!   groups: for each: file offset − previous offset, zigzag(min ts −
 //!           previous min ts), max ts − min ts, records
-//!   keys:   for each kind present: kind u8, n, then n keys in increasing
-//!           order: value (big-endian, Kind::width bytes), posting count,
-//!           posting bytes, postings (group − previous group − 1, the
-//!           first from −1)
-//!   (every count and number above is an unsigned LEB128 varint)
+//!   keys:   for each kind present: kind u8, n, posting bytes P; a table
+//!           of n keys in increasing order, each its value (big-endian,
+//!           Kind::width bytes) and where its postings end (u32, within
+//!           the kind's P bytes; each key's start where the previous ended);
+//!           then the P bytes of postings (per key: group − previous group
+//!           − 1, the first from −1)
+//!   (every count and number above but the table's is an unsigned LEB128
+//!   varint)
 //! trailer
 //!   CRC-32 of everything before it, u32
 //! ```
@@ -29,6 +32,11 @@
 //! before it are read again on a jump there). An epoch says how many pcapng
 //! sections and interfaces a reader has seen at the start of a group: a
 //! jump is only taken when the reader has seen the same (see `query`).
+//!
+//! The key table has a fixed width so that a lookup is a binary search in
+//! place: reading an index checks its checksum and decodes its groups, but
+//! never walks its keys (version 1 had variable-width entries, and walking
+//! 100,000 of them was most of a selective query's time).
 //!
 //! Reading refuses, with a message saying which, a file that is not an
 //! index, a version this code does not know, a length or checksum that do
@@ -43,7 +51,7 @@ use crate::varint;
 /// The first 8 bytes of every index file.
 pub const MAGIC: &[u8; 8] = b"RCAPIDX\n";
 /// The format version this code writes and reads.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 const HEADER_LEN: usize = 72;
 
 /// One group of records.
@@ -205,27 +213,31 @@ pub fn encode(c: &Contents) -> Vec<u8> {
         off = g.offset;
         ts = g.min_ts;
     }
-    let mut list = Vec::new();
+    let mut postings = Vec::new();
+    let mut table = Vec::new();
     for kind in Kind::ALL {
-        let n = c.postings.keys.iter().filter(|k| k.kind == kind).count();
+        let w = kind.width();
+        postings.clear();
+        table.clear();
+        let mut n = 0u64;
+        for (k, groups) in c.postings.iter().filter(|(k, _)| k.kind == kind) {
+            let mut prev = -1i64;
+            for &g in groups {
+                varint::put(&mut postings, (g as i64 - prev - 1) as u64);
+                prev = g as i64;
+            }
+            table.extend_from_slice(&k.value.to_be_bytes()[16 - w..]);
+            table.extend_from_slice(&(postings.len() as u32).to_le_bytes());
+            n += 1;
+        }
         if n == 0 {
             continue;
         }
         body.push(kind as u8);
-        varint::put(&mut body, n as u64);
-        for (k, groups) in c.postings.iter().filter(|(k, _)| k.kind == kind) {
-            let w = kind.width();
-            body.extend_from_slice(&k.value.to_be_bytes()[16 - w..]);
-            list.clear();
-            let mut prev = -1i64;
-            for &g in groups {
-                varint::put(&mut list, (g as i64 - prev - 1) as u64);
-                prev = g as i64;
-            }
-            varint::put(&mut body, groups.len() as u64);
-            varint::put(&mut body, list.len() as u64);
-            body.extend_from_slice(&list);
-        }
+        varint::put(&mut body, n);
+        varint::put(&mut body, postings.len() as u64);
+        body.extend_from_slice(&table);
+        body.extend_from_slice(&postings);
     }
     let mut out = Vec::with_capacity(HEADER_LEN + body.len() + 4);
     out.extend_from_slice(MAGIC);
@@ -246,25 +258,18 @@ pub fn encode(c: &Contents) -> Vec<u8> {
     out
 }
 
-/// One kind's keys in the file: their bytes (checked when the index was
-/// parsed) and how many there are.
+/// One kind's keys in the file: its table of `count` fixed-width entries
+/// and its postings.
 #[derive(Debug, Clone, Default)]
 struct Section {
-    bytes: Range<usize>,
+    table: Range<usize>,
     count: usize,
-}
-
-/// One key of a section, as [`Index::entries`] walks them.
-struct Entry {
-    value: u128,
-    count: u32,
-    bytes: Range<usize>,
+    postings: Range<usize>,
 }
 
 /// A parsed index file. Keys and postings stay coded until a lookup needs
-/// them: parsing checks every key entry but keeps only where each kind's
-/// keys lie (decoding 100,000 entries into vectors was most of the time of
-/// a selective query), and a lookup walks the one kind it asks for.
+/// them: a lookup is a binary search in the kind's table, then the
+/// postings of the keys found are decoded.
 #[derive(Debug, Clone)]
 pub struct Index {
     raw: Vec<u8>,
@@ -304,23 +309,6 @@ impl Cursor<'_> {
         self.p = end;
         Ok(r)
     }
-}
-
-/// The key entry at the cursor (value, posting count, posting bytes).
-fn next_entry(c: &mut Cursor, kind: Kind, ngroups: u32) -> Result<Entry, IndexError> {
-    let r = c.take(kind.width(), "key value")?;
-    let mut value = 0u128;
-    for &b in &c.b[r] {
-        value = value << 8 | b as u128;
-    }
-    let count = c.small("posting count", ngroups as u64)?;
-    let len = c.small("posting bytes", (c.b.len() - c.p) as u64)?;
-    let bytes = c.take(len as usize, "postings")?;
-    Ok(Entry {
-        value,
-        count,
-        bytes,
-    })
 }
 
 fn le_u64(b: &[u8], at: usize) -> u64 {
@@ -432,19 +420,15 @@ impl Index {
             if std::mem::replace(&mut seen[kind as usize], true) {
                 return Err(damaged("a key kind twice"));
             }
-            let n = c.small("key count", (c.b.len() - c.p) as u64)?;
-            let start = c.p;
-            let mut last = None;
-            for _ in 0..n {
-                let e = next_entry(&mut c, kind, ngroups)?;
-                if last.is_some_and(|l| l >= e.value) {
-                    return Err(damaged("keys out of order"));
-                }
-                last = Some(e.value);
-            }
+            let left = (c.b.len() - c.p) as u64;
+            let n = c.small("key count", left)? as usize;
+            let plen = c.small("posting bytes", left)? as usize;
+            let table = c.take(n * (kind.width() + 4), "key table")?;
+            let postings = c.take(plen, "postings")?;
             keys[kind as usize] = Section {
-                bytes: start..c.p,
-                count: n as usize,
+                table,
+                count: n,
+                postings,
             };
         }
         Ok(Index {
@@ -466,24 +450,39 @@ impl Index {
     /// group numbers of this index.
     pub fn mark(&self, kind: Kind, lo: u128, hi: u128, out: &mut [bool]) -> Result<(), IndexError> {
         let sec = &self.keys[kind as usize];
-        let end = self.raw.len() - 4;
-        let mut c = Cursor {
-            b: &self.raw[..end],
-            p: sec.bytes.start,
+        let w = kind.width();
+        let table = &self.raw[sec.table.clone()];
+        let postings = &self.raw[sec.postings.clone()];
+        let value = |i: usize| {
+            table[i * (w + 4)..i * (w + 4) + w]
+                .iter()
+                .fold(0u128, |v, &b| v << 8 | b as u128)
         };
-        for _ in 0..sec.count {
-            let e = next_entry(&mut c, kind, u32::MAX)?;
-            if e.value < lo {
-                continue;
+        let end = |i: usize| le_u32(table, i * (w + 4) + w) as usize;
+        // The table is sorted (a damaged one can only make the search
+        // miss, never read outside it: the checksum guards against that).
+        let (mut a, mut b) = (0, sec.count);
+        while a < b {
+            let m = a + (b - a) / 2;
+            if value(m) < lo {
+                a = m + 1;
+            } else {
+                b = m;
             }
-            if e.value > hi {
+        }
+        for i in a..sec.count {
+            if value(i) > hi {
                 break;
             }
-            let b = &self.raw[e.bytes];
+            let from = if i == 0 { 0 } else { end(i - 1) };
+            let to = end(i);
+            let list = postings
+                .get(from..to)
+                .ok_or_else(|| damaged("postings out of range"))?;
             let mut p = 0;
             let mut g = -1i64;
-            for _ in 0..e.count {
-                let d = varint::get(b, &mut p).ok_or_else(|| damaged("bad posting"))?;
+            while p < list.len() {
+                let d = varint::get(list, &mut p).ok_or_else(|| damaged("bad posting"))?;
                 g = g
                     .checked_add(d as i64 + 1)
                     .filter(|&g| (g as usize) < out.len())

@@ -33,10 +33,10 @@ fn refusals_and_no_panics() {
     bad[0] = b'X';
     assert_eq!(Index::parse(bad).unwrap_err(), IndexError::NotIndex);
     let mut bad = raw.clone();
-    bad[8] = 2;
+    bad[8] = 3;
     let e = Index::parse(bad).unwrap_err();
-    assert_eq!(e, IndexError::Version(2));
-    assert!(e.to_string().contains("version 2") && e.to_string().contains("--force"));
+    assert_eq!(e, IndexError::Version(3));
+    assert!(e.to_string().contains("version 3") && e.to_string().contains("--force"));
     // Every single flipped byte and every cut is refused (checksum, lengths).
     for i in 0..raw.len() {
         let mut bad = raw.clone();

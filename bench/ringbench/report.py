@@ -67,7 +67,7 @@ def _size_key(size):
 
 
 def _order(tool):
-    names = ["tcpdump", "tcpdump-B", "dumpcap", "netsniff-ng", "stenotype", "ringcap",
+    names = ["tcpdump", "tcpdump-B", "dumpcap", "netsniff-ng", "stenotype", "stenotype-index", "ringcap",
              "ringcap-ng", "ringcap-zc", "ringcap-t2", "ringcap-B2"]
     return names.index(tool) if tool in names else 99
 

@@ -244,6 +244,16 @@ class Stenotype(Tool):
         return count_stenotype(os.path.join(outdir, "PKT0")), "file"
 
 
+class StenotypeIndexed(Stenotype):
+    """stenotype as it runs by default: indexing what it writes (ringcap's
+    default indexes too; `stenotype` above is the `--no_index` line)."""
+    name = "stenotype-index"
+
+    def argv(self, iface, snaplen, mode, outdir):
+        argv, env = Stenotype.argv(self, iface, snaplen, mode, outdir)
+        return [a for a in argv if a != "--no_index"], env
+
+
 class Ringcap(Tool):
     ready_re = re.compile(r"^capturing on ", re.M)
     quiet_s = 0.5  # drains its ring and writer on SIGINT
@@ -375,7 +385,7 @@ class Ringcap(Tool):
 
 def make_tools(ringcap_path):
     tools = [Tcpdump(), Tcpdump(buffer_kib=262144), Dumpcap(), Netsniff(), Stenotype(),
-             Ringcap(ringcap_path), Ringcap(ringcap_path, threads=2),
+             StenotypeIndexed(), Ringcap(ringcap_path), Ringcap(ringcap_path, threads=2),
              Ringcap(ringcap_path, buffer_mib=2),
              Ringcap(ringcap_path, hook="xdp"), Ringcap(ringcap_path, hook="netfilter"),
              Ringcap(ringcap_path, zero_copy="off"), Ringcap(ringcap_path, zero_copy="on"),

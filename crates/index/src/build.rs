@@ -312,9 +312,16 @@ impl fmt::Display for Unusable {
 /// Loads the index of `capture`, checking that it describes the file as it
 /// is now.
 pub fn load_index(capture: &Path) -> Result<Index, Unusable> {
+    load_index_into(capture, Vec::new())
+}
+
+/// [`load_index`], reading into `buf` (a buffer an earlier index gave back
+/// with [`Index::into_raw`]: a query over many files reuses one).
+pub fn load_index_into(capture: &Path, mut buf: Vec<u8>) -> Result<Index, Unusable> {
     let path = index_path(capture);
-    let raw = match fs::read(&path) {
-        Ok(r) => r,
+    buf.clear();
+    let raw = match File::open(&path).and_then(|mut f| f.read_to_end(&mut buf)) {
+        Ok(_) => buf,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Unusable::Missing),
         Err(e) => return Err(Unusable::Bad(format!("{}: {e}", path.display()))),
     };

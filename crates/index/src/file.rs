@@ -311,6 +311,12 @@ impl Cursor<'_> {
     }
 }
 
+/// The reader state at the start of group `g`, from an index's epochs.
+pub fn epoch_of(epochs: &[Epoch], g: usize) -> Epoch {
+    let i = epochs.partition_point(|e| e.group as usize <= g);
+    epochs[i.saturating_sub(1)]
+}
+
 fn le_u64(b: &[u8], at: usize) -> u64 {
     let mut v = [0u8; 8];
     v.copy_from_slice(&b[at..at + 8]);
@@ -495,8 +501,12 @@ impl Index {
 
     /// The reader state at the start of group `g`.
     pub fn epoch_of(&self, g: usize) -> Epoch {
-        let i = self.epochs.partition_point(|e| e.group as usize <= g);
-        self.epochs[i.saturating_sub(1)]
+        epoch_of(&self.epochs, g)
+    }
+
+    /// The file's bytes back, for the next index to be read into.
+    pub fn into_raw(self) -> Vec<u8> {
+        self.raw
     }
 
     /// Size of the index file in bytes.

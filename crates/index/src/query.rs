@@ -27,8 +27,8 @@ use ringcap_stages::compile;
 use ringcap_stages::filter::{dlt_of_linktype, Target};
 use ringcap_stages::CheckedProgram;
 
-use crate::build::{load_index, Unusable};
-use crate::file::Index;
+use crate::build::{load_index_into, Unusable};
+use crate::file::{epoch_of, Epoch, Group, Summary};
 use crate::out::Output;
 use crate::plan::{candidates, Expr};
 
@@ -163,12 +163,23 @@ pub struct Query<'a> {
 /// A file ready to be queried.
 struct Source {
     path: PathBuf,
-    index: Result<Index, Unusable>,
+    index: Result<Prepared, Unusable>,
     first_ts: u64,
     linktype: u32,
     /// A file still being written: read up to this size, its last whole
     /// record (see [`is_growing`]).
     growing: Option<u64>,
+}
+
+/// What a query keeps of a file's index: its groups and the candidates
+/// among them (the key tables are read and let go file by file: a query
+/// over a day of files holds one index at a time).
+struct Prepared {
+    summary: Summary,
+    groups: Vec<Group>,
+    epochs: Vec<Epoch>,
+    /// A flag per group (`None`: every group).
+    cands: Option<Vec<bool>>,
 }
 
 /// Suffix of the hidden name a capture file has while it is written
@@ -277,6 +288,7 @@ pub fn run_with(
 ) -> Result<QueryStats, QueryError> {
     let mut st = QueryStats::default();
     let mut sources = Vec::new();
+    let mut spare = Vec::new();
     for path in files {
         if is_growing(path) {
             // Being written: its size now, and its first packet if a whole
@@ -304,7 +316,26 @@ pub fn run_with(
             continue;
         }
         let index = if q.use_index {
-            load_index(path)
+            match load_index_into(path, std::mem::take(&mut spare)) {
+                Ok(mut idx) => {
+                    let cands = if idx.groups.is_empty()
+                        || !q.window.overlaps(idx.summary.min_ts, idx.summary.max_ts)
+                    {
+                        Some(Vec::new())
+                    } else {
+                        candidates(&q.plan, &idx).map_err(|e| file_err(path, e))?
+                    };
+                    let p = Prepared {
+                        summary: idx.summary.clone(),
+                        groups: std::mem::take(&mut idx.groups),
+                        epochs: std::mem::take(&mut idx.epochs),
+                        cands,
+                    };
+                    spare = idx.into_raw();
+                    Ok(p)
+                }
+                Err(e) => Err(e),
+            }
         } else {
             Err(Unusable::Missing)
         };
@@ -363,7 +394,7 @@ pub fn run_with(
 fn query_indexed(
     q: &Query,
     s: &Source,
-    idx: &Index,
+    idx: &Prepared,
     taker: &mut dyn Taker,
     st: &mut QueryStats,
 ) -> Result<(), QueryError> {
@@ -374,7 +405,7 @@ fn query_indexed(
         return Ok(());
     }
     st.indexed += 1;
-    let cands = candidates(&q.plan, idx).map_err(|e| file_err(&s.path, e))?;
+    let cands = &idx.cands;
     let want = |g: usize| {
         cands.as_ref().is_none_or(|c| c[g])
             && q.window
@@ -397,7 +428,7 @@ fn query_indexed(
             .groups
             .get(g)
             .map_or(idx.summary.capture_len, |x| x.offset);
-        let ep = idx.epoch_of(first);
+        let ep = epoch_of(&idx.epochs, first);
         let state = |rd: &Reader<Bounded>| (rd.sections() as u32, rd.interfaces().len() as u32);
         if state(&rd) != (ep.sections, ep.interfaces) {
             // Read up to the run (discarding) to meet its interface blocks,

@@ -33,6 +33,12 @@ use crate::BuildError;
 /// it is pushed out).
 const CLOSED: usize = 8;
 
+/// Files waiting with what their taps gathered, at most: each holds its
+/// file's keys in memory (8 bytes per distinct key and group). Beyond, a
+/// file waits by name only and is read back when its turn comes, so an
+/// indexer that falls behind holds a bounded amount of memory.
+const GATHERED: usize = 4;
+
 /// A file to index, with what its tap gathered if it had one.
 type Job = (PathBuf, Option<Stream>);
 
@@ -54,6 +60,8 @@ pub struct Indexer {
     pending: Arc<AtomicUsize>,
     /// Files indexed by reading them back (their tap could not follow).
     read_back: Arc<AtomicUsize>,
+    /// Jobs queued with what their tap gathered.
+    gathered: Arc<AtomicUsize>,
     behind: AtomicBool,
 }
 
@@ -67,11 +75,16 @@ impl Indexer {
         let left = pending.clone();
         let read_back = Arc::new(AtomicUsize::new(0));
         let reread = read_back.clone();
+        let gathered = Arc::new(AtomicUsize::new(0));
+        let held = gathered.clone();
         let spawned = std::thread::Builder::new()
             .name("ringcap-index".into())
             .spawn(move || {
                 lower_priority();
                 for (path, stream) in rx {
+                    if stream.is_some() {
+                        held.fetch_sub(1, Ordering::Relaxed);
+                    }
                     let r = index_one(&path, stream);
                     if matches!(r, Ok(true)) {
                         reread.fetch_add(1, Ordering::Relaxed);
@@ -99,6 +112,7 @@ impl Indexer {
             done: Mutex::new(done),
             pending,
             read_back,
+            gathered,
             behind: AtomicBool::new(false),
         }
     }
@@ -114,9 +128,20 @@ impl Indexer {
             let at = closed.iter().position(|(p, _)| p == path);
             at.and_then(|i| closed.remove(i).1)
         };
+        let stream = stream.filter(|_| {
+            self.gathered
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                    (n < GATHERED).then_some(n + 1)
+                })
+                .is_ok()
+        });
+        let had_stream = stream.is_some();
         self.pending.fetch_add(1, Ordering::Relaxed);
         if tx.try_send((path.to_path_buf(), stream)).is_err() {
             self.pending.fetch_sub(1, Ordering::Relaxed);
+            if had_stream {
+                self.gathered.fetch_sub(1, Ordering::Relaxed);
+            }
             if !self.behind.swap(true, Ordering::Relaxed) {
                 eprintln!(
                     "ringcap: warning: indexing falls behind the capture: {} and later files \

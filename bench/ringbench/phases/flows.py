@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 
-from ..common import CAP_CPU, log
+from ..common import CAP_CPU, REPO_DIR, log
 from ..pcapgen import write_many_flow_pcap
 
 
@@ -79,17 +79,36 @@ class _Nfcapd:
             time.sleep(0.05)
 
     def records(self):
-        """Stops nfcapd and counts the records it stored."""
+        """Stops nfcapd and counts the records it stored (its CPU seconds,
+        user+sys, in self.cpu_s)."""
         time.sleep(0.5)
         self.p.terminate()
-        try:
-            self.p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
+        t0 = time.monotonic()
+        while True:
+            pid, status, ru = os.wait4(self.p.pid, os.WNOHANG)
+            if pid == self.p.pid:
+                break
+            if time.monotonic() - t0 > 20:
+                self.p.kill()
+                pid, status, ru = os.wait4(self.p.pid, 0)
+                break
+            time.sleep(0.05)
+        self.p.returncode = os.waitstatus_to_exitcode(status)
+        self.cpu_s = ru.ru_utime + ru.ru_stime
         r = subprocess.run(["nfdump", "-R", self.dir, "-q", "-o", "csv"], capture_output=True,
                            text=True, timeout=600)
         return sum(1 for l in r.stdout.splitlines() if l and l[0].isdigit())
+
+
+def _udp_rcvbuf_errors():
+    """The kernel's count of UDP datagrams dropped at a full receive buffer
+    (a collector that fell behind)."""
+    with open("/proc/net/snmp") as f:
+        rows = [l.split() for l in f if l.startswith("Udp:")]
+    return int(rows[1][rows[0].index("RcvbufErrors")])
+
+
+EXPORT_RATE = REPO_DIR / "target" / "release" / "examples" / "export_rate"
 
 
 class FlowsPhase:
@@ -149,6 +168,7 @@ class FlowsPhase:
             log("  %-22s %s" % (name, rec.get("error") or
                                 "%.2f s, %.0f ns/pkt CPU, %d records stored by nfcapd"
                                 % (secs, rec["cpu_ns_per_pkt"], stored)))
+        self._flows_export_alone(nfl)
         # Memory per flow: peak RSS with a big table minus a small one.
         rss = {}
         for n in (1024, 1 << 20):
@@ -164,3 +184,42 @@ class FlowsPhase:
         log("  flow table: %.0f bytes per flow (peak RSS %d KiB with 1 Mi flows, %d KiB with "
             "1 Ki)" % (per_flow, rss[1 << 20], rss[1024]))
         os.unlink(inp)
+
+    def _flows_export_alone(self, nfl):
+        """The export path without the file read: crates/flow's export_rate
+        example flushes `nfl` one-packet flows from a table into the IPFIX
+        exporter, unpaced and paced, each into its own nfcapd; losses are
+        the records nfcapd did not store, and the kernel's RcvbufErrors."""
+        if not EXPORT_RATE.exists():
+            log("  export alone: skipped (cargo build --release -p ringcap-flow --example "
+                "export_rate)")
+            return
+        import json
+        for pace in (None, 80_000_000):
+            name = "export alone" + (" paced %d MB/s" % (pace // 1_000_000) if pace else "")
+            col = _Nfcapd(self.work, "export")
+            e0 = _udp_rcvbuf_errors()
+            argv = [str(EXPORT_RATE), str(nfl), "ipfix://127.0.0.1:%d" % col.port]
+            if pace:
+                argv.append(str(pace))
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=600,
+                               preexec_fn=_pinned)
+            e1 = _udp_rcvbuf_errors()
+            stored = col.records()
+            shutil.rmtree(col.dir, ignore_errors=True)
+            rec = dict(kind="flows-export", tool=name, flows=nfl, stored=stored,
+                       udp_rcvbuf_errors=e1 - e0, nfcapd_cpu_s=round(col.cpu_s, 3))
+            try:
+                out = json.loads(r.stdout.strip().splitlines()[-1])
+                rec.update(records=out["records"], wall_s=out["export_wall_s"],
+                           cpu_s=out["export_cpu_s"], records_per_s=out["records_per_s"],
+                           cpu_ns_per_record=round(out["export_cpu_s"] * 1e9
+                                                   / max(1, out["records"]), 1))
+            except (ValueError, IndexError, KeyError):
+                rec["error"] = "exit %d: %s" % (r.returncode, r.stderr[-300:])
+            self.emit(rec)
+            log("  %-22s %s" % (name, rec.get("error") or
+                                "%d records at %.0f/s wall, %.0f ns CPU each; nfcapd stored %d "
+                                "(%d datagrams dropped at its socket buffer), its CPU %.2f s"
+                                % (rec["records"], rec["records_per_s"], rec["cpu_ns_per_record"],
+                                   stored, rec["udp_rcvbuf_errors"], rec["nfcapd_cpu_s"])))

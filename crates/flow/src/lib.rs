@@ -13,6 +13,7 @@
 //! parameters in options records (RFC 7011 section 4, RFC 5476).
 
 pub mod community_id;
+mod encode;
 pub mod export;
 pub mod json;
 #[cfg(feature = "kafka")]

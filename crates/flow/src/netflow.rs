@@ -523,28 +523,35 @@ impl MessageBuilder {
     }
 
     fn write_record(&mut self, r: &FlowRecord) {
-        let b = &mut self.buf;
-        for &(ie, len, reverse) in fields(self.dialect, r.key.v6) {
-            let d = if reverse { &r.rev } else { &r.fwd };
-            match (ie, len) {
-                (152, _) => b.extend_from_slice(&(r.start_ns / 1_000_000).to_be_bytes()),
-                (153, _) => b.extend_from_slice(&(r.end_ns / 1_000_000).to_be_bytes()),
-                (2, _) => b.extend_from_slice(&d.packets.to_be_bytes()),
-                (1, _) => b.extend_from_slice(&d.octets.to_be_bytes()),
-                (8, _) => b.extend_from_slice(&r.key.src[..4]),
-                (12, _) => b.extend_from_slice(&r.key.dst[..4]),
-                (27, _) => b.extend_from_slice(&r.key.src),
-                (28, _) => b.extend_from_slice(&r.key.dst),
-                (7, _) => b.extend_from_slice(&r.key.sport.to_be_bytes()),
-                (11, _) => b.extend_from_slice(&r.key.dport.to_be_bytes()),
-                (4, _) => b.push(r.key.proto),
-                (6, 1) => b.push(d.tcp_flags as u8),
-                (6, _) => b.extend_from_slice(&d.tcp_flags.to_be_bytes()),
-                (58, _) => b.extend_from_slice(&r.key.vlan.to_be_bytes()),
-                (32, _) | (139, _) => b.extend_from_slice(&r.icmp.to_be_bytes()),
-                (136, _) => b.push(r.reason as u8),
-                _ => b.extend(std::iter::repeat_n(0u8, usize::from(len))),
-            }
+        crate::encode::record(self.dialect, r, &mut self.buf);
+    }
+}
+
+/// A record laid out by walking its template's fields: the definition
+/// [`crate::encode::record`] (the one used, written out by hand for speed)
+/// is tested against.
+#[cfg(test)]
+pub(crate) fn write_record_by_template(dialect: Dialect, r: &FlowRecord, b: &mut Vec<u8>) {
+    for &(ie, len, reverse) in fields(dialect, r.key.v6) {
+        let d = if reverse { &r.rev } else { &r.fwd };
+        match (ie, len) {
+            (152, _) => b.extend_from_slice(&(r.start_ns / 1_000_000).to_be_bytes()),
+            (153, _) => b.extend_from_slice(&(r.end_ns / 1_000_000).to_be_bytes()),
+            (2, _) => b.extend_from_slice(&d.packets.to_be_bytes()),
+            (1, _) => b.extend_from_slice(&d.octets.to_be_bytes()),
+            (8, _) => b.extend_from_slice(&r.key.src[..4]),
+            (12, _) => b.extend_from_slice(&r.key.dst[..4]),
+            (27, _) => b.extend_from_slice(&r.key.src),
+            (28, _) => b.extend_from_slice(&r.key.dst),
+            (7, _) => b.extend_from_slice(&r.key.sport.to_be_bytes()),
+            (11, _) => b.extend_from_slice(&r.key.dport.to_be_bytes()),
+            (4, _) => b.push(r.key.proto),
+            (6, 1) => b.push(d.tcp_flags as u8),
+            (6, _) => b.extend_from_slice(&d.tcp_flags.to_be_bytes()),
+            (58, _) => b.extend_from_slice(&r.key.vlan.to_be_bytes()),
+            (32, _) | (139, _) => b.extend_from_slice(&r.icmp.to_be_bytes()),
+            (136, _) => b.push(r.reason as u8),
+            _ => b.extend(std::iter::repeat_n(0u8, usize::from(len))),
         }
     }
 }

@@ -151,6 +151,20 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// The record of a flow that ends.
+#[inline]
+fn record(e: &Entry, reason: EndReason) -> FlowRecord {
+    FlowRecord {
+        key: e.key,
+        start_ns: e.first_ns,
+        end_ns: e.last_ns,
+        fwd: e.fwd,
+        rev: e.rev,
+        icmp: e.icmp,
+        reason,
+    }
+}
+
 impl FlowTable {
     /// A table for `cfg.max_flows` flows (at least 1); `seed` keys the hash
     /// (a random one keeps crafted traffic from lining flows up in one
@@ -270,8 +284,31 @@ impl FlowTable {
 
     /// Exports every flow (the end of the capture), oldest first.
     pub fn flush(&mut self, out: &mut impl FnMut(FlowRecord)) {
-        while self.age.head != NIL {
-            self.remove(self.age.head, EndReason::ForcedEnd, out);
+        // Every flow goes: the entries are read in age order and the index
+        // is cleared in one sweep afterwards, rather than each removal
+        // finding and shifting its slot (a cache miss per flow; with 1 M
+        // flows that was most of the flush, measured with perf).
+        let mut i = self.age.head;
+        while i != NIL {
+            let e = &self.entries[i as usize];
+            out(record(e, EndReason::ForcedEnd));
+            i = e.age_next;
+        }
+        if self.len > 0 {
+            self.index.fill(FREE);
+            let n = self.cfg.max_flows;
+            for (i, l) in self.links.iter_mut().enumerate() {
+                let next = i as u32 + 1;
+                *l = (NIL, if next < n { next } else { NIL });
+            }
+            self.free = 0;
+            self.len = 0;
+            self.lru = List {
+                head: NIL,
+                tail: NIL,
+            };
+            self.age = self.lru;
+            self.next_check_ns = u64::MAX;
         }
     }
 
@@ -356,15 +393,7 @@ impl FlowTable {
 
     fn remove(&mut self, i: u32, reason: EndReason, out: &mut impl FnMut(FlowRecord)) {
         let e = self.entries[i as usize];
-        out(FlowRecord {
-            key: e.key,
-            start_ns: e.first_ns,
-            end_ns: e.last_ns,
-            fwd: e.fwd,
-            rev: e.rev,
-            icmp: e.icmp,
-            reason,
-        });
+        out(record(&e, reason));
         // Index: find the slot, then shift later members of the run back.
         let mut slot = e.hash as usize & self.mask;
         while self.index[slot] as u32 != i {

@@ -306,3 +306,40 @@ fn memory_per_flow_is_bounded_and_taken_up_front() {
     println!("flow table: {per} bytes per flow");
     assert!((100..=200).contains(&per), "{per} bytes per flow");
 }
+
+#[test]
+fn a_flushed_table_starts_again_whole() {
+    // The flush clears the index in one sweep rather than flow by flow: the
+    // table must be as new afterwards (every slot usable, no flow found
+    // twice, the full table evicting again).
+    let e = ep();
+    let mut t = table(3600 * S, 3600 * S, 8);
+    let mut out = Vec::new();
+    for round in 0..3u64 {
+        for port in 0..10u16 {
+            let p = info(&frames::udp4(&e, 1, 1000 + port, 53, 40));
+            t.add(&p, (round * 100 + u64::from(port)) * S, &mut |r| {
+                out.push(r)
+            });
+        }
+        // 10 flows into 8 places: the 2 oldest went early.
+        assert_eq!(out.len(), 2, "round {round}");
+        assert_eq!(t.len(), 8);
+        t.flush(&mut |r| out.push(r));
+        assert!(t.is_empty());
+        let mut ports: Vec<u16> = out.iter().map(|r| r.key.sport).collect();
+        ports.sort();
+        assert_eq!(ports, (1000..1010).collect::<Vec<_>>(), "round {round}");
+        assert!(out[2..].iter().all(|r| r.reason == EndReason::ForcedEnd));
+        out.clear();
+        assert_eq!(t.next_deadline_ns(), None);
+    }
+    // After a flush, packets find their flows again (one flow, 2 packets).
+    let p = info(&frames::udp4(&e, 1, 1000, 53, 40));
+    t.add(&p, 1000 * S, &mut |r| out.push(r));
+    t.add(&p, 1001 * S, &mut |r| out.push(r));
+    assert_eq!(t.len(), 1);
+    t.flush(&mut |r| out.push(r));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].fwd.packets, 2);
+}

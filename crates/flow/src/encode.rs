@@ -4,8 +4,16 @@
 //! million records a second (perf); this layout must stay the templates'
 //! (a test compares the two for records of every kind).
 
-use crate::netflow::Dialect;
 use crate::record::FlowRecord;
+
+/// Which protocol (IPFIX or NetFlow v9; the encoding's and the exporter's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// IPFIX, version 10.
+    Ipfix,
+    /// NetFlow version 9.
+    NetflowV9,
+}
 
 /// Longest record: IPFIX with IPv6 addresses.
 const MAX: usize = 6 * 8 + 2 * 16 + 2 + 2 + 1 + 2 + 2 + 2 + 2 + 1;

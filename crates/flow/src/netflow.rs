@@ -109,14 +109,7 @@ fn options_len(o: (&[(u16, u16)], u16)) -> usize {
     o.0.iter().map(|f| usize::from(f.1)).sum()
 }
 
-/// Which protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    /// IPFIX, version 10.
-    Ipfix,
-    /// NetFlow version 9.
-    NetflowV9,
-}
+pub use crate::encode::Dialect;
 
 /// A field of a template: element ID, length, reverse (PEN 29305).
 type Field = (u16, u16, bool);

@@ -68,10 +68,10 @@ impl Default for Postings {
             v4: Narrow::new(Kind::V4, 32),
             port: Narrow::new(Kind::Port, 16),
             proto: Narrow::new(Kind::Proto, 8),
-            vlan: Narrow::new(Kind::Vlan, 16),
+            vlan: Narrow::new(Kind::Vlan, 12),
             port_last: vec![u32::MAX; 1 << 16],
             proto_last: vec![u32::MAX; 1 << 8],
-            vlan_last: vec![u32::MAX; 1 << 16],
+            vlan_last: vec![u32::MAX; 1 << 12],
             // No pair has group u32::MAX: an empty slot never matches.
             v4_recent: vec![u64::MAX; RECENT],
             v6: Vec::new(),

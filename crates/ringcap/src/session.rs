@@ -183,7 +183,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         let n = ix.read_back();
         if n > 0 {
             eprintln!(
-                "ringcap: note: {n} file{} had to be read back to be indexed (a write failed, or the writer could not show its bytes to the indexer)",
+                "ringcap: note: {n} file{} were read back to be indexed (files recovered from an earlier run, or cut after a failed write)",
                 if n == 1 { "" } else { "s" }
             );
         }

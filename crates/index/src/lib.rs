@@ -19,7 +19,9 @@
 //! - [`query`]: running a query; [`out`]: its pcap/pcapng output.
 //! - [`time`]: the times `--after`/`--before` take.
 //! - [`dir`]: the capture files of directories.
-//! - [`background`]: indexing files as they are published.
+//! - [`background`]: indexing files as they are published; the keys come
+//!   from the writer's bytes as it writes them (`stream`, through the
+//!   sink's file tap) and are gathered without a hash map (`postings`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

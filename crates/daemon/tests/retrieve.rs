@@ -30,39 +30,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-type Rec = (u64, u32, Vec<u8>);
+use ringcap_testkit::capture::{records, Rec};
 
 const FRAMEWORK: &str = "not tcp";
 const SNAP: u32 = 96;
 
-fn records(bytes: &[u8]) -> Vec<Rec> {
-    let mut rd = ringcap_format::Reader::new(bytes).expect("a capture stream");
-    let mut v = Vec::new();
-    while let Some(p) = rd.next_packet().expect("whole records") {
-        v.push((p.ts_ns, p.wire_len, p.data.to_vec()));
-    }
-    v
-}
-
 /// Root's `tcpdump -r` of each file in turn, records concatenated.
 fn tcpdump(files: &[PathBuf], filter: &str) -> Vec<Rec> {
-    let mut all = Vec::new();
-    for f in files {
-        let out = Command::new("tcpdump")
-            .args(["--time-stamp-precision=nano", "-r"])
-            .arg(f)
-            .args(["-w", "-", filter])
-            .stderr(Stdio::null())
-            .output()
-            .expect("run tcpdump");
-        assert!(
-            out.status.success(),
-            "tcpdump -r {} '{filter}'",
-            f.display()
-        );
-        all.extend(records(&out.stdout));
-    }
-    all
+    ringcap_testkit::capture::tcpdump_read(files, filter).expect("tcpdump -r")
 }
 
 /// A nanosecond pcap of `recs` cut at `snap`, as ringcapd writes its answers.

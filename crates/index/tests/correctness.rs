@@ -55,35 +55,12 @@ fn query(
     try_query(files, filter, w, use_index).unwrap_or_else(|e| panic!("{filter}: {e}"))
 }
 
-/// The records of a pcap/pcapng stream.
-fn records(bytes: &[u8]) -> Vec<mixed::Rec> {
-    let mut rd = ringcap_format::Reader::new(bytes).expect("a capture stream");
-    let mut v = Vec::new();
-    while let Some(p) = rd.next_packet().expect("whole records") {
-        v.push((p.ts_ns, p.wire_len, p.data.to_vec()));
-    }
-    v
-}
+use ringcap_testkit::capture::records;
 
-/// `tcpdump -r` of each file in turn (not `-V`: tcpdump 4.99 leaves the
-/// timestamps of a later microsecond file unconverted in a nanosecond
-/// output), the records concatenated.
+/// `tcpdump -r` of each file in turn, the records concatenated; `None`
+/// when tcpdump cannot run or fails.
 fn tcpdump(files: &[PathBuf], filter: &str) -> Option<Vec<mixed::Rec>> {
-    let mut all = Vec::new();
-    for f in files {
-        let out = Command::new("tcpdump")
-            .args(["--time-stamp-precision=nano", "-r"])
-            .arg(f)
-            .args(["-w", "-", filter])
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            return None;
-        }
-        all.extend(records(&out.stdout));
-    }
-    Some(all)
+    ringcap_testkit::capture::tcpdump_read(files, filter).ok()
 }
 
 fn have_tcpdump() -> bool {

@@ -343,6 +343,45 @@ pub fn tcpdump_count(path: impl AsRef<Path>, filter: &str) -> io::Result<u64> {
     Ok(parse_capture(&out.stdout)?.packets.len() as u64)
 }
 
+/// A packet as a test compares it: (timestamp in ns, wire length, bytes).
+pub type Rec = (u64, u32, Vec<u8>);
+
+/// The records of a pcap/pcapng stream. Panics on a stream that is not
+/// whole (a test's oracle output).
+pub fn records(bytes: &[u8]) -> Vec<Rec> {
+    let mut rd = ringcap_format::Reader::new(bytes).expect("a capture stream");
+    let mut v = Vec::new();
+    while let Some(p) = rd.next_packet().expect("whole records") {
+        v.push((p.ts_ns, p.wire_len, p.data.to_vec()));
+    }
+    v
+}
+
+/// Root's `tcpdump -r FILE -w - FILTER` of each file in turn, with
+/// nanosecond timestamps, the records concatenated (not `-V`: tcpdump 4.99
+/// leaves the timestamps of a later microsecond file unconverted in a
+/// nanosecond output). Errors if tcpdump cannot run or fails on a file.
+pub fn tcpdump_read(files: &[PathBuf], filter: &str) -> io::Result<Vec<Rec>> {
+    let mut all = Vec::new();
+    for f in files {
+        let out = std::process::Command::new("tcpdump")
+            .args(["--time-stamp-precision=nano", "-r"])
+            .arg(f)
+            .args(["-w", "-", filter])
+            .stderr(std::process::Stdio::null())
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "tcpdump -r {} '{filter}' failed ({})",
+                f.display(),
+                out.status
+            )));
+        }
+        all.extend(records(&out.stdout));
+    }
+    Ok(all)
+}
+
 /// True when tcpdump compiles `expr` for Ethernet (runs it over an empty file).
 pub fn tcpdump_filter_ok(expr: &str) -> bool {
     let Ok(tmp) = TempFile::new("empty", "pcap") else {

@@ -10,33 +10,11 @@ use std::time::{Duration, Instant};
 
 use crate::mixed::{self, Rng};
 use crate::storage_support::bin;
-pub fn records(bytes: &[u8]) -> Vec<mixed::Rec> {
-    let mut rd = ringcap_format::Reader::new(bytes).expect("a capture stream");
-    let mut v = Vec::new();
-    while let Some(p) = rd.next_packet().expect("whole records") {
-        v.push((p.ts_ns, p.wire_len, p.data.to_vec()));
-    }
-    v
-}
+pub use ringcap_testkit::capture::records;
 
 /// `tcpdump -r` of each file in turn (nanoseconds), in `[after, before)`.
 pub fn tcpdump(files: &[PathBuf], filter: &str, after: u64, before: u64) -> Vec<mixed::Rec> {
-    let mut all = Vec::new();
-    for f in files {
-        let out = Command::new("tcpdump")
-            .args(["--time-stamp-precision=nano", "-r"])
-            .arg(f)
-            .args(["-w", "-", filter])
-            .stderr(Stdio::null())
-            .output()
-            .expect("run tcpdump");
-        assert!(
-            out.status.success(),
-            "tcpdump -r {} '{filter}'",
-            f.display()
-        );
-        all.extend(records(&out.stdout));
-    }
+    let mut all = ringcap_testkit::capture::tcpdump_read(files, filter).expect("tcpdump -r");
     all.retain(|r| r.0 >= after && r.0 < before);
     all
 }

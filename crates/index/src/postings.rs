@@ -142,23 +142,7 @@ impl Postings {
         let mut v6 = self.v6;
         // Stable by value: the groups of one address stay in order.
         v6.sort_by_key(|&(v, _)| v);
-        let mut i = 0;
-        while i < v6.len() {
-            let v = v6[i].0;
-            while i < v6.len() && v6[i].0 == v {
-                if out.groups.len() == out.ends.last().copied().unwrap_or(0) as usize
-                    || out.groups.last() != Some(&v6[i].1)
-                {
-                    out.groups.push(v6[i].1);
-                }
-                i += 1;
-            }
-            out.keys.push(Key {
-                kind: Kind::V6,
-                value: v,
-            });
-            out.ends.push(out.groups.len() as u32);
-        }
+        push_runs(Kind::V6, v6.into_iter(), &mut out);
         for mut n in [self.port, self.proto, self.vlan] {
             lists(&mut n, &mut scratch, &mut out);
         }
@@ -170,22 +154,28 @@ impl Postings {
 /// Sorts a narrow kind's pairs by value and appends its posting lists.
 fn lists(n: &mut Narrow, scratch: &mut Vec<u64>, out: &mut PostingLists) {
     radix_by_value(&mut n.pairs, scratch, n.bits);
-    let p = &n.pairs;
-    let mut i = 0;
-    while i < p.len() {
-        let v = p[i] >> 32;
-        let start = out.groups.len();
-        while i < p.len() && p[i] >> 32 == v {
-            let g = p[i] as u32;
-            if out.groups.len() == start || out.groups.last() != Some(&g) {
-                out.groups.push(g);
+    let pairs = n.pairs.iter().map(|&p| ((p >> 32) as u128, p as u32));
+    push_runs(n.kind, pairs, out);
+}
+
+/// Appends a list per run of equal values of `pairs` (value, group),
+/// sorted by value with the groups of a value in order; a group seen twice
+/// in a row (the recent-pairs caches let repeats through) counts once.
+fn push_runs(kind: Kind, pairs: impl Iterator<Item = (u128, u32)>, out: &mut PostingLists) {
+    let mut current = None;
+    for (value, g) in pairs {
+        if current != Some(value) {
+            if current.is_some() {
+                out.ends.push(out.groups.len() as u32);
             }
-            i += 1;
+            out.keys.push(Key { kind, value });
+            current = Some(value);
+            out.groups.push(g);
+        } else if out.groups.last() != Some(&g) {
+            out.groups.push(g);
         }
-        out.keys.push(Key {
-            kind: n.kind,
-            value: v as u128,
-        });
+    }
+    if current.is_some() {
         out.ends.push(out.groups.len() as u32);
     }
 }

@@ -106,7 +106,6 @@ impl Stream {
         if !matches!(rd.next_packet(), Ok(None)) || rd.offset() != bytes.len() as u64 {
             return false;
         }
-        let native = |magic: u32| bytes.len() >= 12 && magic == BYTE_ORDER_MAGIC;
         self.layout = match rd.format() {
             FileFormat::Pcap {
                 resolution,
@@ -115,7 +114,8 @@ impl Stream {
                 format: RecordFormat::Pcap(resolution),
                 linktype: rd.interfaces().first().map_or(u32::MAX, |i| i.linktype),
             }),
-            FileFormat::Pcapng if native(ne32(bytes, 8)) => Some(Layout::Pcapng {
+            // The reader took a whole section header: its byte-order magic is there.
+            FileFormat::Pcapng if ne32(bytes, 8) == BYTE_ORDER_MAGIC => Some(Layout::Pcapng {
                 interfaces: rd.interfaces().to_vec(),
             }),
             _ => None,

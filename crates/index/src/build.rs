@@ -16,7 +16,7 @@ use ringcap_format::sidecar::index_path;
 use ringcap_format::{FormatError, Reader};
 
 use crate::file::{self, Contents, Epoch, Group, Index, IndexError, Summary};
-use crate::keys::{packet_keys, Key};
+use crate::keys::packet_keys;
 use crate::postings::Postings;
 
 /// A group ends after this many records...
@@ -87,7 +87,6 @@ pub(crate) fn head_of(path: &Path) -> io::Result<(u32, u64)> {
 pub(crate) struct Collector {
     c: Contents,
     postings: Postings,
-    keys: Vec<Key>,
     packets: u64,
     first_ts: u64,
     min_ts: u64,
@@ -99,7 +98,6 @@ impl Default for Collector {
         Collector {
             c: Contents::default(),
             postings: Postings::default(),
-            keys: Vec::new(),
             packets: 0,
             first_ts: 0,
             min_ts: u64::MAX,
@@ -120,12 +118,17 @@ impl Collector {
         ts: u64,
         data: &[u8],
     ) {
-        self.keys.clear();
-        packet_keys(linktype, data, &mut self.keys);
         self.add(off, epoch, ts);
+        self.keys(linktype, data);
     }
 
-    /// Records a packet whose keys are in `self.keys`.
+    /// The keys of the packet [`Collector::add`] recorded last.
+    fn keys(&mut self, linktype: u32, data: &[u8]) {
+        let g = self.c.groups.len() as u32 - 1;
+        packet_keys(linktype, data, &mut self.postings.in_group(g));
+    }
+
+    /// Records a packet (its group, time and place); its keys follow.
     fn add(&mut self, off: u64, epoch: (u32, u32), ts: u64) {
         let c = &mut self.c;
         let new_group = c
@@ -159,12 +162,6 @@ impl Collector {
         self.packets += 1;
         self.min_ts = self.min_ts.min(ts);
         self.max_ts = self.max_ts.max(ts);
-        // A key's list ends with the current group once it has been seen
-        // in it: later packets of the group add nothing.
-        let g = c.groups.len() as u32 - 1;
-        for k in &self.keys {
-            self.postings.add(*k, g);
-        }
     }
 
     /// The index of a file of `capture_len` bytes whose head has checksum
@@ -199,31 +196,30 @@ pub fn collect(path: &Path) -> Result<Contents, BuildError> {
     loop {
         let off = rd.offset();
         let epoch = (rd.sections() as u32, rd.interfaces().len() as u32);
-        col.keys.clear();
         // The keys are taken while the packet is borrowed from the reader
         // (no copy), unless its interface was announced by a block read
         // just now (then the copy waits for the reader to tell its link type).
-        let (iface, ts, copied) = match rd.next_packet() {
-            Ok(Some(p)) => match linktypes.get(p.interface) {
-                Some(&lt) => {
-                    packet_keys(lt, p.data, &mut col.keys);
-                    (p.interface, p.ts_ns, false)
+        let iface = match rd.next_packet() {
+            Ok(Some(p)) => {
+                col.add(off, epoch, p.ts_ns);
+                match linktypes.get(p.interface) {
+                    Some(&lt) => {
+                        col.keys(lt, p.data);
+                        continue;
+                    }
+                    None => {
+                        data.clear();
+                        data.extend_from_slice(p.data);
+                        p.interface
+                    }
                 }
-                None => {
-                    data.clear();
-                    data.extend_from_slice(p.data);
-                    (p.interface, p.ts_ns, true)
-                }
-            },
+            }
             Ok(None) => break,
             Err(e) => return Err(BuildError::Format(path.to_path_buf(), e)),
         };
-        if copied {
-            linktypes = rd.interfaces().iter().map(|i| i.linktype).collect();
-            let lt = linktypes.get(iface).copied().unwrap_or(u32::MAX);
-            packet_keys(lt, &data, &mut col.keys);
-        }
-        col.add(off, epoch, ts);
+        linktypes = rd.interfaces().iter().map(|i| i.linktype).collect();
+        let lt = linktypes.get(iface).copied().unwrap_or(u32::MAX);
+        col.keys(lt, &data);
     }
     Ok(col.finish(capture_len, head_crc))
 }
@@ -317,15 +313,14 @@ pub fn load_index(capture: &Path) -> Result<Index, Unusable> {
 
 /// [`load_index`], reading into `buf` (a buffer an earlier index gave back
 /// with [`Index::into_raw`]: a query over many files reuses one).
-pub fn load_index_into(capture: &Path, mut buf: Vec<u8>) -> Result<Index, Unusable> {
+pub fn load_index_into(capture: &Path, buf: Vec<u8>) -> Result<Index, Unusable> {
     let path = index_path(capture);
-    buf.clear();
-    let raw = match File::open(&path).and_then(|mut f| f.read_to_end(&mut buf)) {
-        Ok(_) => buf,
+    let f = match File::open(&path) {
+        Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Unusable::Missing),
         Err(e) => return Err(Unusable::Bad(format!("{}: {e}", path.display()))),
     };
-    let idx = Index::parse(raw)
+    let idx = Index::open(f, buf)
         .map_err(|e: IndexError| Unusable::Bad(format!("{}: {e}", path.display())))?;
     let (crc, len) = head_of(capture).map_err(|e| Unusable::Bad(e.to_string()))?;
     if idx.summary.capture_len != len || idx.summary.head_crc != crc {

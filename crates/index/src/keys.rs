@@ -98,15 +98,29 @@ fn has_ports(proto: u8) -> bool {
     matches!(proto, TCP | UDP | SCTP)
 }
 
-/// Collects keys into a caller's vector (duplicates allowed).
-struct Sink<'a>(&'a mut Vec<Key>);
+/// Where the keys of a packet go (duplicates allowed): a vector, or the
+/// posting lists being built, straight (a key is 32 bytes; the indexer
+/// wrote each to a vector and read it back).
+pub trait KeyOut {
+    /// One key of the packet.
+    fn key(&mut self, kind: Kind, value: u128);
+}
 
-impl Sink<'_> {
+impl KeyOut for Vec<Key> {
+    fn key(&mut self, kind: Kind, value: u128) {
+        self.push(Key { kind, value });
+    }
+}
+
+/// The walks' view of a [`KeyOut`].
+struct Sink<'a, O: KeyOut>(&'a mut O);
+
+impl<O: KeyOut> Sink<'_, O> {
     fn push(&mut self, kind: Kind, value: u128) {
-        self.0.push(Key { kind, value });
+        self.0.key(kind, value);
     }
     fn any(&mut self) {
-        self.0.push(Key::ANY);
+        self.0.key(Kind::Any, 0);
     }
     fn v4(&mut self, d: &[u8], at: usize) {
         let v = u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]);
@@ -125,7 +139,7 @@ impl Sink<'_> {
 
 /// Appends to `out` the keys of one packet of link type `linktype` (see the
 /// [module docs](self)).
-pub fn packet_keys(linktype: u32, data: &[u8], out: &mut Vec<Key>) {
+pub fn packet_keys<O: KeyOut>(linktype: u32, data: &[u8], out: &mut O) {
     let mut s = Sink(out);
     match linktype {
         1 => {
@@ -162,7 +176,7 @@ pub fn packet_keys(linktype: u32, data: &[u8], out: &mut Vec<Key>) {
     }
 }
 
-fn cooked(d: &[u8], proto_at: usize, payload: usize, s: &mut Sink) {
+fn cooked<O: KeyOut>(d: &[u8], proto_at: usize, payload: usize, s: &mut Sink<O>) {
     if d.len() < payload {
         return s.any();
     }
@@ -182,7 +196,7 @@ fn cooked(d: &[u8], proto_at: usize, payload: usize, s: &mut Sink) {
 
 /// libpcap's view of an Ethernet frame: tags, then IP or ARP. True when
 /// the frame is a plain one (see [`ipv4`]).
-fn outer_ethernet(d: &[u8], s: &mut Sink) -> bool {
+fn outer_ethernet<O: KeyOut>(d: &[u8], s: &mut Sink<O>) -> bool {
     if d.len() < 14 {
         s.any();
         return false;
@@ -225,7 +239,7 @@ fn plain_transport(d: &[u8], proto: u8, t: usize) -> bool {
 /// The outer IPv4 header at `p`. True for a plain packet: a first
 /// fragment of a [`plain_transport`] with its ports taken, whose keys the
 /// header walker would only repeat.
-fn ipv4(d: &[u8], p: usize, s: &mut Sink) -> bool {
+fn ipv4<O: KeyOut>(d: &[u8], p: usize, s: &mut Sink<O>) -> bool {
     if d.len() < p + 20 {
         s.any();
         return false;
@@ -253,7 +267,7 @@ fn ipv4(d: &[u8], p: usize, s: &mut Sink) -> bool {
 
 /// The outer IPv6 header at `p`; true as for [`ipv4`] (no extension
 /// header but a fragment header before the transport).
-fn ipv6(d: &[u8], p: usize, s: &mut Sink) -> bool {
+fn ipv6<O: KeyOut>(d: &[u8], p: usize, s: &mut Sink<O>) -> bool {
     if d.len() < p + 40 || d[p] >> 4 != 6 {
         s.any();
         return false;
@@ -287,7 +301,7 @@ fn ipv6(d: &[u8], p: usize, s: &mut Sink) -> bool {
 
 /// ARP and RARP: libpcap reads the sender and target protocol addresses at
 /// 14 and 24 bytes into the packet, whatever its length fields say.
-fn arp(d: &[u8], p: usize, s: &mut Sink) {
+fn arp<O: KeyOut>(d: &[u8], p: usize, s: &mut Sink<O>) {
     if d.len() < p + 28 {
         return s.any();
     }
@@ -296,12 +310,12 @@ fn arp(d: &[u8], p: usize, s: &mut Sink) {
 }
 
 /// The walker's view of everything: extra keys, never fewer.
-struct Deep<'a, 'b> {
-    s: &'a mut Sink<'b>,
+struct Deep<'a, 'b, O: KeyOut> {
+    s: &'a mut Sink<'b, O>,
     data: &'a [u8],
 }
 
-impl Visitor for Deep<'_, '_> {
+impl<O: KeyOut> Visitor for Deep<'_, '_, O> {
     fn ethernet(&mut self, off: usize) {
         let d = self.data;
         let mut p = off + 12;

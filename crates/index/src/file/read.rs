@@ -1,0 +1,337 @@
+//! Reading an index file (the format is in the [parent module](super)):
+//! the header and the head (summary, epochs, groups, fences) when it is
+//! opened, a kind's table and postings one checked block at a time when a
+//! lookup needs them.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use super::{
+    damaged, le_u32, le_u64, Cursor, Epoch, Group, IndexError, Summary, BLOCK, HEADER_LEN, MAGIC,
+    VERSION,
+};
+use crate::keys::Kind;
+use crate::varint;
+
+/// Where an index's bytes are.
+#[derive(Debug)]
+enum Store {
+    /// All in memory (tests, fuzzing).
+    Bytes(Vec<u8>),
+    /// In a file of this length, read as lookups need them.
+    File(File, u64),
+}
+
+impl Store {
+    fn len(&self) -> u64 {
+        match self {
+            Store::Bytes(b) => b.len() as u64,
+            Store::File(_, len) => *len,
+        }
+    }
+
+    /// Puts the `len` bytes at `at` in `buf` (and nothing else).
+    fn read(&self, at: u64, len: usize, buf: &mut Vec<u8>) -> Result<(), IndexError> {
+        let end = at
+            .checked_add(len as u64)
+            .filter(|&e| e <= self.len())
+            .ok_or_else(|| damaged("a part runs past the end of the file"))?;
+        buf.clear();
+        match self {
+            Store::Bytes(b) => buf.extend_from_slice(&b[at as usize..end as usize]),
+            Store::File(f, _) => {
+                buf.resize(len, 0);
+                f.read_exact_at(buf, at)
+                    .map_err(|e| IndexError::Io(e.to_string()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One kind's keys: where its table and postings are, and its fences.
+#[derive(Debug, Clone, Default)]
+struct Section {
+    count: usize,
+    table_at: u64,
+    postings_at: u64,
+    postings_len: usize,
+    /// Where its fences are in the head.
+    fences: std::ops::Range<usize>,
+}
+
+/// An index file, opened: its summary, epochs and groups are read and
+/// checked; keys and postings stay in the file until a lookup reads the
+/// blocks it needs (a binary search in the fences, then in a block).
+#[derive(Debug)]
+pub struct Index {
+    store: Store,
+    /// The header and the head.
+    head: Vec<u8>,
+    /// See [`Summary`].
+    pub summary: Summary,
+    /// Groups, in file order.
+    pub groups: Vec<Group>,
+    /// Epochs, in group order.
+    pub epochs: Vec<Epoch>,
+    /// Key sections per kind (indexed by `Kind as usize`), values sorted.
+    keys: [Section; 6],
+}
+
+/// A value of `w` big-endian bytes.
+fn value_at(b: &[u8], at: usize, w: usize) -> u128 {
+    b[at..at + w].iter().fold(0u128, |v, &x| v << 8 | x as u128)
+}
+
+impl Index {
+    /// Parses and checks an index file's bytes.
+    pub fn parse(raw: Vec<u8>) -> Result<Index, IndexError> {
+        Index::read(Store::Bytes(raw), Vec::new())
+    }
+
+    /// Opens an index file, reading its header and head into `buf` (a
+    /// buffer an earlier index gave back with [`Index::into_raw`]).
+    pub fn open(f: File, buf: Vec<u8>) -> Result<Index, IndexError> {
+        let len = f
+            .metadata()
+            .map_err(|e| IndexError::Io(e.to_string()))?
+            .len();
+        Index::read(Store::File(f, len), buf)
+    }
+
+    fn read(store: Store, mut head: Vec<u8>) -> Result<Index, IndexError> {
+        let total = store.len();
+        store.read(0, total.min(HEADER_LEN as u64) as usize, &mut head)?;
+        if head.len() < 8 || &head[..8] != MAGIC {
+            return Err(IndexError::NotIndex);
+        }
+        if head.len() < 12 {
+            return Err(damaged("cut short in the header"));
+        }
+        let version = u16::from_le_bytes([head[8], head[9]]);
+        if version != VERSION {
+            return Err(IndexError::Version(version));
+        }
+        if head.len() < HEADER_LEN {
+            return Err(damaged("cut short in the header"));
+        }
+        let header_len = u16::from_le_bytes([head[10], head[11]]) as usize;
+        let flags = le_u32(&head, 12);
+        if header_len != HEADER_LEN || flags != 0 {
+            return Err(damaged(format!(
+                "header length {header_len} / flags {flags:#x} unknown to version {VERSION}"
+            )));
+        }
+        let head_end = le_u64(&head, 64)
+            .checked_add(HEADER_LEN as u64 + 4)
+            .filter(|&e| e <= total)
+            .ok_or_else(|| damaged("the head runs past the end of the file"))?
+            as usize;
+        store.read(0, head_end, &mut head)?;
+        let end = head_end - 4;
+        if crc32fast::hash(&head[..end]) != le_u32(&head, end) {
+            return Err(damaged("checksum mismatch in the head"));
+        }
+        let summary = Summary {
+            capture_len: le_u64(&head, 16),
+            head_crc: le_u32(&head, 24),
+            packets: le_u64(&head, 32),
+            first_ts: le_u64(&head, 40),
+            min_ts: le_u64(&head, 48),
+            max_ts: le_u64(&head, 56),
+        };
+        let ngroups = le_u32(&head, 28);
+        let mut c = Cursor {
+            b: &head[..end],
+            p: HEADER_LEN,
+        };
+        let nepochs = c.small("epoch count", ngroups as u64 + 1)?;
+        let mut epochs = Vec::with_capacity(nepochs as usize);
+        for _ in 0..nepochs {
+            let e = Epoch {
+                group: c.small("epoch group", ngroups as u64)?,
+                sections: c.small("sections", u32::MAX as u64)?,
+                interfaces: c.small("interfaces", u32::MAX as u64)?,
+            };
+            if epochs.last().is_some_and(|p: &Epoch| p.group >= e.group) {
+                return Err(damaged("epochs out of order"));
+            }
+            epochs.push(e);
+        }
+        if ngroups > 0 && epochs.first().map(|e| e.group) != Some(0) {
+            return Err(damaged("no epoch for the first group"));
+        }
+        // Every group takes at least 4 bytes: the count cannot exceed that.
+        if ngroups as usize > c.b.len() / 4 {
+            return Err(damaged("more groups than bytes"));
+        }
+        let mut groups = Vec::with_capacity(ngroups as usize);
+        let (mut off, mut ts) = (0u64, 0u64);
+        for _ in 0..ngroups {
+            let d = c.num("group offset")?;
+            off = off
+                .checked_add(d)
+                .filter(|&o| o <= summary.capture_len)
+                .ok_or_else(|| damaged("group offset past the file"))?;
+            ts = ts.wrapping_add(super::unzigzag(c.num("group time")?) as u64);
+            let span = c.num("group span")?;
+            let records = c.small("group records", u32::MAX as u64)?;
+            let max_ts = ts
+                .checked_add(span)
+                .ok_or_else(|| damaged("group time out of range"))?;
+            groups.push(Group {
+                offset: off,
+                min_ts: ts,
+                max_ts,
+                records,
+            });
+        }
+        let mut keys: [Section; 6] = Default::default();
+        let mut seen = [false; 6];
+        // The kinds' tables and postings follow the head, in its order.
+        let mut at = head_end as u64;
+        let nkinds = c.small("kind count", Kind::ALL.len() as u64)?;
+        for _ in 0..nkinds {
+            let code =
+                *c.b.get(c.p)
+                    .ok_or_else(|| damaged("kinds run past the head"))?;
+            c.p += 1;
+            let kind =
+                Kind::from_code(code).ok_or_else(|| damaged(format!("unknown key kind {code}")))?;
+            if std::mem::replace(&mut seen[kind as usize], true) {
+                return Err(damaged("a key kind twice"));
+            }
+            let n = c.small("key count", u32::MAX as u64)? as usize;
+            let plen = c.small("posting bytes", u32::MAX as u64)? as usize;
+            let w = kind.width();
+            let fences = c.take(n.div_ceil(BLOCK) * (w + 8), "fences")?;
+            let table_at = at;
+            let postings_at = table_at + (n * (w + 4)) as u64;
+            at = postings_at + plen as u64;
+            if at > total {
+                return Err(damaged("key tables run past the end of the file"));
+            }
+            keys[kind as usize] = Section {
+                count: n,
+                table_at,
+                postings_at,
+                postings_len: plen,
+                fences,
+            };
+        }
+        if c.p != c.b.len() || at != total {
+            return Err(damaged(format!(
+                "{total} bytes, the head says {at} (and {} head bytes unread)",
+                c.b.len() - c.p
+            )));
+        }
+        Ok(Index {
+            store,
+            head,
+            summary,
+            groups,
+            epochs,
+            keys,
+        })
+    }
+
+    /// Number of distinct keys of a kind.
+    pub fn key_count(&self, kind: Kind) -> usize {
+        self.keys[kind as usize].count
+    }
+
+    /// Adds to `out` (a flag per group) every group holding a key of `kind`
+    /// with a value in `lo..=hi`. Fails on a block whose checksum does not
+    /// match and on postings that do not decode to group numbers of this
+    /// index.
+    pub fn mark(&self, kind: Kind, lo: u128, hi: u128, out: &mut [bool]) -> Result<(), IndexError> {
+        let sec = &self.keys[kind as usize];
+        let w = kind.width();
+        let entry = w + 4;
+        let fences = &self.head[sec.fences.clone()];
+        let fence = w + 8;
+        let blocks = sec.count.div_ceil(BLOCK);
+        // The block that can hold `lo`: the last whose first value is not
+        // above it (the fences are sorted: a damaged head fails its
+        // checksum, and a forged one can only make the search miss).
+        let (mut a, mut z) = (0, blocks);
+        while a < z {
+            let m = a + (z - a) / 2;
+            if value_at(fences, m * fence, w) <= lo {
+                a = m + 1;
+            } else {
+                z = m;
+            }
+        }
+        let first = a.saturating_sub(1);
+        let (mut table, mut postings) = (Vec::new(), Vec::new());
+        for b in first..blocks {
+            if value_at(fences, b * fence, w) > hi {
+                break;
+            }
+            let keys = b * BLOCK..((b + 1) * BLOCK).min(sec.count);
+            let n = keys.len();
+            self.store.read(
+                sec.table_at + (keys.start * entry) as u64,
+                n * entry,
+                &mut table,
+            )?;
+            let from = le_u32(fences, b * fence + w) as usize;
+            let to = le_u32(&table, n * entry - 4) as usize;
+            if from > to || to > sec.postings_len {
+                return Err(damaged("postings out of range"));
+            }
+            self.store
+                .read(sec.postings_at + from as u64, to - from, &mut postings)?;
+            let mut h = crc32fast::Hasher::new();
+            h.update(&table);
+            h.update(&postings);
+            if h.finalize() != le_u32(fences, b * fence + w + 4) {
+                return Err(damaged("checksum mismatch in a key block"));
+            }
+            let value = |i: usize| value_at(&table, i * entry, w);
+            let end = |i: usize| le_u32(&table, i * entry + w) as usize;
+            let (mut i, mut j) = (0, n);
+            while i < j {
+                let m = i + (j - i) / 2;
+                if value(m) < lo {
+                    i = m + 1;
+                } else {
+                    j = m;
+                }
+            }
+            for i in i..n {
+                if value(i) > hi {
+                    return Ok(());
+                }
+                let start = if i == 0 { from } else { end(i - 1) };
+                let list = start
+                    .checked_sub(from)
+                    .zip(end(i).checked_sub(from))
+                    .and_then(|(s, e)| postings.get(s..e))
+                    .ok_or_else(|| damaged("postings out of range"))?;
+                let mut p = 0;
+                let mut g = -1i64;
+                while p < list.len() {
+                    let d = varint::get(list, &mut p).ok_or_else(|| damaged("bad posting"))?;
+                    g = g
+                        .checked_add(d as i64 + 1)
+                        .filter(|&g| (g as usize) < out.len())
+                        .ok_or_else(|| damaged("posting past the last group"))?;
+                    out[g as usize] = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The reader state at the start of group `g`.
+    pub fn epoch_of(&self, g: usize) -> Epoch {
+        super::epoch_of(&self.epochs, g)
+    }
+
+    /// The buffer the head was read into, for the next index.
+    pub fn into_raw(self) -> Vec<u8> {
+        self.head
+    }
+}

@@ -7,13 +7,14 @@
 //! file more slowly). A collector that is down costs failed sends, counted;
 //! UDP sends never block.
 
-use crate::netflow::{Dialect, MessageBuilder, SamplingReport};
+use crate::netflow::{Dialect, SamplingReport};
 use crate::record::FlowRecord;
 pub use crate::stats::FlowStats;
 use crate::tcp::TcpSink;
+use crate::udp::UdpSink;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::io::Write;
-use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::net::ToSocketAddrs;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -196,11 +197,7 @@ impl Default for ExportOptions {
 }
 
 enum Sink {
-    Udp {
-        socket: UdpSocket,
-        pace: Pacer,
-        builder: MessageBuilder,
-    },
+    Udp(Box<UdpSink>),
     Tcp(Box<TcpSink>),
     Json(Box<dyn Write + Send>),
     #[cfg(feature = "kafka")]
@@ -211,35 +208,18 @@ enum Sink {
 const DRAIN: Duration = Duration::from_secs(10);
 
 fn udp_sink(t: &Target, hp: &str, opts: &ExportOptions) -> Result<Sink, String> {
-    let to = hp
-        .to_socket_addrs()
-        .map_err(|e| format!("{hp}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{hp}: no address"))?;
-    let bind: SocketAddr = if to.is_ipv4() {
-        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let socket = UdpSocket::bind(bind).map_err(|e| format!("{hp}: {e}"))?;
-    // Connected: the kernel keeps the route rather than looking it up for
-    // every datagram (a tenth of a send's cost at a million records a
-    // second, measured with perf).
-    socket.connect(to).map_err(|e| format!("{hp}: {e}"))?;
-    socket
-        .set_nonblocking(true)
-        .map_err(|e| format!("{hp}: {e}"))?;
     let dialect = match t {
         Target::Ipfix(_) => Dialect::Ipfix,
         _ => Dialect::NetflowV9,
     };
-    let mut builder = MessageBuilder::new(dialect, opts.domain, opts.max_message);
-    builder.set_sampling(opts.sampling);
-    Ok(Sink::Udp {
-        socket,
-        pace: Pacer::new(opts.pace_bytes_per_s),
-        builder,
-    })
+    Ok(Sink::Udp(Box::new(UdpSink::open(
+        hp,
+        dialect,
+        opts.domain,
+        opts.max_message,
+        opts.sampling,
+        opts.pace_bytes_per_s,
+    )?)))
 }
 
 impl Exporter {
@@ -388,13 +368,7 @@ fn run(rx: Receiver<Msg>, mut sinks: Vec<Sink>, opts: ExportOptions, stats: &Flo
             last_flush = Instant::now();
             for s in &mut sinks {
                 match s {
-                    Sink::Udp {
-                        socket,
-                        pace,
-                        builder,
-                    } => {
-                        builder.flush(secs, &mut |m| send(socket, pace, m, stats));
-                    }
+                    Sink::Udp(u) => u.flush(secs, stats),
                     Sink::Tcp(t) => {
                         let mut out = Vec::new();
                         t.builder().flush(secs, &mut |m| out.push(m.to_vec()));
@@ -414,6 +388,7 @@ fn run(rx: Receiver<Msg>, mut sinks: Vec<Sink>, opts: ExportOptions, stats: &Flo
         }
         for s in &mut sinks {
             match s {
+                Sink::Udp(u) => u.send_pending(stats),
                 Sink::Tcp(t) => t.pump(secs, stats),
                 #[cfg(feature = "kafka")]
                 Sink::Kafka(k) => k.poll(),
@@ -435,57 +410,13 @@ fn run(rx: Receiver<Msg>, mut sinks: Vec<Sink>, opts: ExportOptions, stats: &Flo
     }
 }
 
-/// Keeps a UDP target's datagrams within a rate: the exporter thread
-/// sleeps when it is ahead of it (bursts of at most `SLACK`).
-struct Pacer {
-    rate: Option<u64>,
-    since: Instant,
-    bytes: u64,
-}
-
-/// How far ahead of (or behind) the rate the exporter may get.
-const SLACK: Duration = Duration::from_millis(2);
-
-impl Pacer {
-    fn new(rate: Option<u64>) -> Pacer {
-        Pacer {
-            rate: rate.filter(|r| *r > 0),
-            since: Instant::now(),
-            bytes: 0,
-        }
-    }
-
-    fn wait(&mut self, len: usize) {
-        let Some(rate) = self.rate else { return };
-        self.bytes += len as u64;
-        let due = Duration::from_nanos(
-            (u128::from(self.bytes) * 1_000_000_000 / u128::from(rate)) as u64,
-        );
-        let now = self.since.elapsed();
-        if due > now + SLACK {
-            std::thread::sleep(due - now);
-        } else if now > due + SLACK {
-            // Idle for a while: no credit saved up for a burst.
-            self.since = Instant::now();
-            self.bytes = 0;
-        }
-    }
-}
-
 /// The exporter's statistics (IPFIX options records) to every IPFIX
 /// target, with the templates again on UDP.
 fn put_stats(sinks: &mut [Sink], stats: &FlowStats, secs: u32) {
     let r = stats.report();
     for s in sinks {
         match s {
-            Sink::Udp {
-                socket,
-                pace,
-                builder,
-            } => {
-                builder.refresh_templates();
-                builder.add_stats(&r, now_ms(), secs, &mut |m| send(socket, pace, m, stats));
-            }
+            Sink::Udp(u) => u.add_stats(&r, now_ms(), secs, stats),
             Sink::Tcp(t) => {
                 let mut out = Vec::new();
                 t.builder()
@@ -513,13 +444,7 @@ fn put(
     let mut have_line = false;
     for s in sinks {
         match s {
-            Sink::Udp {
-                socket,
-                pace,
-                builder,
-            } => {
-                builder.add(r, secs, uptime, &mut |m| send(socket, pace, m, stats));
-            }
+            Sink::Udp(u) => u.add(r, secs, uptime, stats),
             Sink::Tcp(t) => {
                 let mut out = Vec::new();
                 t.builder()
@@ -550,30 +475,4 @@ fn put(
             }
         }
     }
-}
-
-/// Sends one datagram. A full socket buffer is waited out briefly (the
-/// exporter thread, never a capture thread, waits); errors are counted.
-fn send(socket: &UdpSocket, pace: &mut Pacer, m: &[u8], stats: &FlowStats) {
-    pace.wait(m.len());
-    for _ in 0..100 {
-        match socket.send(m) {
-            Ok(_) => {
-                stats.messages.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            // A connected socket reports an earlier datagram's ICMP port
-            // unreachable (nothing listened) on the next send, which then
-            // did not go: the earlier one is counted as lost, this one is
-            // sent again.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                stats.export_errors.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(_) => break,
-        }
-    }
-    stats.export_errors.fetch_add(1, Ordering::Relaxed);
 }

@@ -6,7 +6,7 @@
 //! timeouts, TCP FIN/RST, a fixed number of flows with the oldest exported
 //! early when full), and hands finished flows to one [`Exporter`] thread
 //! over a bounded queue. The exporter speaks IPFIX (RFC 7011) and NetFlow
-//! v9 over UDP ([`netflow`]), IPFIX over TCP ([`tcp`]), writes JSON lines
+//! v9 over UDP ([`netflow`], sent many datagrams a system call by [`udp`]), IPFIX over TCP ([`tcp`]), writes JSON lines
 //! ([`json`], with the flow's [`community_id`]) and, with the `kafka`
 //! feature, sends one JSON message per flow to Kafka ([`kafka`]). IPFIX
 //! carries the exporter's statistics and, when sampling is on, its
@@ -25,6 +25,7 @@ pub mod stage;
 pub mod stats;
 pub mod table;
 pub mod tcp;
+pub mod udp;
 
 pub use export::{ExportOptions, Exporter, FlowSender, Target};
 pub use key::{parse, FlowKey, PacketInfo, Tunnel, NO_TUNNEL};

@@ -266,6 +266,11 @@ impl MessageBuilder {
         }
     }
 
+    /// Largest message, bytes.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
     /// IPFIX: sends `s` as an options record (template 258) with the
     /// templates.
     pub fn set_sampling(&mut self, s: Option<SamplingReport>) {

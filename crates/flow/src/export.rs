@@ -169,8 +169,8 @@ pub struct ExportOptions {
     /// Templates are sent again this often (UDP), and the exporter's
     /// statistics (IPFIX options record) this often on every IPFIX target.
     pub template_refresh: Duration,
-    /// Sampling in front of the flow table: IPFIX reports it in an options
-    /// record with the templates.
+    /// Sampling in front of the flow table: IPFIX and NetFlow v9 report it
+    /// in an options record with the templates.
     pub sampling: Option<SamplingReport>,
     /// Adds each flow's Community ID to JSON and Kafka records.
     pub community_id: bool,

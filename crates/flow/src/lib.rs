@@ -10,7 +10,8 @@
 //! ([`json`], with the flow's [`community_id`]) and, with the `kafka`
 //! feature, sends one JSON message per flow to Kafka ([`kafka`]). IPFIX
 //! carries the exporter's statistics and, when sampling is on, its
-//! parameters in options records (RFC 7011 section 4, RFC 5476).
+//! parameters in options records (RFC 7011 section 4, RFC 5476); NetFlow
+//! v9 the sampling parameters ([`v9_options`], RFC 3954 section 6.1).
 
 pub mod community_id;
 mod encode;
@@ -26,6 +27,7 @@ pub mod stats;
 pub mod table;
 pub mod tcp;
 pub mod udp;
+pub mod v9_options;
 
 pub use export::{ExportOptions, Exporter, FlowSender, Target};
 pub use key::{parse, FlowKey, PacketInfo, Tunnel, NO_TUNNEL};

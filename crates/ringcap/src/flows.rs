@@ -119,7 +119,7 @@ pub fn start(a: &FlowArgs, spec: &mut CaptureSpec) -> Result<Option<Exporter>, F
     Ok(Some(exporter))
 }
 
-/// The sampling in front of the flow table, as IPFIX reports it.
+/// The sampling in front of the flow table, as IPFIX and NetFlow v9 report it.
 pub fn sampling_report(s: &Sampling) -> Option<SamplingReport> {
     match *s {
         Sampling::All => None,

@@ -36,12 +36,15 @@ pub enum Target {
     IpfixTcp(String),
     /// `netflow9://HOST:PORT`: NetFlow v9 over UDP.
     Netflow9(String),
-    /// `kafka://BROKER[,BROKER...]/TOPIC`: one JSON message per flow.
+    /// `kafka://BROKER[,BROKER...]/TOPIC[?format=json|protobuf]`: one
+    /// message per flow (protobuf: per direction, goflow2's schema).
     Kafka {
         /// Bootstrap brokers, HOST:PORT, comma-separated.
         brokers: String,
         /// Topic.
         topic: String,
+        /// What each message holds.
+        format: KafkaFormat,
     },
     /// `json:PATH` (`json:-`: standard output): one JSON object per line.
     Json(String),
@@ -61,7 +64,7 @@ impl Target {
         }
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(format!(
-                "{url}: use ipfix://HOST:PORT, ipfix+tcp://HOST:PORT, netflow9://HOST:PORT, kafka://BROKER/TOPIC or json:PATH"
+                "{url}: use ipfix://HOST:PORT, ipfix+tcp://HOST:PORT, netflow9://HOST:PORT, kafka://BROKER/TOPIC[?format=protobuf] or json:PATH"
             ));
         };
         if scheme == "kafka" {
@@ -82,6 +85,16 @@ impl Target {
 fn parse_kafka(url: &str, rest: &str) -> Result<Target, String> {
     let Some((brokers, topic)) = rest.split_once('/') else {
         return Err(format!("{url}: give kafka://BROKER[,BROKER...]/TOPIC"));
+    };
+    let (topic, format) = match topic.split_once('?') {
+        None => (topic, KafkaFormat::Json),
+        Some((t, "format=json")) => (t, KafkaFormat::Json),
+        Some((t, "format=protobuf")) => (t, KafkaFormat::Protobuf),
+        Some(_) => {
+            return Err(format!(
+                "{url}: the one option is ?format=json (the default) or ?format=protobuf (goflow2's schema)"
+            ))
+        }
     };
     for b in brokers.split(',') {
         check_hostport(url, b)?;
@@ -107,6 +120,7 @@ fn parse_kafka(url: &str, rest: &str) -> Result<Target, String> {
     Ok(Target::Kafka {
         brokers: brokers.to_string(),
         topic: topic.to_string(),
+        format,
     })
 }
 
@@ -117,6 +131,16 @@ fn check_hostport(url: &str, hp: &str) -> Result<String, String> {
         }
         _ => Err(format!("{url}: give HOST:PORT (a port from 1 to 65535)")),
     }
+}
+
+/// The messages a Kafka target gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaFormat {
+    /// The flow's JSON line ([`crate::json`]): the default.
+    Json,
+    /// goflow2's protobuf `FlowMessage`, length-delimited
+    /// ([`crate::goflow`]).
+    Protobuf,
 }
 
 enum Msg {
@@ -241,9 +265,23 @@ impl Exporter {
                     Sink::Tcp(Box::new(s))
                 }
                 #[cfg(feature = "kafka")]
-                Target::Kafka { brokers, topic } => Sink::Kafka(Box::new(
-                    crate::kafka::KafkaSink::new(brokers, topic, stats.clone())?,
-                )),
+                Target::Kafka {
+                    brokers,
+                    topic,
+                    format,
+                } => Sink::Kafka(Box::new(crate::kafka::KafkaSink::new(
+                    brokers,
+                    topic,
+                    stats.clone(),
+                    match format {
+                        KafkaFormat::Json => None,
+                        KafkaFormat::Protobuf => Some(crate::goflow::Encoder::new(
+                            opts.domain,
+                            opts.sampling
+                                .map_or(1, |s| u64::from(crate::v9_options::interval(&s))),
+                        )),
+                    },
+                )?)),
                 #[cfg(not(feature = "kafka"))]
                 Target::Kafka { .. } => {
                     return Err("Kafka export is not built in this ringcap".into())
@@ -302,6 +340,13 @@ fn now_secs() -> u32 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as u32)
+}
+
+#[cfg(feature = "kafka")]
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn now_ms() -> u64 {
@@ -467,6 +512,10 @@ fn put(
             }
             #[cfg(feature = "kafka")]
             Sink::Kafka(k) => {
+                if k.protobuf() {
+                    k.send_flow(r, now_ns());
+                    continue;
+                }
                 if !have_line {
                     json_line(line, r, opts);
                     have_line = true;

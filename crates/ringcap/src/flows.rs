@@ -15,7 +15,7 @@ use ringcap_flow::{ExportOptions, Exporter, FlowStage, SamplingReport, TableConf
 /// Flow options of `ringcap capture`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct FlowArgs {
-    /// Export flow records to URL: ipfix://HOST:PORT (IPFIX over UDP), ipfix+tcp://HOST:PORT (IPFIX over TCP), netflow9://HOST:PORT (NetFlow v9 over UDP), kafka://BROKER[,BROKER...]/TOPIC (one JSON message per flow) or json:PATH (json:- for standard output). May be given more than once; -w is then optional.
+    /// Export flow records to URL: ipfix://HOST:PORT (IPFIX over UDP), ipfix+tcp://HOST:PORT (IPFIX over TCP), netflow9://HOST:PORT (NetFlow v9 over UDP), kafka://BROKER[,BROKER...]/TOPIC (one JSON message per flow; ?format=protobuf: goflow2's protobuf FlowMessage, one per direction) or json:PATH (json:- for standard output). May be given more than once; -w is then optional.
     #[arg(long = "flows", value_name = "URL", help_heading = "Flows")]
     pub flows: Vec<String>,
 
@@ -156,6 +156,7 @@ pub fn finish(exporter: Option<Exporter>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ringcap_flow::KafkaFormat;
 
     fn args(flows: &[&str]) -> FlowArgs {
         FlowArgs {
@@ -180,6 +181,8 @@ mod tests {
             "kafka://h:1/",
             "kafka://h:1/a b",
             "kafka://h:1,h/t",
+            "kafka://h:1/t?format=avro",
+            "kafka://h:1/t?x=1",
             "ipfix+tcp://h",
             "ipfix://h",
             "ipfix://h:0",
@@ -196,8 +199,16 @@ mod tests {
                 t,
                 vec![Target::Kafka {
                     brokers: "127.0.0.1:9092,[::1]:9092".into(),
-                    topic: "flows".into()
+                    topic: "flows".into(),
+                    format: KafkaFormat::Json,
                 }]
+            );
+            let (_, t) = plan(&args(&["kafka://h:1/f?format=protobuf"]))
+                .unwrap()
+                .unwrap();
+            assert!(
+                matches!(&t[0], Target::Kafka { topic, format: KafkaFormat::Protobuf, .. } if topic == "f"),
+                "{t:?}"
             );
         } else {
             assert!(k.unwrap_err().message.contains("not built"));

@@ -94,6 +94,8 @@ def main():
     ap.add_argument("--skip-retrieval", action="store_true")
     ap.add_argument("--only-retrieval", action="store_true",
                     help="run only the retrieval phase (issue 27)")
+    ap.add_argument("--only-flows", action="store_true",
+                    help="run only the flows phase (issue 28)")
     ap.add_argument("--ringcap", default=os.environ.get("RINGCAP", str(DEFAULT_RINGCAP)),
                     help="ringcap binary (default: target/release/ringcap)")
     ap.add_argument("--name", help="testbed name (1-8 alphanumerics; default unique)")
@@ -108,6 +110,10 @@ def main():
                     help="only print the tables of an earlier run's results file")
     args = ap.parse_args()
 
+    if args.only_flows:
+        for k in ("capture", "quota", "offline", "storage", "daemon", "privacy", "inject",
+                  "clients", "hooks", "compress", "retrieval"):
+            setattr(args, "skip_" + k, True)
     if args.only_retrieval:
         for k in ("capture", "quota", "offline", "storage", "daemon", "privacy", "inject",
                   "clients", "hooks", "compress"):

@@ -279,6 +279,21 @@ def print_report(results, noise, out_path):
             if r["kind"] == "flows-memory":
                 print("  flow table memory: %.0f bytes per flow (peak RSS, 1 Mi-flow table "
                       "minus 1 Ki)" % r["bytes_per_flow"])
+    live = [r for r in results if r["kind"] == "flows-live"]
+    if live:
+        print("\n## Flows live (-i, 64 B frames at the generator's top rate, nearly every "
+              "packet a new flow; each tool into its own nfcapd)\n")
+        print(table(["tool", "sent", "pps", "received", "ns/pkt filling (CPU)",
+                     "export CPU s", "stored flows", "stored packets", "collector drops",
+                     "peak RSS MiB"],
+                    [[r["tool"], str(r.get("sent", "-")), fmt(r.get("pps"), "{:.0f}"),
+                      str(r.get("received", "-")), fmt(r.get("cpu_ns_per_pkt"), "{:.0f}"),
+                      fmt(r.get("export_cpu_s"), "{:.2f}"), str(r.get("stored_flows", "-")),
+                      str(r.get("stored_packets", "-")), str(r.get("udp_rcvbuf_errors", "-")),
+                      fmt((r.get("peak_rss_kib") or 0) / 1024, "{:.0f}")] for r in live]))
+        for r in live:
+            if r.get("error"):
+                print("  %s: ERROR %s" % (r["tool"], r["error"]))
     cmp_ = [r for r in results if r["kind"] == "compress"]
     if cmp_:
         print("\n## Header compression (-s headers, microseconds; bytes per packet, everything "

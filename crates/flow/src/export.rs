@@ -7,13 +7,14 @@
 //! file more slowly). A collector that is down costs failed sends, counted;
 //! UDP sends never block.
 
-use crate::netflow::{Dialect, MessageBuilder, SamplingReport};
+use crate::netflow::{Dialect, SamplingReport};
 use crate::record::FlowRecord;
 pub use crate::stats::FlowStats;
 use crate::tcp::TcpSink;
+use crate::udp::UdpSink;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::io::Write;
-use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::net::ToSocketAddrs;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -35,12 +36,15 @@ pub enum Target {
     IpfixTcp(String),
     /// `netflow9://HOST:PORT`: NetFlow v9 over UDP.
     Netflow9(String),
-    /// `kafka://BROKER[,BROKER...]/TOPIC`: one JSON message per flow.
+    /// `kafka://BROKER[,BROKER...]/TOPIC[?format=json|protobuf]`: one
+    /// message per flow (protobuf: per direction, goflow2's schema).
     Kafka {
         /// Bootstrap brokers, HOST:PORT, comma-separated.
         brokers: String,
         /// Topic.
         topic: String,
+        /// What each message holds.
+        format: KafkaFormat,
     },
     /// `json:PATH` (`json:-`: standard output): one JSON object per line.
     Json(String),
@@ -60,7 +64,7 @@ impl Target {
         }
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(format!(
-                "{url}: use ipfix://HOST:PORT, ipfix+tcp://HOST:PORT, netflow9://HOST:PORT, kafka://BROKER/TOPIC or json:PATH"
+                "{url}: use ipfix://HOST:PORT, ipfix+tcp://HOST:PORT, netflow9://HOST:PORT, kafka://BROKER/TOPIC[?format=protobuf] or json:PATH"
             ));
         };
         if scheme == "kafka" {
@@ -81,6 +85,16 @@ impl Target {
 fn parse_kafka(url: &str, rest: &str) -> Result<Target, String> {
     let Some((brokers, topic)) = rest.split_once('/') else {
         return Err(format!("{url}: give kafka://BROKER[,BROKER...]/TOPIC"));
+    };
+    let (topic, format) = match topic.split_once('?') {
+        None => (topic, KafkaFormat::Json),
+        Some((t, "format=json")) => (t, KafkaFormat::Json),
+        Some((t, "format=protobuf")) => (t, KafkaFormat::Protobuf),
+        Some(_) => {
+            return Err(format!(
+                "{url}: the one option is ?format=json (the default) or ?format=protobuf (goflow2's schema)"
+            ))
+        }
     };
     for b in brokers.split(',') {
         check_hostport(url, b)?;
@@ -106,6 +120,7 @@ fn parse_kafka(url: &str, rest: &str) -> Result<Target, String> {
     Ok(Target::Kafka {
         brokers: brokers.to_string(),
         topic: topic.to_string(),
+        format,
     })
 }
 
@@ -116,6 +131,16 @@ fn check_hostport(url: &str, hp: &str) -> Result<String, String> {
         }
         _ => Err(format!("{url}: give HOST:PORT (a port from 1 to 65535)")),
     }
+}
+
+/// The messages a Kafka target gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaFormat {
+    /// The flow's JSON line ([`crate::json`]): the default.
+    Json,
+    /// goflow2's protobuf `FlowMessage`, length-delimited
+    /// ([`crate::goflow`]).
+    Protobuf,
 }
 
 enum Msg {
@@ -168,8 +193,8 @@ pub struct ExportOptions {
     /// Templates are sent again this often (UDP), and the exporter's
     /// statistics (IPFIX options record) this often on every IPFIX target.
     pub template_refresh: Duration,
-    /// Sampling in front of the flow table: IPFIX reports it in an options
-    /// record with the templates.
+    /// Sampling in front of the flow table: IPFIX and NetFlow v9 report it
+    /// in an options record with the templates.
     pub sampling: Option<SamplingReport>,
     /// Adds each flow's Community ID to JSON and Kafka records.
     pub community_id: bool,
@@ -196,11 +221,7 @@ impl Default for ExportOptions {
 }
 
 enum Sink {
-    Udp {
-        socket: UdpSocket,
-        pace: Pacer,
-        builder: MessageBuilder,
-    },
+    Udp(Box<UdpSink>),
     Tcp(Box<TcpSink>),
     Json(Box<dyn Write + Send>),
     #[cfg(feature = "kafka")]
@@ -211,35 +232,18 @@ enum Sink {
 const DRAIN: Duration = Duration::from_secs(10);
 
 fn udp_sink(t: &Target, hp: &str, opts: &ExportOptions) -> Result<Sink, String> {
-    let to = hp
-        .to_socket_addrs()
-        .map_err(|e| format!("{hp}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{hp}: no address"))?;
-    let bind: SocketAddr = if to.is_ipv4() {
-        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let socket = UdpSocket::bind(bind).map_err(|e| format!("{hp}: {e}"))?;
-    // Connected: the kernel keeps the route rather than looking it up for
-    // every datagram (a tenth of a send's cost at a million records a
-    // second, measured with perf).
-    socket.connect(to).map_err(|e| format!("{hp}: {e}"))?;
-    socket
-        .set_nonblocking(true)
-        .map_err(|e| format!("{hp}: {e}"))?;
     let dialect = match t {
         Target::Ipfix(_) => Dialect::Ipfix,
         _ => Dialect::NetflowV9,
     };
-    let mut builder = MessageBuilder::new(dialect, opts.domain, opts.max_message);
-    builder.set_sampling(opts.sampling);
-    Ok(Sink::Udp {
-        socket,
-        pace: Pacer::new(opts.pace_bytes_per_s),
-        builder,
-    })
+    Ok(Sink::Udp(Box::new(UdpSink::open(
+        hp,
+        dialect,
+        opts.domain,
+        opts.max_message,
+        opts.sampling,
+        opts.pace_bytes_per_s,
+    )?)))
 }
 
 impl Exporter {
@@ -261,9 +265,23 @@ impl Exporter {
                     Sink::Tcp(Box::new(s))
                 }
                 #[cfg(feature = "kafka")]
-                Target::Kafka { brokers, topic } => Sink::Kafka(Box::new(
-                    crate::kafka::KafkaSink::new(brokers, topic, stats.clone())?,
-                )),
+                Target::Kafka {
+                    brokers,
+                    topic,
+                    format,
+                } => Sink::Kafka(Box::new(crate::kafka::KafkaSink::new(
+                    brokers,
+                    topic,
+                    stats.clone(),
+                    match format {
+                        KafkaFormat::Json => None,
+                        KafkaFormat::Protobuf => Some(crate::goflow::Encoder::new(
+                            opts.domain,
+                            opts.sampling
+                                .map_or(1, |s| u64::from(crate::v9_options::interval(&s))),
+                        )),
+                    },
+                )?)),
                 #[cfg(not(feature = "kafka"))]
                 Target::Kafka { .. } => {
                     return Err("Kafka export is not built in this ringcap".into())
@@ -322,6 +340,13 @@ fn now_secs() -> u32 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as u32)
+}
+
+#[cfg(feature = "kafka")]
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn now_ms() -> u64 {
@@ -388,13 +413,7 @@ fn run(rx: Receiver<Msg>, mut sinks: Vec<Sink>, opts: ExportOptions, stats: &Flo
             last_flush = Instant::now();
             for s in &mut sinks {
                 match s {
-                    Sink::Udp {
-                        socket,
-                        pace,
-                        builder,
-                    } => {
-                        builder.flush(secs, &mut |m| send(socket, pace, m, stats));
-                    }
+                    Sink::Udp(u) => u.flush(secs, stats),
                     Sink::Tcp(t) => {
                         let mut out = Vec::new();
                         t.builder().flush(secs, &mut |m| out.push(m.to_vec()));
@@ -414,6 +433,7 @@ fn run(rx: Receiver<Msg>, mut sinks: Vec<Sink>, opts: ExportOptions, stats: &Flo
         }
         for s in &mut sinks {
             match s {
+                Sink::Udp(u) => u.send_pending(stats),
                 Sink::Tcp(t) => t.pump(secs, stats),
                 #[cfg(feature = "kafka")]
                 Sink::Kafka(k) => k.poll(),
@@ -435,57 +455,13 @@ fn run(rx: Receiver<Msg>, mut sinks: Vec<Sink>, opts: ExportOptions, stats: &Flo
     }
 }
 
-/// Keeps a UDP target's datagrams within a rate: the exporter thread
-/// sleeps when it is ahead of it (bursts of at most `SLACK`).
-struct Pacer {
-    rate: Option<u64>,
-    since: Instant,
-    bytes: u64,
-}
-
-/// How far ahead of (or behind) the rate the exporter may get.
-const SLACK: Duration = Duration::from_millis(2);
-
-impl Pacer {
-    fn new(rate: Option<u64>) -> Pacer {
-        Pacer {
-            rate: rate.filter(|r| *r > 0),
-            since: Instant::now(),
-            bytes: 0,
-        }
-    }
-
-    fn wait(&mut self, len: usize) {
-        let Some(rate) = self.rate else { return };
-        self.bytes += len as u64;
-        let due = Duration::from_nanos(
-            (u128::from(self.bytes) * 1_000_000_000 / u128::from(rate)) as u64,
-        );
-        let now = self.since.elapsed();
-        if due > now + SLACK {
-            std::thread::sleep(due - now);
-        } else if now > due + SLACK {
-            // Idle for a while: no credit saved up for a burst.
-            self.since = Instant::now();
-            self.bytes = 0;
-        }
-    }
-}
-
 /// The exporter's statistics (IPFIX options records) to every IPFIX
 /// target, with the templates again on UDP.
 fn put_stats(sinks: &mut [Sink], stats: &FlowStats, secs: u32) {
     let r = stats.report();
     for s in sinks {
         match s {
-            Sink::Udp {
-                socket,
-                pace,
-                builder,
-            } => {
-                builder.refresh_templates();
-                builder.add_stats(&r, now_ms(), secs, &mut |m| send(socket, pace, m, stats));
-            }
+            Sink::Udp(u) => u.add_stats(&r, now_ms(), secs, stats),
             Sink::Tcp(t) => {
                 let mut out = Vec::new();
                 t.builder()
@@ -513,13 +489,7 @@ fn put(
     let mut have_line = false;
     for s in sinks {
         match s {
-            Sink::Udp {
-                socket,
-                pace,
-                builder,
-            } => {
-                builder.add(r, secs, uptime, &mut |m| send(socket, pace, m, stats));
-            }
+            Sink::Udp(u) => u.add(r, secs, uptime, stats),
             Sink::Tcp(t) => {
                 let mut out = Vec::new();
                 t.builder()
@@ -542,6 +512,10 @@ fn put(
             }
             #[cfg(feature = "kafka")]
             Sink::Kafka(k) => {
+                if k.protobuf() {
+                    k.send_flow(r, now_ns());
+                    continue;
+                }
                 if !have_line {
                     json_line(line, r, opts);
                     have_line = true;
@@ -550,30 +524,4 @@ fn put(
             }
         }
     }
-}
-
-/// Sends one datagram. A full socket buffer is waited out briefly (the
-/// exporter thread, never a capture thread, waits); errors are counted.
-fn send(socket: &UdpSocket, pace: &mut Pacer, m: &[u8], stats: &FlowStats) {
-    pace.wait(m.len());
-    for _ in 0..100 {
-        match socket.send(m) {
-            Ok(_) => {
-                stats.messages.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            // A connected socket reports an earlier datagram's ICMP port
-            // unreachable (nothing listened) on the next send, which then
-            // did not go: the earlier one is counted as lost, this one is
-            // sent again.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                stats.export_errors.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(_) => break,
-        }
-    }
-    stats.export_errors.fetch_add(1, Ordering::Relaxed);
 }

@@ -1,12 +1,16 @@
 //! Kafka export (`kafka://BROKER[,BROKER...]/TOPIC`): one message per flow,
-//! the flow's JSON line (the fields of [`crate::json`]), produced with
-//! librdkafka (the `rdkafka` crate, linked to the system's library).
+//! the flow's JSON line (the fields of [`crate::json`]), or with
+//! `?format=protobuf` one goflow2 message per direction
+//! ([`crate::goflow`]), produced with librdkafka (the `rdkafka` crate,
+//! linked to the system's library).
 //!
 //! librdkafka keeps its own bounded queue and retries while a broker is
 //! away; this sink only hands messages to it without waiting (a full queue
 //! drops the record, counted) and counts deliveries and failures from its
 //! delivery reports. Everything here runs on the exporter thread.
 
+use crate::goflow::Encoder;
+use crate::record::FlowRecord;
 use crate::stats::FlowStats;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{
@@ -48,12 +52,19 @@ pub struct KafkaSink {
     producer: BaseProducer<Reports>,
     topic: String,
     stats: Arc<FlowStats>,
+    /// goflow2 protobuf messages rather than JSON lines.
+    protobuf: Option<Encoder>,
 }
 
 impl KafkaSink {
     /// A producer for `brokers` (comma-separated HOST:PORT) and `topic`;
     /// brokers are connected to in the background.
-    pub fn new(brokers: &str, topic: &str, stats: Arc<FlowStats>) -> Result<KafkaSink, String> {
+    pub fn new(
+        brokers: &str,
+        topic: &str,
+        stats: Arc<FlowStats>,
+        protobuf: Option<Encoder>,
+    ) -> Result<KafkaSink, String> {
         let producer = ClientConfig::new()
             .set("bootstrap.servers", brokers)
             .set("client.id", "ringcap")
@@ -69,16 +80,32 @@ impl KafkaSink {
             producer,
             topic: topic.to_string(),
             stats,
+            protobuf,
         })
+    }
+
+    /// Whether this sink takes flows ([`Self::send_flow`]) rather than
+    /// JSON lines.
+    pub fn protobuf(&self) -> bool {
+        self.protobuf.is_some()
+    }
+
+    /// A flow as goflow2 messages (one per direction that saw packets).
+    pub fn send_flow(&mut self, r: &FlowRecord, now_ns: u64) {
+        let KafkaSink {
+            producer,
+            topic,
+            stats,
+            protobuf,
+        } = self;
+        if let Some(enc) = protobuf {
+            enc.messages(r, now_ns, &mut |m| send(producer, topic, stats, m));
+        }
     }
 
     /// Hands one message to librdkafka without waiting.
     pub fn send(&mut self, payload: &[u8]) {
-        let rec: BaseRecord<'_, (), [u8]> = BaseRecord::to(&self.topic).payload(payload);
-        if self.producer.send(rec).is_err() {
-            // Queue full (brokers away for long) or a bad message: lost.
-            self.stats.export_dropped.fetch_add(1, Ordering::Relaxed);
-        }
+        send(&self.producer, &self.topic, &self.stats, payload);
     }
 
     /// Serves delivery reports, without waiting.
@@ -98,5 +125,13 @@ impl KafkaSink {
             let _ = self.producer.flush(Duration::from_secs(1));
             self.producer.poll(Duration::ZERO);
         }
+    }
+}
+
+fn send(producer: &BaseProducer<Reports>, topic: &str, stats: &FlowStats, payload: &[u8]) {
+    let rec: BaseRecord<'_, (), [u8]> = BaseRecord::to(topic).payload(payload);
+    if producer.send(rec).is_err() {
+        // Queue full (brokers away for long) or a bad message: lost.
+        stats.export_dropped.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -229,7 +229,7 @@ pub struct MessageBuilder {
     /// else (TCP: once per connection) only [`Self::templates_message`]
     /// makes them.
     templates_inline: bool,
-    /// IPFIX: the sampling options record sent with the templates.
+    /// The sampling options record sent with the templates.
     sampling: Option<SamplingReport>,
     /// ms since the exporter started (NetFlow v9's sysUptime).
     uptime_ms: u32,
@@ -266,8 +266,13 @@ impl MessageBuilder {
         }
     }
 
-    /// IPFIX: sends `s` as an options record (template 258) with the
-    /// templates.
+    /// Largest message, bytes.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// Sends `s` as an options record (template 258; IPFIX: PSAMP elements,
+    /// NetFlow v9: [`crate::v9_options`]) with the templates.
     pub fn set_sampling(&mut self, s: Option<SamplingReport>) {
         self.sampling = s;
     }
@@ -461,8 +466,12 @@ impl MessageBuilder {
             }
             let set_len = (self.buf.len() - at) as u16;
             self.buf[at + 2..at + 4].copy_from_slice(&set_len.to_be_bytes());
-            if self.dialect == Dialect::Ipfix {
-                self.write_options_templates();
+            match (self.dialect, self.sampling) {
+                (Dialect::Ipfix, _) => self.write_options_templates(),
+                (Dialect::NetflowV9, Some(s)) => {
+                    self.records += crate::v9_options::write(&mut self.buf, self.domain, &s);
+                }
+                (Dialect::NetflowV9, None) => {}
             }
         }
     }

@@ -100,6 +100,7 @@ impl DaemonFlows {
         };
         let opts = ExportOptions {
             sampling: crate::flows::sampling_report(&sampling),
+            pace_bytes_per_s: crate::flows::pace(a)?,
             ..ExportOptions::default()
         };
         let exporter = Exporter::start(&targets, opts).map_err(Failure::usage)?;

@@ -15,7 +15,7 @@ use ringcap_flow::{ExportOptions, Exporter, FlowStage, SamplingReport, TableConf
 /// Flow options of `ringcap capture`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct FlowArgs {
-    /// Export flow records to URL: ipfix://HOST:PORT (IPFIX over UDP), ipfix+tcp://HOST:PORT (IPFIX over TCP), netflow9://HOST:PORT (NetFlow v9 over UDP), kafka://BROKER[,BROKER...]/TOPIC (one JSON message per flow) or json:PATH (json:- for standard output). May be given more than once; -w is then optional.
+    /// Export flow records to URL: ipfix://HOST:PORT (IPFIX over UDP), ipfix+tcp://HOST:PORT (IPFIX over TCP), netflow9://HOST:PORT (NetFlow v9 over UDP), kafka://BROKER[,BROKER...]/TOPIC (one JSON message per flow; ?format=protobuf: goflow2's protobuf FlowMessage, one per direction) or json:PATH (json:- for standard output). May be given more than once; -w is then optional.
     #[arg(long = "flows", value_name = "URL", help_heading = "Flows")]
     pub flows: Vec<String>,
 
@@ -30,6 +30,22 @@ pub struct FlowArgs {
     /// Flows held per capture thread; when full, the one idle longest is exported early (counted) [default: 262144; through ringcapd: 16384 per session, within the grant's max_flows].
     #[arg(long, value_name = "N", help_heading = "Flows")]
     pub max_flows: Option<u32>,
+
+    /// UDP targets (ipfix://, netflow9://): send at most this many MB (10^6 bytes) of datagrams a second. A UDP exporter cannot see a collector's drops; a burst (a file's last flows, many flows idling out at once) can outrun a local collector's socket buffer, and pacing keeps it within what the collector reads (80 MB/s is ~1.1 M IPFIX records a second) [default: unpaced].
+    #[arg(long, value_name = "MB_PER_S", help_heading = "Flows")]
+    pub flows_pace: Option<f64>,
+}
+
+/// `--flows-pace` in bytes a second (`None`: unpaced); a bad value is
+/// refused.
+pub fn pace(a: &FlowArgs) -> Result<Option<u64>, Failure> {
+    match a.flows_pace {
+        None => Ok(None),
+        Some(m) if m.is_finite() && (0.001..=100_000.0).contains(&m) => Ok(Some((m * 1e6) as u64)),
+        Some(m) => Err(Failure::usage(format!(
+            "--flows-pace {m} must be from 0.001 to 100000 MB a second"
+        ))),
+    }
 }
 
 /// Default active timeout, s.
@@ -43,9 +59,13 @@ pub const MAX_FLOWS: u32 = 262_144;
 /// `--flows`. Bad values are refused with a message.
 pub fn plan(a: &FlowArgs) -> Result<Option<(TableConfig, Vec<Target>)>, Failure> {
     if a.flows.is_empty() {
-        if a.active_timeout.is_some() || a.idle_timeout.is_some() || a.max_flows.is_some() {
+        if a.active_timeout.is_some()
+            || a.idle_timeout.is_some()
+            || a.max_flows.is_some()
+            || a.flows_pace.is_some()
+        {
             return Err(Failure::usage(
-                "--active-timeout, --idle-timeout and --max-flows need --flows URL",
+                "--active-timeout, --idle-timeout, --max-flows and --flows-pace need --flows URL",
             ));
         }
         return Ok(None);
@@ -80,6 +100,7 @@ pub fn plan(a: &FlowArgs) -> Result<Option<(TableConfig, Vec<Target>)>, Failure>
             1u32 << 28
         )));
     }
+    pace(a)?;
     let cfg = TableConfig {
         active_ns: ns(
             "--active-timeout",
@@ -112,6 +133,7 @@ pub fn start(a: &FlowArgs, spec: &mut CaptureSpec) -> Result<Option<Exporter>, F
     }
     let opts = ExportOptions {
         sampling: sampling_report(&spec.sampling),
+        pace_bytes_per_s: pace(a)?,
         ..ExportOptions::default()
     };
     let exporter = Exporter::start(&targets, opts).map_err(flag)?;
@@ -119,7 +141,7 @@ pub fn start(a: &FlowArgs, spec: &mut CaptureSpec) -> Result<Option<Exporter>, F
     Ok(Some(exporter))
 }
 
-/// The sampling in front of the flow table, as IPFIX reports it.
+/// The sampling in front of the flow table, as IPFIX and NetFlow v9 report it.
 pub fn sampling_report(s: &Sampling) -> Option<SamplingReport> {
     match *s {
         Sampling::All => None,
@@ -156,6 +178,7 @@ pub fn finish(exporter: Option<Exporter>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ringcap_flow::KafkaFormat;
 
     fn args(flows: &[&str]) -> FlowArgs {
         FlowArgs {
@@ -180,6 +203,8 @@ mod tests {
             "kafka://h:1/",
             "kafka://h:1/a b",
             "kafka://h:1,h/t",
+            "kafka://h:1/t?format=avro",
+            "kafka://h:1/t?x=1",
             "ipfix+tcp://h",
             "ipfix://h",
             "ipfix://h:0",
@@ -196,8 +221,16 @@ mod tests {
                 t,
                 vec![Target::Kafka {
                     brokers: "127.0.0.1:9092,[::1]:9092".into(),
-                    topic: "flows".into()
+                    topic: "flows".into(),
+                    format: KafkaFormat::Json,
                 }]
+            );
+            let (_, t) = plan(&args(&["kafka://h:1/f?format=protobuf"]))
+                .unwrap()
+                .unwrap();
+            assert!(
+                matches!(&t[0], Target::Kafka { topic, format: KafkaFormat::Protobuf, .. } if topic == "f"),
+                "{t:?}"
             );
         } else {
             assert!(k.unwrap_err().message.contains("not built"));
@@ -216,5 +249,20 @@ mod tests {
         let (cfg, _) = plan(&a).unwrap().unwrap();
         assert_eq!(cfg.idle_ns, 2_500_000_000);
         assert_eq!(cfg.active_ns, 1_800_000_000_000);
+    }
+
+    #[test]
+    fn pace_needs_flows_and_sense() {
+        let mut a = args(&[]);
+        a.flows_pace = Some(80.0);
+        assert!(plan(&a).is_err());
+        let mut a = args(&["ipfix://127.0.0.1:4739"]);
+        for bad in [0.0, -1.0, f64::NAN, 1e9] {
+            a.flows_pace = Some(bad);
+            assert!(plan(&a).is_err(), "{bad}");
+        }
+        a.flows_pace = Some(80.0);
+        assert!(plan(&a).is_ok());
+        assert_eq!(pace(&a).unwrap(), Some(80_000_000));
     }
 }

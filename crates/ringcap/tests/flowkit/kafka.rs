@@ -178,6 +178,33 @@ group.initial.rebalance.delay.ms=0\n",
     }
 }
 
+impl Broker {
+    /// Every message of `topic` from the beginning, by kcat, as bytes
+    /// (each one framed by kcat's `%R`: its length, 32-bit big endian).
+    pub fn consume_raw(&self, topic: &str) -> Vec<Vec<u8>> {
+        let out = Command::new("kcat")
+            .args(["-C", "-b", &self.addr(), "-t", topic])
+            .args(["-o", "beginning", "-e", "-q", "-f", "%R%s"])
+            .output()
+            .expect("kcat");
+        assert!(
+            out.status.success(),
+            "kcat: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut b = &out.stdout[..];
+        let mut msgs = Vec::new();
+        while b.len() >= 4 {
+            let n = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            let n = usize::try_from(n).expect("a message with a payload");
+            msgs.push(b[4..4 + n].to_vec());
+            b = &b[4 + n..];
+        }
+        assert!(b.is_empty(), "kcat output cut: {} bytes left", b.len());
+        msgs
+    }
+}
+
 impl Drop for Broker {
     fn drop(&mut self) {
         let _ = self.child.terminate();

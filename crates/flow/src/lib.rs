@@ -24,6 +24,7 @@ pub mod kafka;
 pub mod key;
 pub mod netflow;
 pub mod record;
+pub mod sampling;
 pub mod stage;
 pub mod stats;
 pub mod table;

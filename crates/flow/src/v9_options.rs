@@ -12,7 +12,7 @@
 //! the packets within one). Both sets are padded to four bytes, as the
 //! RFC says they should be.
 
-use crate::netflow::SamplingReport;
+use crate::sampling::SamplingReport;
 
 /// Options template ID (v9 template IDs are per dialect; IPFIX's sampling
 /// template has the same number).

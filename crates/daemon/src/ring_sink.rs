@@ -3,7 +3,8 @@
 //! endian, then the bytes), a chunk of many packets at a time. Records are
 //! copied into the ring where they stay: the sink fills a chunk in place
 //! (`RingWriter::extend`) and publishes it (`RingWriter::commit`) once it
-//! holds [`CHUNK_TARGET`] bytes or has waited [`FLUSH_INTERVAL`]. Runs of
+//! holds [`CHUNK_TARGET`] bytes (at most an eighth of the ring) or has
+//! waited [`FLUSH_INTERVAL`]. Runs of
 //! ready-made records (`push_records`: the hub makes a group's records once
 //! for every session with the same snap length) go straight in, one lock of
 //! the ring per run; records made one by one (rate limits or transforms
@@ -70,10 +71,13 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// Room for the largest record (a 256 KiB snap length plus its header).
 pub const CHUNK_BYTES: usize = (256 << 10) + 64;
-/// A chunk is published once it holds this much: a few hundred short
-/// packets, so that a client that keeps up is woken (and reads the ring's
-/// header) once per that many.
-pub const CHUNK_TARGET: usize = 32 << 10;
+/// A chunk is published once it holds this much (or an eighth of the ring,
+/// if less): a few thousand short packets. A client that keeps up sleeps
+/// between chunks and is woken once per chunk (a system call on each side,
+/// some microseconds: with 32 KiB chunks that was ~10 ns a packet at the
+/// testbed's rate); a packet waits at most [`FLUSH_INTERVAL`] however slow
+/// the traffic.
+pub const CHUNK_TARGET: usize = 256 << 10;
 /// Records made one by one, and short runs, gather in the sink's buffer
 /// until there are this many bytes, then go into the ring at once (one lock
 /// of the ring for some 20 short records).
@@ -133,13 +137,17 @@ impl SinkFactory for RingSinks {
 impl RingSinks {
     fn sink(&self) -> RingSink {
         let n = self.threads.max(1);
-        let writer = match self.ring.lock() {
-            Ok(mut r) => r.writer(),
-            Err(e) => e.into_inner().writer(),
+        let (writer, capacity) = match self.ring.lock() {
+            Ok(mut r) => (r.writer(), r.capacity()),
+            Err(e) => {
+                let mut r = e.into_inner();
+                (r.writer(), r.capacity())
+            }
         };
         RingSink {
             writer,
             open_len: 0,
+            publish_at: CHUNK_TARGET.min(capacity / 8),
             ring: self.ring.clone(),
             counters: self.counters.clone(),
             limits: limits(
@@ -169,6 +177,8 @@ pub struct RingSink {
     writer: WriterId,
     /// Bytes put into its chunk in the ring since it last published one.
     open_len: usize,
+    /// Its chunk is published once it holds this many bytes.
+    publish_at: usize,
     counters: Arc<SinkCounters>,
     limits: Limits,
     /// Records not yet in the ring: `buf[..len]` (a compressed session's
@@ -407,7 +417,7 @@ impl RingSink {
     /// (Not compressed.) Puts the records gathered in the buffer, then
     /// `more` (`packets` records), into the chunk the sink fills in the
     /// ring, under one lock; publishes it when `publish` or when it has
-    /// reached [`CHUNK_TARGET`]. What does not fit is dropped and counted.
+    /// reached `publish_at`. What does not fit is dropped and counted.
     fn hand_over(&mut self, more: &[u8], packets: u32, publish: bool) {
         let mut ring = match self.ring.lock() {
             Ok(r) => r,
@@ -436,7 +446,7 @@ impl RingSink {
         put(&mut ring, more, packets);
         self.len = 0;
         self.packets = 0;
-        if publish || self.open_len >= CHUNK_TARGET {
+        if publish || self.open_len >= self.publish_at {
             ring.commit(self.writer);
             self.open_len = 0;
             self.started = None;

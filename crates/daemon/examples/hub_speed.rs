@@ -6,7 +6,9 @@
 //! records only (`ringcap_daemon::flows`: the packet held for the
 //! transforms, then a flow table of 65536), its frames spread over 64 flows
 //! per group and, with `SETS=N` in the environment (default 64), N groups
-//! of them: 64·N flows in all.
+//! of them: 64·N flows in all. `SESSIONS=N` (default 12) sets the number of
+//! sessions (1: one tool alone through the daemon, as bench/run's
+//! `tcpdump-lib:1`).
 
 use ringcap_daemon::ring_sink::{RingSinks, SinkCounters};
 use ringcap_engine::hub::group::{Group, GroupWork, Subscriber};
@@ -18,7 +20,6 @@ use ringcap_stages::filter::Target;
 use ringcap_stages::{compile, CheckedProgram, Sampling, SessionFilter, Snap, UserSampler};
 use std::sync::{Arc, Mutex};
 
-const SESSIONS: usize = 12;
 const GROUP: usize = 64;
 
 struct Session {
@@ -101,7 +102,11 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(2_000_000);
     let flows = std::env::args().nth(2).is_some_and(|a| a == "flows");
-    let mut sessions: Vec<Session> = (0..SESSIONS).map(|i| session(i, flows)).collect();
+    let n_sessions: usize = std::env::var("SESSIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
+    let mut sessions: Vec<Session> = (0..n_sessions).map(|i| session(i, flows)).collect();
     // 64-byte IPv4/UDP frames to port 40000, as bench/run's daemon phase
     // sends, with IP IDs counting up.
     let mut frame = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
@@ -172,7 +177,7 @@ fn main() {
     let delivered: u64 = sessions.iter().map(|s| s.sub.counts().delivered).sum();
     let dropped: u64 = sessions.iter_mut().map(|s| s.sub.sink().dropped()).sum();
     println!(
-        "{SESSIONS} sessions{}, {} packets each: {:.1} ns of CPU per delivered packet ({dropped} dropped)",
+        "{n_sessions} sessions{}, {} packets each: {:.1} ns of CPU per delivered packet ({dropped} dropped)",
         if flows { " of flow records only" } else { "" },
         groups * GROUP as u64,
         ns as f64 / delivered.max(1) as f64

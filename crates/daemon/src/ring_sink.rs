@@ -1,15 +1,20 @@
 //! A session's sink: kept packets go into the client's shared-memory ring as
 //! pcap records (16-byte record header with nanosecond timestamps, little
-//! endian, then the bytes), a chunk of many packets at a time. A capture
-//! thread fills a chunk in its own buffer and appends it to the ring under a
-//! lock once per chunk (never per packet); a chunk that does not fit because
-//! the client has not read is dropped whole and counted in the ring's
-//! header: a slow client loses only its own packets and nobody waits for it.
-//! The session's rate limits (token buckets on the packets' timestamps) are
-//! applied here, before the copy. Without rate limits or compression the
-//! sink also takes runs of ready-made records (`push_records`: the hub makes
-//! a group's records once for every session with the same snap length) and
-//! copies each run in one piece.
+//! endian, then the bytes), a chunk of many packets at a time. Records are
+//! copied into the ring where they stay: the sink fills a chunk in place
+//! (`RingWriter::extend`) and publishes it (`RingWriter::commit`) once it
+//! holds [`CHUNK_TARGET`] bytes (at most an eighth of the ring) or has
+//! waited [`FLUSH_INTERVAL`]. Runs of
+//! ready-made records (`push_records`: the hub makes a group's records once
+//! for every session with the same snap length) go straight in, one lock of
+//! the ring per run; records made one by one (rate limits or transforms
+//! act on single packets) and short runs gather in a small buffer of the
+//! sink's first and go in [`STAGE_BYTES`] at a time, so the ring's lock is
+//! taken once per that many bytes at most, never per packet. Records that
+//! do not fit because the client has not read are dropped and counted in
+//! the ring's header: a slow client loses only its own packets and nobody
+//! waits for it. The session's rate limits (token buckets on the packets'
+//! timestamps) are applied here, before the copy.
 //!
 //! A session that asked for compression gets each chunk as one
 //! self-contained ringcap-compress block instead (made from the chunk's
@@ -36,7 +41,7 @@
 
 use ringcap_engine::{PacketSink, SinkFactory};
 use ringcap_format::record::{read_ring_record, write_ring_record, Record, HEADER_LEN};
-use ringcap_shm::RingWriter;
+use ringcap_shm::{RingWriter, WriterId};
 use ringcap_stages::Limits;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,10 +71,17 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// Room for the largest record (a 256 KiB snap length plus its header).
 pub const CHUNK_BYTES: usize = (256 << 10) + 64;
-/// A chunk is handed over once it holds this much: a few hundred short
-/// packets, and small enough that twelve sessions' chunks stay in the CPU's
-/// cache until they are copied into the rings.
-pub const CHUNK_TARGET: usize = 32 << 10;
+/// A chunk is published once it holds this much (or an eighth of the ring,
+/// if less): a few thousand short packets. A client that keeps up sleeps
+/// between chunks and is woken once per chunk (a system call on each side,
+/// some microseconds: with 32 KiB chunks that was ~10 ns a packet at the
+/// testbed's rate); a packet waits at most [`FLUSH_INTERVAL`] however slow
+/// the traffic.
+pub const CHUNK_TARGET: usize = 256 << 10;
+/// Records made one by one, and short runs, gather in the sink's buffer
+/// until there are this many bytes, then go into the ring at once (one lock
+/// of the ring for some 20 short records).
+pub const STAGE_BYTES: usize = 2 << 10;
 /// The same for compressed sessions: more packets a block, so that fewer of
 /// them start a flow afresh (still far below the largest block).
 pub const COMPRESSED_CHUNK_TARGET: usize = 192 << 10;
@@ -125,7 +137,17 @@ impl SinkFactory for RingSinks {
 impl RingSinks {
     fn sink(&self) -> RingSink {
         let n = self.threads.max(1);
+        let (writer, capacity) = match self.ring.lock() {
+            Ok(mut r) => (r.writer(), r.capacity()),
+            Err(e) => {
+                let mut r = e.into_inner();
+                (r.writer(), r.capacity())
+            }
+        };
         RingSink {
+            writer,
+            open_len: 0,
+            publish_at: CHUNK_TARGET.min(capacity / 8),
             ring: self.ring.clone(),
             counters: self.counters.clone(),
             limits: limits(
@@ -151,12 +173,20 @@ impl RingSinks {
 /// One capture thread's sink.
 pub struct RingSink {
     ring: Arc<Mutex<RingWriter>>,
+    /// Its chunks filled in place in the ring (not compressed).
+    writer: WriterId,
+    /// Bytes put into its chunk in the ring since it last published one.
+    open_len: usize,
+    /// Its chunk is published once it holds this many bytes.
+    publish_at: usize,
     counters: Arc<SinkCounters>,
     limits: Limits,
-    /// The chunk being filled: `buf[..len]`.
+    /// Records not yet in the ring: `buf[..len]` (a compressed session's
+    /// chunk; otherwise records waiting to go into the ring together).
     buf: Box<[u8]>,
     len: usize,
     packets: u32,
+    /// When the oldest packet not yet visible to the client came.
     started: Option<Instant>,
     dropped: u64,
     closed: bool,
@@ -367,30 +397,60 @@ impl RingSink {
         }
     }
 
+    /// Hands over everything held: the client sees it now.
     fn ship(&mut self) {
-        self.deliver_ready();
+        let Some(mut c) = self.compressed.take() else {
+            self.hand_over(&[], 0, true);
+            return;
+        };
+        self.deliver_ready_to(&mut c);
         if self.packets > 0 {
-            match self.compressed.take() {
-                Some(mut c) => {
-                    self.ship_compressed(&mut c);
-                    self.compressed = Some(c);
-                }
-                None => {
-                    if !deliver(
-                        &self.ring,
-                        &self.counters,
-                        &self.buf[..self.len],
-                        self.packets,
-                    ) {
-                        self.dropped += u64::from(self.packets);
-                    }
-                }
-            }
+            self.ship_compressed(&mut c);
             self.len = 0;
             self.packets = 0;
             self.started = None;
         }
-        self.deliver_ready();
+        self.deliver_ready_to(&mut c);
+        self.compressed = Some(c);
+    }
+
+    /// (Not compressed.) Puts the records gathered in the buffer, then
+    /// `more` (`packets` records), into the chunk the sink fills in the
+    /// ring, under one lock; publishes it when `publish` or when it has
+    /// reached `publish_at`. What does not fit is dropped and counted.
+    fn hand_over(&mut self, more: &[u8], packets: u32, publish: bool) {
+        let mut ring = match self.ring.lock() {
+            Ok(r) => r,
+            Err(e) => e.into_inner(),
+        };
+        let mut put = |ring: &mut RingWriter, bytes: &[u8], packets: u32| {
+            if packets == 0 && bytes.is_empty() {
+                return;
+            }
+            if ring.extend(self.writer, bytes, packets) {
+                self.open_len += bytes.len();
+                self.counters
+                    .delivered
+                    .fetch_add(u64::from(packets), Ordering::Relaxed);
+                self.counters
+                    .bytes_delivered
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            } else {
+                self.dropped += u64::from(packets);
+                self.counters
+                    .dropped_client
+                    .fetch_add(u64::from(packets), Ordering::Relaxed);
+            }
+        };
+        put(&mut ring, &self.buf[..self.len], self.packets);
+        put(&mut ring, more, packets);
+        self.len = 0;
+        self.packets = 0;
+        if publish || self.open_len >= self.publish_at {
+            ring.commit(self.writer);
+            self.open_len = 0;
+            self.started = None;
+        }
     }
 
     /// Hands the chunk in hand to an encoder, or to a block already on its
@@ -425,9 +485,15 @@ impl RingSink {
 
     /// Appends the blocks made so far to the ring, oldest first.
     fn deliver_ready(&mut self) {
-        let Some(c) = self.compressed.as_mut() else {
-            return;
-        };
+        if let Some(mut c) = self.compressed.take() {
+            self.deliver_ready_to(&mut c);
+            self.compressed = Some(c);
+        }
+    }
+
+    /// [`deliver_ready`](Self::deliver_ready) with the compressed side
+    /// taken out of `self`.
+    fn deliver_ready_to(&mut self, c: &mut Compressed) {
         while let Some((job, _)) = c.pending.front() {
             let Some(block) = job.block.get() else { break };
             if !deliver(&self.ring, &self.counters, block, job.packets) {
@@ -459,15 +525,23 @@ impl PacketSink for RingSink {
             self.counters.dropped_client.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        let cut = match &self.compressed {
-            Some(c) => self.len >= COMPRESSED_CHUNK_TARGET || ts_ns / SLOT_NS != c.slot,
-            None => self.len >= CHUNK_TARGET,
-        };
-        if cut || self.len + need > self.buf.len() {
-            self.ship();
+        match &self.compressed {
+            Some(c) => {
+                let cut = self.len >= COMPRESSED_CHUNK_TARGET || ts_ns / SLOT_NS != c.slot;
+                if cut || self.len + need > self.buf.len() {
+                    self.ship();
+                }
+            }
+            None => {
+                if self.len >= STAGE_BYTES || self.len + need > self.buf.len() {
+                    self.hand_over(&[], 0, false);
+                }
+            }
         }
         if self.packets == 0 {
-            self.started = Some(Instant::now());
+            if self.started.is_none() {
+                self.started = Some(Instant::now());
+            }
             if let Some(c) = &mut self.compressed {
                 c.slot = ts_ns / SLOT_NS;
             }
@@ -481,20 +555,33 @@ impl PacketSink for RingSink {
 
     fn push_records(&mut self, records: &[u8], packets: u32) -> bool {
         // Rate limits count packet by packet.
-        if self.closed || !self.limits.unlimited() || records.len() > self.buf.len() {
+        if self.closed || !self.limits.unlimited() {
+            return false;
+        }
+        let Some(c) = &self.compressed else {
+            if self.started.is_none() {
+                self.started = Some(Instant::now());
+            }
+            if self.len + records.len() < STAGE_BYTES {
+                // A short run: gathered with others first (see the module doc).
+                self.buf[self.len..self.len + records.len()].copy_from_slice(records);
+                self.len += records.len();
+                self.packets += packets;
+            } else {
+                self.hand_over(records, packets, false);
+            }
+            return true;
+        };
+        if records.len() > self.buf.len() {
             return false;
         }
         let Some((first, _)) = read_ring_record(records) else {
             return false;
         };
-        let first_ts = first.ts_ns;
         // A compressed chunk is cut by the time of a run's first packet (see
         // `push`): runs are the same for sessions that keep the same packets.
-        let slot = first_ts / SLOT_NS;
-        let cut = match &self.compressed {
-            Some(c) => self.len >= COMPRESSED_CHUNK_TARGET || slot != c.slot,
-            None => self.len >= CHUNK_TARGET,
-        };
+        let slot = first.ts_ns / SLOT_NS;
+        let cut = self.len >= COMPRESSED_CHUNK_TARGET || slot != c.slot;
         if cut || self.len + records.len() > self.buf.len() {
             self.ship();
         }
@@ -574,136 +661,5 @@ impl PacketSink for RingSink {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use ringcap_shm::RingReader;
-
-    /// A compressed sink sharing `blocks`, and a reader of its ring.
-    fn sink(blocks: &Arc<SharedBlocks>) -> (RingSink, RingReader) {
-        let mut w = RingWriter::create(4 << 20).expect("ring");
-        let (d, c, e) = w.fds();
-        let own = |f: std::os::fd::BorrowedFd<'_>| f.try_clone_to_owned().expect("dup");
-        let reader = RingReader::map(own(d), own(c), own(e)).expect("reader");
-        w.prefault();
-        let sinks = RingSinks {
-            ring: Arc::new(Mutex::new(w)),
-            counters: Arc::new(SinkCounters::default()),
-            max_pps: None,
-            max_bps: None,
-            threads: 1,
-            compress: Some(blocks.clone()),
-        };
-        (sinks.sink(), reader)
-    }
-
-    /// Every record in the ring's blocks: (timestamp, original length, bytes).
-    fn records(reader: &mut RingReader) -> Vec<(u64, u32, Vec<u8>)> {
-        let mut out = Vec::new();
-        let mut blocks = ringcap_compress::BlockReader::new(&ringcap_compress::FileHeader {
-            version: ringcap_compress::VERSION,
-            resolution: ringcap_compress::Resolution::Nano,
-            linktype: 1,
-            snaplen: 262_144,
-        });
-        while let Some(chunk) = reader.next_chunk().expect("ring") {
-            blocks.load(chunk.payload, 0).expect("a whole block");
-            while let Some(r) = blocks.next_record().expect("decodes") {
-                out.push((r.ts, r.wire_len, r.data.to_vec()));
-            }
-        }
-        out
-    }
-
-    /// Packet `i` of a UDP stream: IP ID and payload count up, one per ms.
-    fn packet(i: u64) -> (u64, Vec<u8>) {
-        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
-        f.extend_from_slice(&[0x45, 0, 0, 50, 0, i as u8, 0, 0, 64, 17, 0, 0]);
-        f.extend_from_slice(&[198, 18, 0, 1, 198, 18, 0, 2, 0x9c, 0x40, 0x9c, 0x41]);
-        f.extend_from_slice(&[0, 30, 0, 0]);
-        f.extend_from_slice(&i.to_be_bytes());
-        f.resize(64, 0xab);
-        // Starts 20 ms into a slot.
-        (SLOT_NS * 1_000_000 + 20_000_000 + i * 1_000_000, f)
-    }
-
-    #[test]
-    fn sessions_with_the_same_records_share_blocks_and_each_gets_its_own() {
-        let blocks = Arc::new(SharedBlocks::default());
-        let (mut a, mut ra) = sink(&blocks);
-        let (mut b, mut rb) = sink(&blocks);
-        let (mut c, mut rc) = sink(&blocks);
-        // d takes a's packets as runs of ready-made records, as the hub
-        // hands them (here runs of one).
-        let (mut d, mut rd) = sink(&blocks);
-        const N: u64 = 400;
-        const B_FROM: u64 = 30;
-        const ODD: u64 = 250;
-        let (mut want_a, mut want_b, mut want_c) = (Vec::new(), Vec::new(), Vec::new());
-        // As the hub does: every session in turn, packet by packet.
-        for i in 0..N {
-            let (ts, f) = packet(i);
-            if i > 0 && ts / SLOT_NS != packet(i - 1).0 / SLOT_NS {
-                // Chunks are cut now: give the encoders the time they would
-                // have had between real packets (not what is tested here).
-                let t0 = Instant::now();
-                while [&a, &b, &c, &d].iter().any(|s| {
-                    s.compressed
-                        .as_ref()
-                        .is_some_and(|c| c.pending.iter().any(|(j, _)| j.block.get().is_none()))
-                }) {
-                    assert!(t0.elapsed() < Duration::from_secs(20), "encoders stuck");
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-            a.push(Record::whole(ts, 100, &f));
-            let mut record = vec![0; HEADER_LEN + f.len()];
-            write_ring_record(&mut record, &Record::whole(ts, 100, &f));
-            assert!(d.push_records(&record, 1), "d takes runs");
-            want_a.push((ts, 100, f.clone()));
-            if i >= B_FROM {
-                b.push(Record::whole(ts, 100, &f));
-                want_b.push((ts, 100, f.clone()));
-            }
-            // c's copy of one packet differs by a byte (a transform, say).
-            let mut g = f.clone();
-            if i == ODD {
-                g[40] ^= 1;
-            }
-            c.push(Record::whole(ts, 100, &g));
-            want_c.push((ts, 100, g));
-        }
-        for s in [&mut a, &mut b, &mut c, &mut d] {
-            s.close();
-            assert_eq!(s.dropped(), 0);
-        }
-        for (reader, want, who) in [
-            (&mut rd, want_a.clone(), "d"),
-            (&mut ra, want_a, "a"),
-            (&mut rb, want_b, "b"),
-            (&mut rc, want_c, "c"),
-        ] {
-            let got = records(reader);
-            let first_wrong = got.iter().zip(&want).position(|(g, w)| g != w);
-            assert_eq!(
-                (got.len(), first_wrong),
-                (want.len(), None),
-                "{who}'s records"
-            );
-        }
-        // a's chunks are its slots; b's first (it began mid-slot) and c's
-        // with the odd packet are their own, every other chunk is shared
-        // (all of d's).
-        let slot = |i: u64| packet(i).0 / SLOT_NS;
-        let slots = slot(N - 1) - slot(0) + 1;
-        let b_slots = slot(N - 1) - slot(B_FROM) + 1;
-        assert!(
-            slots >= 5 && slot(B_FROM) == slot(0),
-            "the test's own premise"
-        );
-        assert_eq!(blocks.encoded.load(Ordering::Relaxed), slots + 2);
-        assert_eq!(
-            blocks.shared.load(Ordering::Relaxed),
-            (b_slots - 1) + (slots - 1) + slots
-        );
-    }
-}
+#[path = "ring_sink_tests.rs"]
+mod tests;

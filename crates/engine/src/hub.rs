@@ -22,7 +22,9 @@ use crate::source::Source;
 use crate::stages::Stages;
 use group::{Group, GroupWork, Subscriber};
 use ringcap_sink::PacketSink;
-use ringcap_source::{CaptureSocket, Interface, RingGeometry, SocketOptions, TimestampSource};
+use ringcap_source::{
+    CaptureSocket, CounterFiles, Interface, RingGeometry, SocketOptions, TimestampSource,
+};
 use ringcap_stages::{Program, Sampling, SessionFilter, Snap, TransformFactory, UserSampler};
 use ringcap_stats::{CaptureCounts, Counters};
 use std::collections::HashMap;
@@ -105,6 +107,11 @@ impl Entry {
 
 struct Shared {
     interface: Interface,
+    /// The interface's counter files, kept open: every session's control
+    /// thread reads them several times a second (`Subscription::counters`),
+    /// and opening them by path each time cost the daemon more CPU than
+    /// some of its per-packet work at the testbed's rate.
+    counter_files: CounterFiles,
     added: Mutex<Vec<Entry>>,
     removed: Mutex<Vec<u64>>,
     /// (old subscriber, its successor): swapped between two packets.
@@ -191,9 +198,9 @@ pub fn subscribe(interface: &str, spec: SubscriptionSpec) -> Result<Subscription
     Ok(Subscription {
         id,
         interface: interface.to_string(),
+        base_seen: shared.counter_files.read().packets,
         shared,
         published,
-        base_seen: iface.counters().packets,
         base_ring_dropped,
         left: false,
     })
@@ -227,6 +234,7 @@ fn start(interface: Interface) -> Result<Hub, EngineError> {
         },
     )?;
     let shared = Arc::new(Shared {
+        counter_files: interface.counter_files(),
         interface: interface.clone(),
         added: Mutex::new(Vec::new()),
         removed: Mutex::new(Vec::new()),
@@ -350,8 +358,8 @@ impl Subscription {
         Counters {
             packets_seen_by_interface: self
                 .shared
-                .interface
-                .counters()
+                .counter_files
+                .read()
                 .packets
                 .saturating_sub(self.base_seen),
             packets_filter_accepted: p.accepted.load(Ordering::Relaxed),
@@ -409,7 +417,7 @@ impl Subscription {
         let before = self.counters();
         self.id = id;
         self.published = published;
-        self.base_seen = self.shared.interface.counters().packets;
+        self.base_seen = self.shared.counter_files.read().packets;
         self.base_ring_dropped = self.shared.ring_dropped.load(Ordering::Relaxed);
         Ok(before)
     }

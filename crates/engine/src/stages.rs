@@ -11,7 +11,8 @@
 //! state and hands results elsewhere itself.
 
 use crate::source::{Flow, Packet};
-use ringcap_format::record::{write_ring_record, Record, HEADER_LEN};
+use ringcap_format::record::{Endian, Header, Record, HEADER_LEN};
+use ringcap_format::TsResolution;
 use ringcap_sink::PacketSink;
 use ringcap_stages::transform::apply_all;
 use ringcap_stages::{CheckedProgram, Snap, Transform, UserSampler};
@@ -163,23 +164,38 @@ impl Stages {
     }
 
     /// Appends `p`'s ring record (see `ringcap_format::record`), cut to the
-    /// snap length, to `out`.
+    /// snap length, to `out`: the bytes `write_ring_record` makes, appended
+    /// piece by piece rather than written into room zero-filled first (the
+    /// hub makes every kept packet's record here; the zero-fill cost a tenth
+    /// of its time).
     #[inline]
     pub fn record(&self, p: &Packet<'_>, out: &mut Vec<u8>) {
         let tag_len = if p.vlan.is_some() { 4 } else { 0 };
         let caplen = self.snap.keep_len(p.data, tag_len);
         let at = out.len();
+        let mut head = [0u8; HEADER_LEN];
+        Header::new(
+            p.ts_ns,
+            caplen as u32,
+            p.wire_len + tag_len as u32,
+            TsResolution::Nano,
+        )
+        .write(&mut head, Endian::Little);
+        out.extend_from_slice(&head);
+        // As `copy_with_tag`: the tag goes back after the MAC addresses.
+        match p.vlan {
+            Some(tag) if p.data.len() >= 12 && caplen >= 12 => {
+                out.extend_from_slice(&p.data[..12]);
+                let tag_len = (caplen - 12).min(4);
+                out.extend_from_slice(&tag[..tag_len]);
+                let rest = (caplen - 12 - tag_len).min(p.data.len() - 12);
+                out.extend_from_slice(&p.data[12..12 + rest]);
+            }
+            _ => out.extend_from_slice(&p.data[..caplen.min(p.data.len())]),
+        }
+        // Bytes the packet does not have are zeros (as `copy_with_tag`; a
+        // snap length never asks for more than the packet has).
         out.resize(at + HEADER_LEN + caplen, 0);
-        write_ring_record(
-            &mut out[at..],
-            &Record {
-                ts_ns: p.ts_ns,
-                wire_len: p.wire_len + tag_len as u32,
-                data: p.data,
-                tag: p.vlan,
-                caplen,
-            },
-        );
     }
 
     /// Counts `p` as kept, as [`handle`](Self::handle) does.

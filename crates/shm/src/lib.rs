@@ -67,7 +67,7 @@ mod sys;
 pub mod writer;
 
 pub use reader::{Chunk, RingReader, Span};
-pub use writer::RingWriter;
+pub use writer::{RingWriter, WriterId};
 
 use std::fmt;
 use std::io;

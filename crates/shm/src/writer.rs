@@ -31,6 +31,22 @@
 //! fill the counter to its maximum, and the daemon's next `write` blocks
 //! forever (checked on this machine). With a pipe, a full pipe only means the
 //! client already has wake-ups pending (`EAGAIN`, ignored).
+//!
+//! # Chunks filled in place
+//!
+//! Besides [`RingWriter::append`] (a chunk made elsewhere, copied in whole),
+//! a writer can grow a chunk in place: [`RingWriter::extend`] copies records
+//! straight into free space after the write position and
+//! [`RingWriter::commit`] writes the chunk's header and publishes it. The
+//! capture thread then copies each record once, into the client's memory,
+//! instead of into a buffer of its own first and into the ring later. Until
+//! the commit the bytes are free space the reader never looks at (it reads
+//! only up to the write position), so this changes nothing the client sees.
+//! A ring may have several writers (a session on several interfaces, each
+//! interface's capture thread with its own sink): each opens chunks under
+//! its own [`WriterId`], and whatever another writer does to the ring first
+//! commits the open chunk as it stands (it holds whole records only: every
+//! `extend` adds whole records), so chunks never interleave.
 
 use crate::layout::{self, consumer, hdr, HEADER_SIZE};
 use crate::sys::{self, Mapping};
@@ -38,6 +54,24 @@ use crate::RingCounters;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
+
+/// Who a chunk being filled in place belongs to ([`RingWriter::writer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterId(u64);
+
+/// The chunk being filled in place: its header goes at `write + pad`
+/// (`pad`: bytes of padding to the end of the data area before it, marked
+/// at commit), its payload follows.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    owner: WriterId,
+    pad: u64,
+    len: u64,
+    packets: u32,
+    /// Payload bytes it may hold in all (free and before the end of the
+    /// data area).
+    room: u64,
+}
 
 /// The daemon's end of one client's ring.
 #[derive(Debug)]
@@ -57,6 +91,10 @@ pub struct RingWriter {
     finished: bool,
     /// Reused across sessions ([`RingWriter::create_pooled`]).
     pooled: bool,
+    /// The chunk being filled in place, if any.
+    open: Option<Open>,
+    /// Last [`WriterId`] handed out.
+    writers: u64,
 }
 
 fn context(what: &'static str) -> impl FnOnce(io::Error) -> io::Error {
@@ -161,6 +199,8 @@ impl RingWriter {
             counters: RingCounters::default(),
             finished: false,
             pooled,
+            open: None,
+            writers: 0,
         })
     }
 
@@ -255,6 +295,7 @@ impl RingWriter {
     /// header's dropped counters and nothing is written. Wakes the client
     /// if it is waiting. Never blocks.
     pub fn append(&mut self, payload: &[u8], packets: u32) -> bool {
+        self.commit_any();
         let len = match u32::try_from(payload.len()) {
             Ok(len) if !self.finished && layout::chunk_size(len) <= self.capacity => len,
             _ => {
@@ -287,8 +328,15 @@ impl RingWriter {
         let padded = (need - layout::CHUNK_HEADER) as usize;
         self.data
             .zero(at + 8 + payload.len(), padded - payload.len());
-        self.write += need;
+        self.publish(need, packets, len);
+        true
+    }
 
+    /// Moves the write position past the chunk of `size` bytes just written
+    /// (`packets`, `len` payload bytes), updates the counters and wakes the
+    /// client if it waits.
+    fn publish(&mut self, size: u64, packets: u32, len: u32) {
+        self.write += size;
         let c = &mut self.counters;
         c.write_position = self.write;
         c.chunks_written += 1;
@@ -303,7 +351,109 @@ impl RingWriter {
             .atomic_u64(hdr::WRITE_POSITION)
             .store(self.write.to_le(), Ordering::Release);
         self.wake_if_waiting();
+    }
+
+    /// A new identity for chunks filled in place (one per writer of this
+    /// ring, e.g. per capture thread's sink).
+    pub fn writer(&mut self) -> WriterId {
+        self.writers += 1;
+        WriterId(self.writers)
+    }
+
+    /// Adds `payload` (whole records, opaque to the ring) holding `packets`
+    /// packets to `who`'s chunk filled in place, opening one if it has none
+    /// (see the module doc). Returns false when it does not fit (as
+    /// [`RingWriter::append`]: the client has not released enough, or the
+    /// ring has ended); then `packets` and `payload.len()` are counted as
+    /// dropped and nothing is written. Nothing is visible to the client
+    /// before [`RingWriter::commit`]. Never blocks.
+    pub fn extend(&mut self, who: WriterId, payload: &[u8], packets: u32) -> bool {
+        let add = payload.len() as u64;
+        if let Some(o) = self.open {
+            if o.owner != who || o.len + add > o.room || o.packets.checked_add(packets).is_none() {
+                self.commit_any();
+            }
+        }
+        if self.open.is_none() && !self.finished && add > 0 {
+            self.open = self.open_for(who, add);
+        }
+        let Some(o) = self.open.as_mut() else {
+            self.add_dropped(u64::from(packets), add);
+            return false;
+        };
+        let at = HEADER_SIZE as u64 + ((self.write + o.pad) & (self.capacity - 1)) + 8 + o.len;
+        o.len += add;
+        o.packets += packets;
+        self.data.copy_in(at as usize, payload);
         true
+    }
+
+    /// Publishes `who`'s chunk filled in place, if it has one (the records
+    /// it holds become visible to the client; it is woken if it waits).
+    pub fn commit(&mut self, who: WriterId) {
+        if self.open.is_some_and(|o| o.owner == who) {
+            self.commit_any();
+        }
+    }
+
+    /// A chunk for `who` with room for at least `need` payload bytes, where
+    /// the next chunk goes (or at the start of the data area, after padding
+    /// to the end); None when the client has not released enough.
+    fn open_for(&mut self, who: WriterId, need: u64) -> Option<Open> {
+        let off = self.write & (self.capacity - 1);
+        let to_end = self.capacity - off;
+        // Payload bytes a chunk may hold in `span` bytes: its header and the
+        // padding to 8 must fit too (`released`, from the client, may be
+        // any number: round down).
+        let room = |span: u64| span.saturating_sub(layout::CHUNK_HEADER) & !7;
+        let place = |free: u64| {
+            if room(to_end.min(free)) >= need {
+                Some((0, room(to_end.min(free))))
+            } else if free > to_end && room(free - to_end) >= need {
+                Some((to_end, room(free - to_end)))
+            } else {
+                None
+            }
+        };
+        let (pad, room) = match place(self.known_free()) {
+            Some(p) => p,
+            None => place(self.refresh_free())?,
+        };
+        Some(Open {
+            owner: who,
+            pad,
+            len: 0,
+            packets: 0,
+            // Chunk lengths are u32 and u32::MAX marks padding.
+            room: room.min(u64::from(u32::MAX - 7)),
+        })
+    }
+
+    /// Publishes the chunk filled in place, whoever it belongs to.
+    fn commit_any(&mut self) {
+        let Some(o) = self.open.take() else { return };
+        if o.len == 0 && o.packets == 0 {
+            return;
+        }
+        if o.pad > 0 {
+            let off = self.write & (self.capacity - 1);
+            let marker = layout::encode_chunk_header(layout::PADDING_LEN, 0);
+            self.data
+                .atomic_u64(HEADER_SIZE + off as usize)
+                .store(marker.to_le(), Ordering::Relaxed);
+            self.write += o.pad;
+        }
+        // `room` keeps `len` below u32::MAX - 7.
+        let len = o.len as u32;
+        let at = HEADER_SIZE + (self.write & (self.capacity - 1)) as usize;
+        self.data.atomic_u64(at).store(
+            layout::encode_chunk_header(len, o.packets).to_le(),
+            Ordering::Relaxed,
+        );
+        let size = layout::chunk_size(len);
+        let padded = (size - layout::CHUNK_HEADER) as usize;
+        self.data.zero(at + 8 + len as usize, padded - len as usize);
+        self.publish(size, o.packets, len);
     }
 
     /// Bytes free for chunks now (re-reads the client's read position).
@@ -336,6 +486,7 @@ impl RingWriter {
         if self.finished {
             return;
         }
+        self.commit_any();
         self.finished = true;
         self.data
             .atomic_u32(hdr::STATE)

@@ -364,6 +364,9 @@ mod tests {
         let group = Group::new(&packets);
         for snap in [
             Snap::Bytes(96),
+            // Cut in the MAC addresses, and in the tag put back.
+            Snap::Bytes(8),
+            Snap::Bytes(14),
             Snap::Bytes(65_535),
             Snap::Headers { max: 128 },
         ] {

@@ -731,6 +731,52 @@ impl<R: Read> Reader<R> {
         }
     }
 
+    /// [`next_packet`](Self::next_packet), with the captured bytes of the
+    /// packet `k` records after it when they are already in the reader's
+    /// buffer (pcap files; otherwise empty). A hint for look-ahead work
+    /// (prefetching what that packet will need): those bytes are not checked
+    /// the way `next_packet` will check them when their turn comes.
+    pub fn next_packet_ahead(
+        &mut self,
+        k: usize,
+    ) -> Result<Option<(Packet<'_>, &[u8])>, FormatError> {
+        let State::Pcap { order, .. } = self.state else {
+            return Ok(self.next_packet()?.map(|p| (p, &[][..])));
+        };
+        let Some(f) = self.step()? else {
+            return Ok(None);
+        };
+        // Record headers of the buffered records after this one.
+        let rest = &self.buf[self.start..self.end];
+        let mut at = 0usize;
+        let mut ahead = &[][..];
+        for i in 1..=k {
+            let Some(h) = rest.get(at..at + RECORD_HEADER_LEN) else {
+                break;
+            };
+            let data = at + RECORD_HEADER_LEN;
+            let Some(end) = data.checked_add(order.u32(h, 8) as usize) else {
+                break;
+            };
+            if end > rest.len() {
+                break;
+            }
+            if i == k {
+                ahead = &rest[data..end];
+            }
+            at = end;
+        }
+        Ok(Some((
+            Packet {
+                interface: f.interface,
+                ts_ns: f.ts_ns,
+                wire_len: f.wire_len,
+                data: &self.buf[f.data_start..f.data_start + f.data_len],
+            },
+            ahead,
+        )))
+    }
+
     /// The interfaces met so far: for pcap the one the file header describes, for
     /// pcapng one per IDB read so far, across all sections.
     pub fn interfaces(&self) -> &[Interface] {

@@ -39,13 +39,15 @@
 //! ```
 
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+// One audited spot (`prefetch`, a cache hint) allows it; nothing else may.
+#![deny(unsafe_code)]
 
 mod anon;
 pub mod cryptopan;
 pub mod fields;
 mod icmp;
 pub mod key;
+mod prefetch;
 pub mod rewrite;
 mod sums;
 mod v4cache;
@@ -135,6 +137,14 @@ impl PrivacyTransform {
     pub fn rewrite_ethernet(&mut self, frame: &mut [u8]) {
         self.rw.rewrite_ethernet(frame);
     }
+
+    /// A hint: `frame`, an Ethernet frame, will be rewritten a few packets
+    /// from now; start loading the translations it needs (see
+    /// [`Transform::prepare`]). Changes nothing it computes.
+    #[inline]
+    pub fn prepare_ethernet(&mut self, frame: &[u8]) {
+        self.rw.prepare_ethernet(frame);
+    }
 }
 
 impl Transform for PrivacyTransform {
@@ -145,6 +155,13 @@ impl Transform for PrivacyTransform {
             // Headers this rewrite does not walk could hold anything it
             // should hide: fail closed.
             frame.fill(0);
+        }
+    }
+
+    #[inline]
+    fn prepare(&mut self, linktype: u32, frame: &[u8]) {
+        if linktype == LINKTYPE_ETHERNET {
+            self.rw.prepare_ethernet(frame);
         }
     }
 }

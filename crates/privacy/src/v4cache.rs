@@ -61,6 +61,15 @@ impl V4Cache {
         }
     }
 
+    /// Starts loading `a`'s bucket and /16 slot (a hint: see
+    /// [`crate::prefetch`]).
+    #[inline]
+    pub(crate) fn prepare(&self, a: u32) {
+        let (b, _) = self.map.place(a);
+        crate::prefetch::prefetch(&self.map.slots[b]);
+        crate::prefetch::prefetch(&self.p16[(a >> 16) as usize]);
+    }
+
     /// The images of `a` and `b`, the two lookups issued together so that
     /// their cache misses overlap (a packet's source and destination).
     #[inline]

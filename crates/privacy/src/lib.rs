@@ -111,6 +111,7 @@ impl Privacy {
     /// A fresh per-thread transform (its own translation caches).
     pub fn transform(&self) -> PrivacyTransform {
         PrivacyTransform {
+            scratch: Box::new(rewrite::Scratch::new()),
             rw: rewrite::Rewriter::new(
                 self.mask,
                 self.anon
@@ -130,12 +131,13 @@ impl Privacy {
 /// One capture thread's privacy transform.
 pub struct PrivacyTransform {
     rw: rewrite::Rewriter,
+    scratch: Box<rewrite::Scratch>,
 }
 
 impl PrivacyTransform {
     /// Rewrites one Ethernet frame in place.
     pub fn rewrite_ethernet(&mut self, frame: &mut [u8]) {
-        self.rw.rewrite_ethernet(frame);
+        self.rw.rewrite_ethernet_with(frame, &mut self.scratch);
     }
 
     /// A hint: `frame`, an Ethernet frame, will be rewritten a few packets
@@ -150,7 +152,7 @@ impl PrivacyTransform {
 impl Transform for PrivacyTransform {
     fn apply(&mut self, linktype: u32, frame: &mut [u8], _wire_len: u32) {
         if linktype == LINKTYPE_ETHERNET {
-            self.rw.rewrite_ethernet(frame);
+            self.rw.rewrite_ethernet_with(frame, &mut self.scratch);
         } else {
             // Headers this rewrite does not walk could hold anything it
             // should hide: fail closed.

@@ -104,6 +104,12 @@ impl Sums {
         }
     }
 
+    /// Forgets every checksum (for the next frame).
+    #[inline]
+    pub(crate) fn clear(&mut self) {
+        self.n = 0;
+    }
+
     /// Adds the checksum at `field` covering `start..end` (plus `pseudo`);
     /// `tainted` if its pseudo-header holds something hidden; with
     /// `opaque_tail`, tainted too if it covers bytes not captured.

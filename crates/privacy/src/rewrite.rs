@@ -276,7 +276,14 @@ impl Rewriter {
     }
 
     /// The Ethernet address at `p` (as much of it as was captured).
+    #[inline(always)]
     pub(crate) fn mac(&mut self, w: &mut Work<'_>, p: usize, op: AddrOp) {
+        if op != AddrOp::Keep {
+            self.mac_hidden(w, p, op);
+        }
+    }
+
+    fn mac_hidden(&mut self, w: &mut Work<'_>, p: usize, op: AddrOp) {
         let new = match op {
             AddrOp::Keep => return,
             AddrOp::Zero => [0u8; 6],
@@ -328,13 +335,17 @@ impl Rewriter {
     }
 
     /// An IPv4 header's two addresses: anonymized as a pair when both were
-    /// captured (their lookups overlap), else one by one as far as captured.
+    /// captured (their lookups overlap), else one by one as far as captured
+    /// (the same bytes either way when both were captured).
     fn ipv4_addrs(&mut self, w: &mut Work<'_>, off: usize) {
         use ipv4::field as f;
         if self.ip_op == AddrOp::Anonymize && w.limit == usize::MAX {
-            if let Ok(v) = ipv4::Ipv4Packet::new_checked(w.frame.get(off..).unwrap_or(&[])) {
+            if let (Some(s), Some(d)) = (
+                w.frame.get(off + f::SRC_ADDR.start..off + f::SRC_ADDR.end),
+                w.frame.get(off + f::DST_ADDR.start..off + f::DST_ADDR.end),
+            ) {
                 let an = self.anon.as_mut().expect("anonymize without a key");
-                let (x, y) = an.ipv4_pair(v.src_addr(), v.dst_addr());
+                let (x, y) = an.ipv4_pair([s[0], s[1], s[2], s[3]], [d[0], d[1], d[2], d[3]]);
                 w.write(off + f::SRC_ADDR.start, &x);
                 w.write(off + f::DST_ADDR.start, &y);
                 return;

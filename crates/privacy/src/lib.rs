@@ -44,6 +44,7 @@
 
 mod anon;
 pub mod cryptopan;
+mod fast;
 pub mod fields;
 mod icmp;
 pub mod key;

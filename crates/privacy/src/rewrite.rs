@@ -125,9 +125,11 @@ pub(crate) struct IpCtx {
 /// The per-thread rewriter: masks and, with a key, anonymization.
 pub struct Rewriter {
     pub(crate) mask: FieldSet,
-    anon: Option<Anon>,
+    pub(crate) anon: Option<Anon>,
     pub(crate) ip_op: AddrOp,
     pub(crate) eth_op: AddrOp,
+    /// Only IPv4 addresses change: [`crate::fast`] may take the frame.
+    fast: bool,
 }
 
 impl Rewriter {
@@ -147,6 +149,7 @@ impl Rewriter {
             anon,
             ip_op,
             eth_op,
+            fast: mask.is_empty() && ip_op == AddrOp::Anonymize && eth_op == AddrOp::Keep,
         }
     }
 
@@ -160,6 +163,19 @@ impl Rewriter {
     /// [`rewrite_ethernet`](Self::rewrite_ethernet) with per-packet
     /// tables kept from packet to packet (not set up again each time).
     pub(crate) fn rewrite_ethernet_with(&mut self, frame: &mut [u8], scratch: &mut Scratch) {
+        if self.fast && crate::fast::rewrite(self, frame) {
+            return;
+        }
+        self.rewrite_general(frame, scratch);
+    }
+
+    /// The general rewrite only (what [`crate::fast`] is checked against).
+    #[cfg(test)]
+    pub(crate) fn rewrite_ethernet_general(&mut self, frame: &mut [u8]) {
+        self.rewrite_general(frame, &mut Scratch::new());
+    }
+
+    fn rewrite_general(&mut self, frame: &mut [u8], scratch: &mut Scratch) {
         let Scratch { hdrs, sums } = scratch;
         sums.clear();
         let mut rec = Recorder {

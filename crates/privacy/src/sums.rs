@@ -226,7 +226,7 @@ impl Sums {
 
 /// The pseudo-header's sum, read from the (rewritten) frame; `None` if it
 /// is not known or not captured.
-fn pseudo_sum(frame: &[u8], p: Pseudo, len: usize) -> Option<u16> {
+pub(crate) fn pseudo_sum(frame: &[u8], p: Pseudo, len: usize) -> Option<u16> {
     let (src, dst, proto, n) = match p {
         Pseudo::None => return Some(0),
         Pseudo::Unknown => return None,

@@ -46,6 +46,7 @@ mod anon;
 pub mod cryptopan;
 mod fast;
 pub mod fields;
+mod hint;
 mod icmp;
 pub mod key;
 mod prefetch;

@@ -3,7 +3,7 @@
 //! Why: on traces with many addresses the IPv4 address map (a few MiB)
 //! misses the CPU caches on almost every lookup, and those misses were most
 //! of the rewrite's time (issue 30). Told of a packet a few packets ahead
-//! ([`crate::PrivacyTransform::prepare`]), the rewrite starts loading its
+//! ([`crate::PrivacyTransform::prepare_ethernet`]), the rewrite starts loading its
 //! map buckets early, so the misses overlap the work on the packets in
 //! between instead of stalling it. A plain load would not do: it holds the
 //! core's retirement until it completes.

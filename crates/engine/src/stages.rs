@@ -14,7 +14,7 @@ use crate::source::{Flow, Packet};
 use ringcap_format::record::{Endian, Header, Record, HEADER_LEN};
 use ringcap_format::TsResolution;
 use ringcap_sink::PacketSink;
-use ringcap_stages::transform::apply_all;
+use ringcap_stages::transform::{apply_all, prepare_all};
 use ringcap_stages::{CheckedProgram, Snap, Transform, UserSampler};
 use ringcap_stats::CaptureCounts;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -230,6 +230,10 @@ impl Stages {
         counts: &mut CaptureCounts,
         observer: &mut O,
     ) -> Flow {
+        if !p.ahead.is_empty() && !self.transforms.is_empty() {
+            let linktype = self.linktypes.get(p.interface).copied().unwrap_or(1);
+            prepare_all(&mut self.transforms, linktype, p.ahead);
+        }
         if let Some(filters) = &self.filters {
             // Source interface indexes come from the source, which only hands
             // over packets of interfaces it described; the fallback keeps a

@@ -406,6 +406,10 @@ pub struct Reader<R: Read> {
     interfaces: Vec<Interface>,
     strict: bool,
     compressed: Option<Box<CompressedState>>,
+    /// [`Reader::next_packet_ahead`]'s cursor: its `k`, the offset the
+    /// reader stood at after that call, and the offset of the record after
+    /// the one it showed (so the next call takes that one without walking).
+    ahead: Option<(usize, u64, u64)>,
 }
 
 impl<R: Read> fmt::Debug for Reader<R> {
@@ -496,6 +500,7 @@ impl<R: Read> Reader<R> {
             end: 0,
             eof: false,
             pos: 0,
+            ahead: None,
             format: FileFormat::Pcapng,
             state: State::Pcapng {
                 order: ByteOrder::host(),
@@ -729,6 +734,57 @@ impl<R: Read> Reader<R> {
                 data: &self.buf[f.data_start..f.data_start + f.data_len],
             })),
         }
+    }
+
+    /// [`next_packet`](Self::next_packet), with the captured bytes of the
+    /// packet `k` records after it when they are already in the reader's
+    /// buffer (pcap files; otherwise empty). A hint for look-ahead work
+    /// (prefetching what that packet will need): those bytes are not checked
+    /// the way `next_packet` will check them when their turn comes.
+    pub fn next_packet_ahead(
+        &mut self,
+        k: usize,
+    ) -> Result<Option<(Packet<'_>, &[u8])>, FormatError> {
+        let State::Pcap { order, .. } = self.state else {
+            return Ok(self.next_packet()?.map(|p| (p, &[][..])));
+        };
+        // The record after the one shown last time, if this call follows
+        // that one directly (no seek, no other read in between).
+        let follow = self
+            .ahead
+            .take()
+            .filter(|&(kk, stood, _)| kk == k && stood == self.pos)
+            .map(|c| c.2);
+        let Some(f) = self.step()? else {
+            return Ok(None);
+        };
+        // The buffered records after this one: `(data, end)` of the one at `at`.
+        let rest = &self.buf[self.start..self.end];
+        let record = |at: usize| {
+            let h = rest.get(at..at.checked_add(RECORD_HEADER_LEN)?)?;
+            let data = at + RECORD_HEADER_LEN;
+            let end = data.checked_add(order.u32(h, 8) as usize)?;
+            (end <= rest.len()).then_some((data, end))
+        };
+        let start = match follow {
+            Some(at) if at >= self.pos => usize::try_from(at - self.pos).ok(),
+            // Walk over the k - 1 records before it.
+            _ => (1..k).try_fold(0, |at, _| record(at).map(|(_, end)| end)),
+        };
+        let mut ahead = &[][..];
+        if let Some((data, end)) = start.filter(|_| k > 0).and_then(record) {
+            ahead = &rest[data..end];
+            self.ahead = Some((k, self.pos, self.pos + end as u64));
+        }
+        Ok(Some((
+            Packet {
+                interface: f.interface,
+                ts_ns: f.ts_ns,
+                wire_len: f.wire_len,
+                data: &self.buf[f.data_start..f.data_start + f.data_len],
+            },
+            ahead,
+        )))
     }
 
     /// The interfaces met so far: for pcap the one the file header describes, for

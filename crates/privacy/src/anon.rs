@@ -36,6 +36,13 @@ impl Anon {
         self.v4.get(&self.cpan, u32::from_be_bytes(a)).to_be_bytes()
     }
 
+    /// Starts loading what translating `a` and `b` will read (a hint).
+    #[inline]
+    pub(crate) fn prepare_ipv4_pair(&self, a: [u8; 4], b: [u8; 4]) {
+        self.v4.prepare(u32::from_be_bytes(a));
+        self.v4.prepare(u32::from_be_bytes(b));
+    }
+
     /// The images of two addresses (a header's source and destination),
     /// looked up together.
     #[inline]

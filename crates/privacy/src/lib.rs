@@ -39,13 +39,17 @@
 //! ```
 
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+// One audited spot (`prefetch`, a cache hint) allows it; nothing else may.
+#![deny(unsafe_code)]
 
 mod anon;
 pub mod cryptopan;
+mod fast;
 pub mod fields;
+mod hint;
 mod icmp;
 pub mod key;
+mod prefetch;
 pub mod rewrite;
 mod sums;
 mod v4cache;
@@ -109,6 +113,7 @@ impl Privacy {
     /// A fresh per-thread transform (its own translation caches).
     pub fn transform(&self) -> PrivacyTransform {
         PrivacyTransform {
+            scratch: Box::new(rewrite::Scratch::new()),
             rw: rewrite::Rewriter::new(
                 self.mask,
                 self.anon
@@ -128,23 +133,39 @@ impl Privacy {
 /// One capture thread's privacy transform.
 pub struct PrivacyTransform {
     rw: rewrite::Rewriter,
+    scratch: Box<rewrite::Scratch>,
 }
 
 impl PrivacyTransform {
     /// Rewrites one Ethernet frame in place.
     pub fn rewrite_ethernet(&mut self, frame: &mut [u8]) {
-        self.rw.rewrite_ethernet(frame);
+        self.rw.rewrite_ethernet_with(frame, &mut self.scratch);
+    }
+
+    /// A hint: `frame`, an Ethernet frame, will be rewritten a few packets
+    /// from now; start loading the translations it needs (see
+    /// [`Transform::prepare`]). Changes nothing it computes.
+    #[inline]
+    pub fn prepare_ethernet(&mut self, frame: &[u8]) {
+        self.rw.prepare_ethernet(frame);
     }
 }
 
 impl Transform for PrivacyTransform {
     fn apply(&mut self, linktype: u32, frame: &mut [u8], _wire_len: u32) {
         if linktype == LINKTYPE_ETHERNET {
-            self.rw.rewrite_ethernet(frame);
+            self.rw.rewrite_ethernet_with(frame, &mut self.scratch);
         } else {
             // Headers this rewrite does not walk could hold anything it
             // should hide: fail closed.
             frame.fill(0);
+        }
+    }
+
+    #[inline]
+    fn prepare(&mut self, linktype: u32, frame: &[u8]) {
+        if linktype == LINKTYPE_ETHERNET {
+            self.rw.prepare_ethernet(frame);
         }
     }
 }

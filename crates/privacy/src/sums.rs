@@ -104,6 +104,12 @@ impl Sums {
         }
     }
 
+    /// Forgets every checksum (for the next frame).
+    #[inline]
+    pub(crate) fn clear(&mut self) {
+        self.n = 0;
+    }
+
     /// Adds the checksum at `field` covering `start..end` (plus `pseudo`);
     /// `tainted` if its pseudo-header holds something hidden; with
     /// `opaque_tail`, tainted too if it covers bytes not captured.
@@ -220,7 +226,7 @@ impl Sums {
 
 /// The pseudo-header's sum, read from the (rewritten) frame; `None` if it
 /// is not known or not captured.
-fn pseudo_sum(frame: &[u8], p: Pseudo, len: usize) -> Option<u16> {
+pub(crate) fn pseudo_sum(frame: &[u8], p: Pseudo, len: usize) -> Option<u16> {
     let (src, dst, proto, n) = match p {
         Pseudo::None => return Some(0),
         Pseudo::Unknown => return None,

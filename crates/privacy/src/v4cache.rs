@@ -61,6 +61,15 @@ impl V4Cache {
         }
     }
 
+    /// Starts loading `a`'s bucket and /16 slot (a hint: see
+    /// [`crate::prefetch`]).
+    #[inline]
+    pub(crate) fn prepare(&self, a: u32) {
+        let (b, _) = self.map.place(a);
+        crate::prefetch::prefetch(&self.map.slots[b]);
+        crate::prefetch::prefetch(&self.p16[(a >> 16) as usize]);
+    }
+
     /// The images of `a` and `b`, the two lookups issued together so that
     /// their cache misses overlap (a packet's source and destination).
     #[inline]
@@ -108,9 +117,17 @@ fn hit(e: [u32; 4], tag: u32, p: u32, a: u32) -> Option<u32> {
         return None;
     }
     let high = a & 0xffff_0000 ^ p << 16;
-    e.iter()
-        .find(|&&x| x != 0 && x >> 16 == tag)
-        .map(|&x| high | (x & 0xffff))
+    // Without branches: which entry matches is random, and a mispredicted
+    // branch per lookup cost more than these few operations. A bucket
+    // never holds an address twice, so at most one entry matches.
+    let mut low = 0u32;
+    let mut found = false;
+    for x in e {
+        let m = (x != 0) & (x >> 16 == tag);
+        low |= (x & 0xffff) & 0u32.wrapping_sub(u32::from(m));
+        found |= m;
+    }
+    found.then_some(high | low)
 }
 
 /// A map from IPv4 addresses to the low 16 bits of their images: buckets

@@ -139,3 +139,56 @@ fn only_addresses_can_be_anonymized() {
     .unwrap_err();
     assert!(e.contains("tcp.port"), "{e}");
 }
+
+#[test]
+fn prepare_hints_change_nothing() {
+    // Many addresses (the map's buckets differ), with and without VLAN tags,
+    // some cut short; each frame shown to `prepare` three frames early, or
+    // a wrong frame shown: the output must be what it is without hints.
+    let base = frames::udp4(&ep(), 1, 1000, 2000, 64);
+    let mut x = 0x2545_f491u32;
+    let mut input = Vec::new();
+    for i in 0..3000u32 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let mut f = base.clone();
+        f[26..30].copy_from_slice(&(x & 0x0fff_ffff | 0x0a00_0000).to_be_bytes());
+        f[30..34].copy_from_slice(&x.rotate_left(11).to_be_bytes());
+        if i % 5 == 0 {
+            f.splice(12..12, [0x81, 0x00, 0x00, 0x07]);
+        }
+        if i % 7 == 0 {
+            f.truncate(14 + 12 + (i as usize % 9));
+        }
+        input.push(f);
+    }
+    let plain: Vec<Vec<u8>> = {
+        let mut t = privacy("", "ip.addr").transform();
+        input
+            .iter()
+            .map(|f| {
+                let mut g = f.clone();
+                t.rewrite_ethernet(&mut g);
+                g
+            })
+            .collect()
+    };
+    for (ahead, junk) in [(3usize, false), (1, false), (2, true)] {
+        let mut t = privacy("", "ip.addr").transform();
+        for (i, f) in input.iter().enumerate() {
+            if let Some(next) = input.get(i + ahead) {
+                if junk {
+                    t.prepare(1, &[0xff; 40]);
+                    t.prepare(9, next);
+                } else {
+                    t.prepare(1, next);
+                }
+            }
+            let mut g = f.clone();
+            let wire = g.len() as u32;
+            t.apply(1, &mut g, wire);
+            assert_eq!(g, plain[i], "frame {i}, ahead {ahead}");
+        }
+    }
+}

@@ -15,10 +15,27 @@ pub trait Transform: Send {
     /// (LINKTYPE_*) that was `wire_len` bytes long on the wire. `frame` may
     /// end anywhere, even inside a header: a transform must check lengths.
     fn apply(&mut self, linktype: u32, frame: &mut [u8], wire_len: u32);
+
+    /// A hint: `frame` (link type `linktype`) will be given to
+    /// [`apply`](Self::apply) a few packets from now. A transform whose
+    /// work waits on memory (a large translation table) can start loading
+    /// what that frame needs, so the loads overlap the packets in between.
+    /// Must not change what `apply` computes; by default nothing.
+    #[inline]
+    fn prepare(&mut self, _linktype: u32, _frame: &[u8]) {}
 }
 
 /// Makes one [`Transform`] for each capture thread.
 pub type TransformFactory = Arc<dyn Fn() -> Box<dyn Transform> + Send + Sync>;
+
+/// Shows `chain` a frame it will be given a few packets from now
+/// ([`Transform::prepare`]).
+#[inline]
+pub fn prepare_all(chain: &mut [Box<dyn Transform>], linktype: u32, frame: &[u8]) {
+    for t in chain {
+        t.prepare(linktype, frame);
+    }
+}
 
 /// Runs `chain` on one frame, in order.
 #[inline]

@@ -291,6 +291,7 @@ fn framework_and_exclude_hold_for_every_client_filter_and_frame_shape() {
                 data: k,
                 vlan: *tag,
                 interface: 0,
+                ahead: &[],
             })
             .collect();
         let mut work = GroupWork::new();

@@ -11,7 +11,7 @@
 //! per packet, not twelve.
 
 use crate::source::live::GROUP;
-use crate::source::{Flow, Packet};
+use crate::source::{Flow, Packet, LOOK_AHEAD};
 use crate::stages::Stages;
 use ringcap_sink::PacketSink;
 use ringcap_stages::bpf::interp::Paths;
@@ -129,12 +129,17 @@ impl Subscriber {
                 return;
             }
         }
-        for (p, &k) in group.packets[from..].iter().zip(&keep[from..n]) {
+        for (i, (p, &k)) in group.packets[from..].iter().zip(&keep[from..n]).enumerate() {
             if k == 0 {
                 continue;
             }
             self.counts.ring_accepted += 1;
-            if self.stages.handle(*p, &mut self.sink, &mut self.counts) != Flow::Continue {
+            let mut p = *p;
+            // The transforms' look-ahead hint, from the same group.
+            if let Some(a) = group.packets.get(from + i + LOOK_AHEAD) {
+                p.ahead = a.data;
+            }
+            if self.stages.handle(p, &mut self.sink, &mut self.counts) != Flow::Continue {
                 self.done = true;
                 self.sink.flush();
                 break;
@@ -359,6 +364,7 @@ mod tests {
                 data: f,
                 vlan: (i == 5).then_some([0x81, 0x00, 0x00, 0x07]),
                 interface: 0,
+                ahead: &[],
             })
             .collect();
         let group = Group::new(&packets);

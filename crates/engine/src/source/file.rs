@@ -2,7 +2,7 @@
 //! reader waits for the sink instead of dropping (the encoder blocks), so
 //! nothing read is lost.
 
-use super::{Flow, Next, Packet, Source, SourceError};
+use super::{Flow, Next, Packet, Source, SourceError, LOOK_AHEAD};
 use ringcap_format::read::{FileFormat, Interface, Reader};
 use ringcap_stats::CaptureCounts;
 use std::fs::File;
@@ -60,7 +60,7 @@ impl Source for FileSource {
             return Ok(Next::End);
         }
         for _ in 0..RECORDS_PER_BATCH {
-            let p = match self.reader.next_packet() {
+            let (p, ahead) = match self.reader.next_packet_ahead(LOOK_AHEAD) {
                 Ok(Some(p)) => p,
                 Ok(None) => {
                     self.ended = true;
@@ -78,6 +78,7 @@ impl Source for FileSource {
                 data: p.data,
                 vlan: None,
                 interface: p.interface,
+                ahead,
             };
             match each(packet) {
                 Flow::Continue => {}

@@ -82,6 +82,7 @@ impl Source for HookSource {
                     data: p.data,
                     vlan: None,
                     interface: 0,
+                    ahead: &[],
                 };
                 match each(packet) {
                     Flow::Continue => {}

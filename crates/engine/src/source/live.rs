@@ -17,6 +17,7 @@ fn packet(p: ringcap_source::RingPacket<'_>) -> Packet<'_> {
         // A tag can only go back into a frame that has its MAC addresses.
         vlan: p.vlan.filter(|_| p.data.len() >= 12).map(|v| v.bytes()),
         interface: 0,
+        ahead: &[],
     }
 }
 
@@ -70,6 +71,7 @@ impl LiveSource {
             data: &[],
             vlan: None,
             interface: 0,
+            ahead: &[],
         };
         let mut group = [empty; GROUP];
         let mut n = 0;

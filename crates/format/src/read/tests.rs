@@ -807,3 +807,59 @@ fn io_errors_are_wrapped() {
     assert_eq!(e.to_string(), "byte 0: read error: disk on fire");
     assert!(std::error::Error::source(&e).is_some());
 }
+
+#[test]
+fn next_packet_ahead_shows_the_kth_next_packet() {
+    let n = 50;
+    for k in [1, 4] {
+        let (f, _, want) = pcap_file(TsResolution::Nano, n);
+        let mut r = Reader::new(&f[..]).unwrap();
+        let mut i = 0;
+        while let Some((p, ahead)) = r.next_packet_ahead(k).unwrap() {
+            assert_eq!(p.data, &want[i].data[..], "packet {i}");
+            assert_eq!(p.ts_ns, want[i].ts_ns);
+            // The whole file is in the buffer: every later packet is shown.
+            let expect: &[u8] = want.get(i + k).map_or(&[], |w| &w.data[..]);
+            assert_eq!(ahead, expect, "k {k}, packet {i}");
+            i += 1;
+        }
+        assert_eq!(i, n);
+    }
+    // A file larger than the buffer (refills move the records), with plain
+    // reads mixed in: a shown packet is always the right one, and only the
+    // few near a refill or after a plain read are missing.
+    let n = 80_000;
+    let (f, _, want) = pcap_file(TsResolution::Micro, n);
+    assert!(f.len() > 2 * BUF_SIZE);
+    let mut r = Reader::new(&f[..]).unwrap();
+    let (mut i, mut shown) = (0, 0);
+    loop {
+        if i % 1000 == 999 {
+            let p = r.next_packet().unwrap().unwrap();
+            assert_eq!(p.data, &want[i].data[..]);
+            i += 1;
+            continue;
+        }
+        let Some((p, ahead)) = r.next_packet_ahead(3).unwrap() else {
+            break;
+        };
+        assert_eq!(p.data, &want[i].data[..], "packet {i}");
+        if !ahead.is_empty() {
+            assert_eq!(ahead, &want[i + 3].data[..], "ahead of packet {i}");
+            shown += 1;
+        }
+        i += 1;
+    }
+    assert_eq!(i, n);
+    // Every tenth packet is empty (shown or not, it looks the same).
+    assert!(shown > n * 89 / 100, "{shown} of {n} shown");
+    // pcapng: packets as from next_packet, no look-ahead.
+    let (f, _, want) = pcapng_file(12);
+    let mut r = Reader::new(&f[..]).unwrap();
+    let mut got = Vec::new();
+    while let Some((p, ahead)) = r.next_packet_ahead(2).unwrap() {
+        assert!(ahead.is_empty());
+        got.push(p.data.to_vec());
+    }
+    assert_eq!(got, want.iter().map(|w| w.data.clone()).collect::<Vec<_>>());
+}

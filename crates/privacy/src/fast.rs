@@ -11,7 +11,7 @@
 //! about half of the anonymization's CPU time once the address map's
 //! misses were prefetched away.
 
-use crate::rewrite::Rewriter;
+use crate::anon::Anon;
 use crate::sums::{pseudo_sum, Pseudo};
 use ringcap_wire::checksum::{fold, sum};
 use ringcap_wire::ip::ip_proto;
@@ -26,7 +26,7 @@ const L4: usize = IP + 20;
 /// `frame` untouched) otherwise. Call only when IPv4 addresses are
 /// anonymized and nothing else is hidden.
 #[inline]
-pub(crate) fn rewrite(rw: &mut Rewriter, frame: &mut [u8]) -> bool {
+pub(crate) fn rewrite(an: &mut Anon, frame: &mut [u8]) -> bool {
     let Some(h) = frame.get(..L4 + 8) else {
         return false;
     };
@@ -52,9 +52,6 @@ pub(crate) fn rewrite(rw: &mut Rewriter, frame: &mut [u8]) -> bool {
         _ => return false,
     };
     let skip_l4 = udp && word(L4 + 6) == 0;
-    let Some(an) = rw.anon.as_mut() else {
-        return false;
-    };
     let s = [h[IP + 12], h[IP + 13], h[IP + 14], h[IP + 15]];
     let d = [h[IP + 16], h[IP + 17], h[IP + 18], h[IP + 19]];
     let (x, y) = an.ipv4_pair(s, d);

@@ -163,8 +163,10 @@ impl Rewriter {
     /// [`rewrite_ethernet`](Self::rewrite_ethernet) with per-packet
     /// tables kept from packet to packet (not set up again each time).
     pub(crate) fn rewrite_ethernet_with(&mut self, frame: &mut [u8], scratch: &mut Scratch) {
-        if self.fast && crate::fast::rewrite(self, frame) {
-            return;
+        if let Some(an) = self.anon.as_mut().filter(|_| self.fast) {
+            if crate::fast::rewrite(an, frame) {
+                return;
+            }
         }
         self.rewrite_general(frame, scratch);
     }

@@ -151,6 +151,7 @@ fn main() {
                     data: f,
                     vlan: None,
                     interface: 0,
+                    ahead: &[],
                 })
                 .collect()
         })

@@ -177,6 +177,14 @@ impl FlowSender {
         }
     }
 
+    /// True while the queue has room for a record (it may fill before the
+    /// record comes when other threads send too: then it is dropped,
+    /// counted, as always).
+    #[inline]
+    pub fn has_room(&self) -> bool {
+        !self.tx.is_full()
+    }
+
     /// The shared counters.
     pub fn stats(&self) -> &Arc<FlowStats> {
         &self.stats

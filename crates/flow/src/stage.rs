@@ -85,10 +85,15 @@ impl Observer for FlowStage {
         linktype: u32,
     ) {
         let (out, wait) = (&self.out, !self.live);
+        // A live capture never waits for the exporter: flows that time out
+        // while its queue is full stay in the table until there is room.
         match key::parse(linktype, data, vlan, wire_len) {
-            Some(p) => self
-                .table
-                .add(&p, ts_ns, &mut |r: FlowRecord| out.send(r, wait)),
+            Some(p) => self.table.add_with_room(
+                &p,
+                ts_ns,
+                &mut || wait || out.has_room(),
+                &mut |r: FlowRecord| out.send(r, wait),
+            ),
             None => self.table.count_not_ip(),
         }
     }
@@ -97,7 +102,9 @@ impl Observer for FlowStage {
         if self.live {
             let (out, now) = (&self.out, wall_ns());
             self.table
-                .expire(now, &mut |r: FlowRecord| out.send(r, false));
+                .expire_with_room(now, &mut || out.has_room(), &mut |r: FlowRecord| {
+                    out.send(r, false)
+                });
         }
         self.publish();
     }

@@ -231,7 +231,21 @@ impl FlowTable {
     /// then, a full table, FIN/RST) go to `out`.
     #[inline]
     pub fn add(&mut self, p: &PacketInfo, ts_ns: u64, out: &mut impl FnMut(FlowRecord)) {
-        self.expire(ts_ns, out);
+        self.add_with_room(p, ts_ns, &mut || true, out);
+    }
+
+    /// [`add`](Self::add), with flows that time out exported only while
+    /// `room()` says their records will be taken (see
+    /// [`expire_with_room`](Self::expire_with_room)).
+    #[inline]
+    pub fn add_with_room(
+        &mut self,
+        p: &PacketInfo,
+        ts_ns: u64,
+        room: &mut impl FnMut() -> bool,
+        out: &mut impl FnMut(FlowRecord),
+    ) {
+        self.expire_with_room(ts_ns, room, out);
         self.counts.packets += 1;
         let hash = hash_key(&p.key, self.seed);
         let (idx, forward) = match self.find(&p.key, hash) {
@@ -256,6 +270,24 @@ impl FlowTable {
     /// Exports the flows whose idle or active timeout has passed at `now_ns`.
     #[inline]
     pub fn expire(&mut self, now_ns: u64, out: &mut impl FnMut(FlowRecord)) {
+        self.expire_with_room(now_ns, &mut || true, out);
+    }
+
+    /// [`expire`](Self::expire), exporting a flow only while `room()` says
+    /// its record will be taken (asked only when a flow is due): the others
+    /// stay in the table, timed out, until a later call finds room. A live
+    /// capture's queue to the exporter is bounded and must not block the
+    /// capture; without this, when many flows idled out at once (a burst of
+    /// new flows ending together), the records beyond the queue's room were
+    /// dropped (0.43 % of 2 M flows in the live bench) although the table
+    /// could hold them until the exporter caught up.
+    #[inline]
+    pub fn expire_with_room(
+        &mut self,
+        now_ns: u64,
+        room: &mut impl FnMut() -> bool,
+        out: &mut impl FnMut(FlowRecord),
+    ) {
         self.now_ns = self.now_ns.max(now_ns);
         let now = self.now_ns;
         if now < self.next_check_ns {
@@ -266,12 +298,19 @@ impl FlowTable {
             if now.saturating_sub(self.entries[h as usize].last_ns) < self.cfg.idle_ns {
                 break;
             }
+            // No room: the next call looks again (next_check_ns stays).
+            if !room() {
+                return;
+            }
             self.remove(h, EndReason::IdleTimeout, out);
         }
         while self.age.head != NIL {
             let h = self.age.head;
             if now.saturating_sub(self.entries[h as usize].first_ns) < self.cfg.active_ns {
                 break;
+            }
+            if !room() {
+                return;
             }
             self.remove(h, EndReason::ActiveTimeout, out);
         }

@@ -48,6 +48,40 @@ fn tcp(ep: &Endpoints, sport: u16, dport: u16, flags: u8) -> Vec<u8> {
     f
 }
 
+/// Flows that time out while the exporter's queue has no room stay in the
+/// table, timed out, and go when a later call finds room: none is lost.
+#[test]
+fn flows_wait_in_the_table_while_the_queue_is_full() {
+    let e = ep();
+    let mut t = table(3600 * S, 10 * S, 16);
+    let mut out = Vec::new();
+    for port in 0..5u16 {
+        let p = info(&frames::udp4(&e, 1, 1000 + port, 53, 40));
+        t.add(&p, 100 * S, &mut |r| out.push(r));
+    }
+    // Room for two records.
+    let mut room = 2;
+    t.expire_with_room(
+        200 * S,
+        &mut || {
+            room -= 1;
+            room >= 0
+        },
+        &mut |r| out.push(r),
+    );
+    assert_eq!((out.len(), t.len()), (2, 3));
+    // No room at all: nothing moves, even later.
+    t.expire_with_room(300 * S, &mut || false, &mut |r| out.push(r));
+    assert_eq!((out.len(), t.len()), (2, 3));
+    // Room again: the rest go, still as idle timeouts.
+    t.expire(300 * S, &mut |r| out.push(r));
+    assert_eq!((out.len(), t.len()), (5, 0));
+    assert!(out.iter().all(|r| r.reason == EndReason::IdleTimeout));
+    let mut ports: Vec<u16> = out.iter().map(|r| r.key.sport.max(r.key.dport)).collect();
+    ports.sort_unstable();
+    assert_eq!(ports, vec![1000, 1001, 1002, 1003, 1004]);
+}
+
 #[test]
 fn idle_timeout_ends_a_flow_and_the_next_packet_starts_one() {
     let e = ep();

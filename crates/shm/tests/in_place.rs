@@ -4,19 +4,10 @@
 //! never before its chunk is committed, and that a chunk holds one writer's
 //! records only.
 
-use ringcap_shm::{RingReader, RingWriter};
-use std::os::fd::{BorrowedFd, OwnedFd};
+use ringcap_shm::RingWriter;
 
-const CAP: usize = 64 << 10;
-
-fn dup(fd: BorrowedFd<'_>) -> OwnedFd {
-    fd.try_clone_to_owned().unwrap()
-}
-
-fn reader_for(w: &RingWriter) -> RingReader {
-    let (d, c, e) = w.fds();
-    RingReader::map(dup(d), dup(c), dup(e)).unwrap()
-}
+mod common;
+use common::{reader_for, CAP};
 
 /// xorshift64*: deterministic, no dependency.
 struct Rng(u64);

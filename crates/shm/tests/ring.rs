@@ -6,21 +6,12 @@ use ringcap_shm::layout::{self, HEADER_SIZE};
 use ringcap_shm::{RingReader, RingWriter};
 use std::collections::VecDeque;
 use std::fs::File;
-use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::thread;
 use std::time::{Duration, Instant};
 
-const CAP: usize = 64 << 10;
-
-fn dup(fd: BorrowedFd<'_>) -> OwnedFd {
-    fd.try_clone_to_owned().unwrap()
-}
-
-fn reader_for(w: &RingWriter) -> RingReader {
-    let (d, c, e) = w.fds();
-    RingReader::map(dup(d), dup(c), dup(e)).unwrap()
-}
+mod common;
+use common::{dup, reader_for, CAP};
 
 /// A payload that says which chunk it is: the sequence number, then bytes
 /// derived from it, `len` bytes in all (at least 8).

@@ -1,9 +1,9 @@
-//! The index file format, version 3 (all integers little-endian).
+//! The index file format, version 4 (all integers little-endian).
 //!
 //! ```text
 //! header (72 bytes)
 //!    0  magic "RCAPIDX\n"
-//!    8  version u16 (3)            10  header length u16 (72)
+//!    8  version u16 (4)            10  header length u16 (72)
 //!   12  flags u32 (0)
 //!   16  length of the capture file covered, u64
 //!   24  CRC-32 of its first min(4096, length) bytes, u32
@@ -15,19 +15,20 @@
 //!   epochs: n, then n × (first group, pcapng sections, interfaces)
 //!   groups: for each: file offset − previous offset, zigzag(min ts −
 //!           previous min ts), max ts − min ts, records
-//!   kinds:  n, then for each kind present: kind u8, keys, posting bytes
-//!           P, then a fence per block of 256 keys: its first key's value
-//!           (big-endian, Kind::width bytes), where its postings start
-//!           (u32, within P) and the CRC-32 of the block's table entries
-//!           followed by its postings (u32)
+//!   kinds:  n, then for each kind present: kind u8, keys, section bytes
+//!           S, then a fence per block of 256 keys: its first key's value
+//!           (big-endian, Kind::width bytes), where the block starts (u32,
+//!           within S; it ends where the next starts, the last at S) and
+//!           the CRC-32 of the block's bytes (u32)
 //!   (every count and number above but the fences' is an unsigned LEB128
 //!   varint)
 //! CRC-32 of the header and the head, u32
-//! then for each kind, in the order of the head:
-//!   a table of its keys in increasing order, each its value (big-endian,
-//!   Kind::width bytes) and where its postings end (u32, within P; each
-//!   key's start where the previous ended), then the P bytes of postings
-//!   (per key: group − previous group − 1, the first from −1)
+//! then for each kind, in the order of the head, its S bytes of blocks;
+//! in a block, for each key in increasing order:
+//!   its value − the previous key's value (LEB128, up to 128 bits; left
+//!   out for a block's first key, whose value is its fence's), the length
+//!   of its postings (LEB128), then its postings (per group holding the
+//!   key: group − previous group − 1, the first from −1, LEB128)
 //! ```
 //!
 //! A group is a run of consecutive records; its offset is where the reader
@@ -36,14 +37,18 @@
 //! sections and interfaces a reader has seen at the start of a group: a
 //! jump is only taken when the reader has seen the same (see `query`).
 //!
-//! The key table has a fixed width so that a lookup is a binary search in
-//! place, and it is checked and read in blocks so that a lookup reads only
-//! the blocks its keys are in: opening an index reads and checks the header
-//! and the head (groups and fences, a few percent of the file), and a
-//! selective query reads a few kilobytes more. Version 2 had one checksum
-//! for the whole file, so every query read and checked all of every index
-//! (5.7 MB per 250 MB file of 100,000 flows, most of a selective query's
-//! time over many files).
+//! A lookup binary-searches the fences in the head, then reads, checks
+//! and walks the one block (or the few blocks of a range) its keys are in:
+//! opening an index reads and checks the header and the head (groups and
+//! fences, a few percent of the file), and a selective query reads a few
+//! kilobytes more. Version 2 had one checksum for the whole file, so every
+//! query read and checked all of every index (5.7 MB per 250 MB file of
+//! 100,000 flows). Version 3 had fixed-width tables (the value and a u32
+//! postings end per key: 8 bytes per IPv4 address) searched in place; the
+//! deltas and lengths here take about 2 bytes for the same key (measured on
+//! the retrieval bench's files of 100,000 flows: 3.05 % of the pcap bytes
+//! -> see `tests/size.rs` and bench/README), and walking 256 keys of a
+//! block costs less than the read that brought it.
 //!
 //! Reading refuses, with a message saying which, a file that is not an
 //! index, a version this code does not know, a length or checksum that do
@@ -61,7 +66,7 @@ pub use read::Index;
 /// The first 8 bytes of every index file.
 pub const MAGIC: &[u8; 8] = b"RCAPIDX\n";
 /// The format version this code writes and reads.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 const HEADER_LEN: usize = 72;
 /// Keys per checked block of a kind's table.
 pub(crate) const BLOCK: usize = 256;
@@ -228,54 +233,55 @@ pub fn encode(c: &Contents) -> Vec<u8> {
         off = g.offset;
         ts = g.min_ts;
     }
-    // The kinds' tables and postings, and their entries in the head.
+    // The kinds' blocks, and their entries in the head.
     let mut sections = Vec::new();
-    let mut postings = Vec::new();
-    let mut table = Vec::new();
+    let mut section = Vec::new();
+    let mut list = Vec::new();
     let mut kinds = Vec::new();
     let mut nkinds = 0u64;
     for kind in Kind::ALL {
         let w = kind.width();
-        postings.clear();
-        table.clear();
+        section.clear();
         let mut fences = Vec::new();
         let mut n = 0usize;
+        let mut prev_value = 0u128;
         for (k, groups) in c.postings.iter().filter(|(k, _)| k.kind == kind) {
             if n.is_multiple_of(BLOCK) {
                 fences.extend_from_slice(&k.value.to_be_bytes()[16 - w..]);
-                fences.extend_from_slice(&(postings.len() as u32).to_le_bytes());
+                fences.extend_from_slice(&(section.len() as u32).to_le_bytes());
                 fences.extend_from_slice(&[0; 4]);
+            } else {
+                varint::put_wide(&mut section, k.value - prev_value);
             }
+            prev_value = k.value;
+            list.clear();
             let mut prev = -1i64;
             for &g in groups {
-                varint::put(&mut postings, (g as i64 - prev - 1) as u64);
+                varint::put(&mut list, (g as i64 - prev - 1) as u64);
                 prev = g as i64;
             }
-            table.extend_from_slice(&k.value.to_be_bytes()[16 - w..]);
-            table.extend_from_slice(&(postings.len() as u32).to_le_bytes());
+            varint::put(&mut section, list.len() as u64);
+            section.extend_from_slice(&list);
             n += 1;
         }
         if n == 0 {
             continue;
         }
-        // Each fence's checksum: its block's table entries, then postings.
-        let entry = w + 4;
-        for (b, fence) in fences.chunks_exact_mut(entry + 4).enumerate() {
-            let keys = b * BLOCK..((b + 1) * BLOCK).min(n);
-            let from = le_u32(fence, w) as usize;
-            let to = le_u32(&table, keys.end * entry - 4) as usize;
-            let mut h = crc32fast::Hasher::new();
-            h.update(&table[keys.start * entry..keys.end * entry]);
-            h.update(&postings[from..to]);
-            fence[entry..].copy_from_slice(&h.finalize().to_le_bytes());
+        let starts: Vec<usize> = fences
+            .chunks_exact(w + 8)
+            .map(|f| le_u32(f, w) as usize)
+            .chain([section.len()])
+            .collect();
+        for (b, fence) in fences.chunks_exact_mut(w + 8).enumerate() {
+            let crc = crc32fast::hash(&section[starts[b]..starts[b + 1]]);
+            fence[w + 4..].copy_from_slice(&crc.to_le_bytes());
         }
         nkinds += 1;
         kinds.push(kind as u8);
         varint::put(&mut kinds, n as u64);
-        varint::put(&mut kinds, postings.len() as u64);
+        varint::put(&mut kinds, section.len() as u64);
         kinds.extend_from_slice(&fences);
-        sections.extend_from_slice(&table);
-        sections.extend_from_slice(&postings);
+        sections.extend_from_slice(&section);
     }
     varint::put(&mut body, nkinds);
     body.extend_from_slice(&kinds);
@@ -392,22 +398,23 @@ fn block_sums(head: &[u8], rest: &[u8], ngroups: usize) -> Option<Vec<(usize, u3
         let kind = Kind::from_code(*c.b.get(c.p)?)?;
         c.p += 1;
         let n = c.num("").ok()?.min(u32::MAX as u64) as usize;
-        let plen = c.num("").ok()?.min(u32::MAX as u64) as usize;
+        let len = c.num("").ok()?.min(u32::MAX as u64) as usize;
         let w = kind.width();
         let fences = c.take(n.div_ceil(BLOCK) * (w + 8), "").ok()?;
-        let table = rest.get(at..at.checked_add(n * (w + 4))?)?;
-        let postings = rest.get(at + table.len()..(at + table.len()).checked_add(plen)?)?;
-        for b in 0..n.div_ceil(BLOCK) {
-            let keys = b * BLOCK..((b + 1) * BLOCK).min(n);
+        let section = rest.get(at..at.checked_add(len)?)?;
+        let blocks = n.div_ceil(BLOCK);
+        for b in 0..blocks {
             let f = fences.start + b * (w + 8);
             let from = le_u32(head, f + w) as usize;
-            let to = le_u32(table, keys.end * (w + 4) - 4) as usize;
-            let mut h = crc32fast::Hasher::new();
-            h.update(&table[keys.start * (w + 4)..keys.end * (w + 4)]);
-            h.update(postings.get(from..to).unwrap_or(&[]));
-            sums.push((f + w + 4, h.finalize()));
+            let to = if b + 1 < blocks {
+                le_u32(head, f + w + 8 + w) as usize
+            } else {
+                len
+            };
+            let crc = crc32fast::hash(section.get(from..to).unwrap_or(&[]));
+            sums.push((f + w + 4, crc));
         }
-        at += table.len() + plen;
+        at += len;
     }
     Some(sums)
 }

@@ -1,6 +1,6 @@
 //! Reading an index file (the format is in the [parent module](super)):
 //! the header and the head (summary, epochs, groups, fences) when it is
-//! opened, a kind's table and postings one checked block at a time when a
+//! opened, a kind's keys and postings one checked block at a time when a
 //! lookup needs them.
 
 use std::fs::File;
@@ -49,20 +49,19 @@ impl Store {
     }
 }
 
-/// One kind's keys: where its table and postings are, and its fences.
+/// One kind's keys: where its blocks are, and its fences.
 #[derive(Debug, Clone, Default)]
 struct Section {
     count: usize,
-    table_at: u64,
-    postings_at: u64,
-    postings_len: usize,
+    at: u64,
+    len: usize,
     /// Where its fences are in the head.
     fences: std::ops::Range<usize>,
 }
 
 /// An index file, opened: its summary, epochs and groups are read and
 /// checked; keys and postings stay in the file until a lookup reads the
-/// blocks it needs (a binary search in the fences, then in a block).
+/// blocks it needs (a binary search in the fences, then a walk of a block).
 #[derive(Debug)]
 pub struct Index {
     store: Store,
@@ -202,22 +201,18 @@ impl Index {
                 return Err(damaged("a key kind twice"));
             }
             let n = c.small("key count", u32::MAX as u64)? as usize;
-            let plen = c.small("posting bytes", u32::MAX as u64)? as usize;
-            let w = kind.width();
-            let fences = c.take(n.div_ceil(BLOCK) * (w + 8), "fences")?;
-            let table_at = at;
-            let postings_at = table_at + (n * (w + 4)) as u64;
-            at = postings_at + plen as u64;
-            if at > total {
-                return Err(damaged("key tables run past the end of the file"));
-            }
+            let len = c.small("section bytes", u32::MAX as u64)? as usize;
+            let fences = c.take(n.div_ceil(BLOCK) * (kind.width() + 8), "fences")?;
             keys[kind as usize] = Section {
                 count: n,
-                table_at,
-                postings_at,
-                postings_len: plen,
+                at,
+                len,
                 fences,
             };
+            at += len as u64;
+            if at > total {
+                return Err(damaged("key blocks run past the end of the file"));
+            }
         }
         if c.p != c.b.len() || at != total {
             return Err(damaged(format!(
@@ -242,12 +237,11 @@ impl Index {
 
     /// Adds to `out` (a flag per group) every group holding a key of `kind`
     /// with a value in `lo..=hi`. Fails on a block whose checksum does not
-    /// match and on postings that do not decode to group numbers of this
-    /// index.
+    /// match and on a block that does not decode to increasing keys of the
+    /// kind's width and group numbers of this index.
     pub fn mark(&self, kind: Kind, lo: u128, hi: u128, out: &mut [bool]) -> Result<(), IndexError> {
         let sec = &self.keys[kind as usize];
         let w = kind.width();
-        let entry = w + 4;
         let fences = &self.head[sec.fences.clone()];
         let fence = w + 8;
         let blocks = sec.count.div_ceil(BLOCK);
@@ -264,62 +258,66 @@ impl Index {
             }
         }
         let first = a.saturating_sub(1);
-        let (mut table, mut postings) = (Vec::new(), Vec::new());
+        let mut block = Vec::new();
         for b in first..blocks {
-            if value_at(fences, b * fence, w) > hi {
+            let mut value = value_at(fences, b * fence, w);
+            if value > hi {
                 break;
             }
-            let keys = b * BLOCK..((b + 1) * BLOCK).min(sec.count);
-            let n = keys.len();
-            self.store.read(
-                sec.table_at + (keys.start * entry) as u64,
-                n * entry,
-                &mut table,
-            )?;
             let from = le_u32(fences, b * fence + w) as usize;
-            let to = le_u32(&table, n * entry - 4) as usize;
-            if from > to || to > sec.postings_len {
-                return Err(damaged("postings out of range"));
+            let to = if b + 1 < blocks {
+                le_u32(fences, (b + 1) * fence + w) as usize
+            } else {
+                sec.len
+            };
+            if from > to || to > sec.len {
+                return Err(damaged("key block out of range"));
             }
             self.store
-                .read(sec.postings_at + from as u64, to - from, &mut postings)?;
-            let mut h = crc32fast::Hasher::new();
-            h.update(&table);
-            h.update(&postings);
-            if h.finalize() != le_u32(fences, b * fence + w + 4) {
+                .read(sec.at + from as u64, to - from, &mut block)?;
+            if crc32fast::hash(&block) != le_u32(fences, b * fence + w + 4) {
                 return Err(damaged("checksum mismatch in a key block"));
             }
-            let value = |i: usize| value_at(&table, i * entry, w);
-            let end = |i: usize| le_u32(&table, i * entry + w) as usize;
-            let (mut i, mut j) = (0, n);
-            while i < j {
-                let m = i + (j - i) / 2;
-                if value(m) < lo {
-                    i = m + 1;
-                } else {
-                    j = m;
+            let n = (sec.count - b * BLOCK).min(BLOCK);
+            let mut p = 0;
+            for i in 0..n {
+                if i > 0 {
+                    let d = varint::get_wide(&block, &mut p)
+                        .filter(|&d| d > 0)
+                        .ok_or_else(|| damaged("bad key in a key block"))?;
+                    value = value
+                        .checked_add(d)
+                        .filter(|&v| w == 16 || v >> (8 * w) == 0)
+                        .ok_or_else(|| damaged("key out of range in a key block"))?;
                 }
-            }
-            for i in i..n {
-                if value(i) > hi {
+                let len = varint::get(&block, &mut p)
+                    .and_then(|l| usize::try_from(l).ok())
+                    .ok_or_else(|| damaged("bad postings length"))?;
+                let list = p
+                    .checked_add(len)
+                    .and_then(|e| block.get(p..e))
+                    .ok_or_else(|| damaged("postings run past their block"))?;
+                p += len;
+                if value > hi {
                     return Ok(());
                 }
-                let start = if i == 0 { from } else { end(i - 1) };
-                let list = start
-                    .checked_sub(from)
-                    .zip(end(i).checked_sub(from))
-                    .and_then(|(s, e)| postings.get(s..e))
-                    .ok_or_else(|| damaged("postings out of range"))?;
-                let mut p = 0;
+                if value < lo {
+                    continue;
+                }
+                let mut q = 0;
                 let mut g = -1i64;
-                while p < list.len() {
-                    let d = varint::get(list, &mut p).ok_or_else(|| damaged("bad posting"))?;
-                    g = g
-                        .checked_add(d as i64 + 1)
+                while q < list.len() {
+                    let d = varint::get(list, &mut q).ok_or_else(|| damaged("bad posting"))?;
+                    g = i64::try_from(d)
+                        .ok()
+                        .and_then(|d| g.checked_add(d)?.checked_add(1))
                         .filter(|&g| (g as usize) < out.len())
                         .ok_or_else(|| damaged("posting past the last group"))?;
                     out[g as usize] = true;
                 }
+            }
+            if p != block.len() {
+                return Err(damaged("key block longer than its keys"));
             }
         }
         Ok(())

@@ -13,8 +13,11 @@
 //!   64  head length u64
 //! head
 //!   epochs: n, then n × (first group, pcapng sections, interfaces)
-//!   groups: for each: file offset − previous offset, zigzag(min ts −
-//!           previous min ts), max ts − min ts, records
+//!   groups: section bytes G, then a fence per page of 256 groups: its
+//!           first group's offset u64 and min ts u64, the smallest min ts
+//!           and the largest max ts of its groups (u64, u64), where the
+//!           page starts (u32, within G; it ends where the next starts,
+//!           the last at G) and the CRC-32 of the page's bytes (u32)
 //!   kinds:  n, then for each kind present: kind u8, keys, section bytes
 //!           S, then a fence per block of 256 keys: its first key's value
 //!           (big-endian, Kind::width bytes), where the block starts (u32,
@@ -23,6 +26,9 @@
 //!   (every count and number above but the fences' is an unsigned LEB128
 //!   varint)
 //! CRC-32 of the header and the head, u32
+//! the G bytes of group pages; in a page, for each group: file offset −
+//!   previous offset, zigzag(min ts − previous min ts) (the first group's
+//!   from the page's fence: both 0), max ts − min ts, records (LEB128)
 //! then for each kind, in the order of the head, its S bytes of blocks;
 //! in a block, for each key in increasing order:
 //!   its value − the previous key's value (LEB128, up to 128 bits; left
@@ -37,18 +43,21 @@
 //! sections and interfaces a reader has seen at the start of a group: a
 //! jump is only taken when the reader has seen the same (see `query`).
 //!
-//! A lookup binary-searches the fences in the head, then reads, checks
-//! and walks the one block (or the few blocks of a range) its keys are in:
-//! opening an index reads and checks the header and the head (groups and
-//! fences, a few percent of the file), and a selective query reads a few
-//! kilobytes more. Version 2 had one checksum for the whole file, so every
-//! query read and checked all of every index (5.7 MB per 250 MB file of
-//! 100,000 flows). Version 3 had fixed-width tables (the value and a u32
-//! postings end per key: 8 bytes per IPv4 address) searched in place; the
-//! deltas and lengths here take about 2 bytes for the same key (measured on
-//! the retrieval bench's files of 100,000 flows: 3.05 % of the pcap bytes
-//! -> see `tests/size.rs` and bench/README), and walking 256 keys of a
-//! block costs less than the read that brought it.
+//! Opening an index reads and checks the header and the head: epochs and
+//! fences, about 1 % of the index. A lookup binary-searches a kind's fences,
+//! then reads, checks and walks the one block (or the few blocks of a
+//! range) its keys are in; a query then reads the pages of groups holding
+//! candidates (or overlapping its time window). So a selective query reads
+//! a few kilobytes of each index. Version 2 had one checksum for the whole
+//! file, so every query read and checked all of every index (5.7 MB per
+//! 250 MB file of 100,000 flows). Version 3 read the whole group table at
+//! opening (~200 KB for such a file: decoding it was most of a warm
+//! selective query's CPU over 10 GB) and had fixed-width key tables (the
+//! value and a u32 postings end per key: 8 bytes per IPv4 address); the
+//! deltas and lengths here take about 2 bytes for the same key (the
+//! retrieval bench's files of 100,000 flows: 3.05 % of the pcap bytes ->
+//! 2.07 %), and walking 256 keys of a block costs less than the read that
+//! brought it.
 //!
 //! Reading refuses, with a message saying which, a file that is not an
 //! index, a version this code does not know, a length or checksum that do
@@ -61,7 +70,7 @@ use crate::keys::{Key, Kind};
 use crate::varint;
 
 mod read;
-pub use read::Index;
+pub use read::{Index, Page};
 
 /// The first 8 bytes of every index file.
 pub const MAGIC: &[u8; 8] = b"RCAPIDX\n";
@@ -70,6 +79,10 @@ pub const VERSION: u16 = 4;
 const HEADER_LEN: usize = 72;
 /// Keys per checked block of a kind's table.
 pub(crate) const BLOCK: usize = 256;
+/// Groups per checked page.
+pub(crate) const PAGE: usize = 256;
+/// Bytes of a page's fence.
+pub(crate) const PAGE_FENCE: usize = 40;
 
 /// One group of records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,15 +237,30 @@ pub fn encode(c: &Contents) -> Vec<u8> {
         varint::put(&mut body, e.sections as u64);
         varint::put(&mut body, e.interfaces as u64);
     }
-    let (mut off, mut ts) = (0u64, 0u64);
-    for g in &c.groups {
-        varint::put(&mut body, g.offset - off);
-        varint::put(&mut body, zigzag(g.min_ts.wrapping_sub(ts) as i64));
-        varint::put(&mut body, g.max_ts - g.min_ts);
-        varint::put(&mut body, g.records as u64);
-        off = g.offset;
-        ts = g.min_ts;
+    // The groups, in pages, and their fences in the head.
+    let mut pages = Vec::new();
+    let mut fences = Vec::new();
+    for page in c.groups.chunks(PAGE) {
+        let start = pages.len();
+        let (mut off, mut ts) = (page[0].offset, page[0].min_ts);
+        for g in page {
+            varint::put(&mut pages, g.offset - off);
+            varint::put(&mut pages, zigzag(g.min_ts.wrapping_sub(ts) as i64));
+            varint::put(&mut pages, g.max_ts - g.min_ts);
+            varint::put(&mut pages, g.records as u64);
+            off = g.offset;
+            ts = g.min_ts;
+        }
+        let lo = page.iter().map(|g| g.min_ts).min().unwrap_or(0);
+        let hi = page.iter().map(|g| g.max_ts).max().unwrap_or(0);
+        for v in [page[0].offset, page[0].min_ts, lo, hi] {
+            fences.extend_from_slice(&v.to_le_bytes());
+        }
+        fences.extend_from_slice(&(start as u32).to_le_bytes());
+        fences.extend_from_slice(&crc32fast::hash(&pages[start..]).to_le_bytes());
     }
+    varint::put(&mut body, pages.len() as u64);
+    body.extend_from_slice(&fences);
     // The kinds' blocks, and their entries in the head.
     let mut sections = Vec::new();
     let mut section = Vec::new();
@@ -285,7 +313,7 @@ pub fn encode(c: &Contents) -> Vec<u8> {
     }
     varint::put(&mut body, nkinds);
     body.extend_from_slice(&kinds);
-    let mut out = Vec::with_capacity(HEADER_LEN + body.len() + 4 + sections.len());
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len() + 4 + pages.len() + sections.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&(HEADER_LEN as u16).to_le_bytes());
@@ -301,6 +329,7 @@ pub fn encode(c: &Contents) -> Vec<u8> {
     out.extend_from_slice(&body);
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&pages);
     out.extend_from_slice(&sections);
     out
 }
@@ -388,12 +417,26 @@ fn block_sums(head: &[u8], rest: &[u8], ngroups: usize) -> Option<Vec<(usize, u3
         p: HEADER_LEN,
     };
     let nepochs = c.num("").ok()?.min(u32::MAX as u64) as usize;
-    for _ in 0..nepochs * 3 + ngroups * 4 {
+    for _ in 0..nepochs * 3 {
         c.num("").ok()?;
     }
-    let nkinds = c.num("").ok()?;
-    let mut at = 0usize;
     let mut sums = Vec::new();
+    let glen = c.num("").ok()?.min(u32::MAX as u64) as usize;
+    let npages = ngroups.div_ceil(PAGE);
+    let fences = c.take(npages * PAGE_FENCE, "").ok()?;
+    let pages = rest.get(..glen)?;
+    for p in 0..npages {
+        let f = fences.start + p * PAGE_FENCE;
+        let from = le_u32(head, f + 32) as usize;
+        let to = if p + 1 < npages {
+            le_u32(head, f + PAGE_FENCE + 32) as usize
+        } else {
+            glen
+        };
+        sums.push((f + 36, crc32fast::hash(pages.get(from..to).unwrap_or(&[]))));
+    }
+    let nkinds = c.num("").ok()?;
+    let mut at = glen;
     for _ in 0..nkinds.min(Kind::ALL.len() as u64) {
         let kind = Kind::from_code(*c.b.get(c.p)?)?;
         c.p += 1;

@@ -604,7 +604,7 @@ fn vlans_only_in_top_and(t: &[String]) -> bool {
 
 /// Candidate groups of `idx` for `e`: `None` means all of them.
 pub fn candidates(e: &Expr, idx: &Index) -> Result<Option<Vec<bool>>, IndexError> {
-    let n = idx.groups.len();
+    let n = idx.group_count();
     Ok(match e {
         Expr::All | Expr::Not(_) => None,
         Expr::Key { kind, lo, hi } => {

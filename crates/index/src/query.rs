@@ -28,7 +28,7 @@ use ringcap_stages::filter::{dlt_of_linktype, Target};
 use ringcap_stages::CheckedProgram;
 
 use crate::build::{load_index_into, Unusable};
-use crate::file::{epoch_of, Epoch, Group, Summary};
+use crate::file::{epoch_of, Epoch, Index, IndexError, Summary};
 use crate::out::Output;
 use crate::plan::{candidates, Expr};
 
@@ -171,15 +171,75 @@ struct Source {
     growing: Option<u64>,
 }
 
-/// What a query keeps of a file's index: its groups and the candidates
-/// among them (the key tables are read and let go file by file: a query
-/// over a day of files holds one index at a time).
+/// What a query keeps of a file's index: the runs of candidate groups (the
+/// key blocks and pages of groups are read and let go file by file: a
+/// query over a day of files holds one index at a time).
 struct Prepared {
     summary: Summary,
-    groups: Vec<Group>,
     epochs: Vec<Epoch>,
-    /// A flag per group (`None`: every group).
-    cands: Option<Vec<bool>>,
+    /// Groups in the file.
+    groups: usize,
+    runs: Vec<Run>,
+}
+
+/// A run of consecutive candidate groups: the first, the one after the
+/// last, and where they start and end in the capture file.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    first: usize,
+    end: usize,
+    from: u64,
+    to: u64,
+}
+
+/// The runs of groups of `idx` that are candidates (`None`: every group)
+/// and overlap `window`. Reads only the pages of groups holding some.
+fn runs_of(idx: &Index, cands: Option<&[bool]>, window: &Window) -> Result<Vec<Run>, IndexError> {
+    let mut runs = Vec::new();
+    let mut open: Option<(usize, u64)> = None;
+    let mut groups = Vec::new();
+    for p in 0..idx.pages() {
+        let page = idx.page(p);
+        let some = cands.is_none_or(|c| c[page.groups.clone()].contains(&true))
+            && window.overlaps(page.min_ts, page.max_ts);
+        if !some {
+            if let Some((first, from)) = open.take() {
+                runs.push(Run {
+                    first,
+                    end: page.groups.start,
+                    from,
+                    to: page.offset,
+                });
+            }
+            continue;
+        }
+        idx.read_page(p, &mut groups)?;
+        for (g, grp) in page.groups.clone().zip(&groups) {
+            let want = cands.is_none_or(|c| c[g]) && window.overlaps(grp.min_ts, grp.max_ts);
+            match (want, open) {
+                (true, None) => open = Some((g, grp.offset)),
+                (false, Some((first, from))) => {
+                    runs.push(Run {
+                        first,
+                        end: g,
+                        from,
+                        to: grp.offset,
+                    });
+                    open = None;
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some((first, from)) = open {
+        runs.push(Run {
+            first,
+            end: idx.group_count(),
+            from,
+            to: idx.summary.capture_len,
+        });
+    }
+    Ok(runs)
 }
 
 /// Suffix of the hidden name a capture file has while it is written
@@ -322,19 +382,20 @@ pub fn run_with(
         }
         let index = if q.use_index {
             match load_index_into(path, std::mem::take(&mut spare)) {
-                Ok(mut idx) => {
-                    let cands = if idx.groups.is_empty()
+                Ok(idx) => {
+                    let runs = if idx.group_count() == 0
                         || !q.window.overlaps(idx.summary.min_ts, idx.summary.max_ts)
                     {
-                        Some(Vec::new())
+                        Vec::new()
                     } else {
-                        candidates(&q.plan, &idx).map_err(|e| file_err(path, e))?
+                        let cands = candidates(&q.plan, &idx).map_err(|e| file_err(path, e))?;
+                        runs_of(&idx, cands.as_deref(), &q.window).map_err(|e| file_err(path, e))?
                     };
                     let p = Prepared {
                         summary: idx.summary.clone(),
-                        groups: std::mem::take(&mut idx.groups),
-                        epochs: std::mem::take(&mut idx.epochs),
-                        cands,
+                        epochs: idx.epochs.clone(),
+                        groups: idx.group_count(),
+                        runs,
                     };
                     spare = idx.into_raw();
                     Ok(p)
@@ -403,41 +464,24 @@ fn query_indexed(
     taker: &mut dyn Taker,
     st: &mut QueryStats,
 ) -> Result<(), QueryError> {
-    let n = idx.groups.len();
+    let n = idx.groups;
     st.groups += n as u64;
     if n == 0 || !q.window.overlaps(idx.summary.min_ts, idx.summary.max_ts) {
         st.skipped += 1;
         return Ok(());
     }
     st.indexed += 1;
-    let cands = &idx.cands;
-    let want = |g: usize| {
-        cands.as_ref().is_none_or(|c| c[g])
-            && q.window
-                .overlaps(idx.groups[g].min_ts, idx.groups[g].max_ts)
-    };
-    // The runs of candidate groups: (first group, start, end).
-    let mut runs = Vec::new();
-    let mut g = 0;
-    while g < n {
-        if !want(g) {
-            g += 1;
-            continue;
-        }
-        let first = g;
-        while g < n && want(g) {
-            g += 1;
-        }
-        let to = idx
-            .groups
-            .get(g)
-            .map_or(idx.summary.capture_len, |x| x.offset);
-        runs.push((first, g, idx.groups[first].offset, to));
-    }
+    let runs = &idx.runs;
     let f = File::open(&s.path).map_err(|e| file_err(&s.path, e))?;
     let mut ahead = ReadAhead::new(f.try_clone().ok());
     let (mut rd, end) = open_file(&s.path, f)?;
-    for (i, &(first, last, from, to)) in runs.iter().enumerate() {
+    for (i, r) in runs.iter().enumerate() {
+        let Run {
+            first,
+            end: last,
+            from,
+            to,
+        } = *r;
         ahead.advise(&runs[i..]);
         st.groups_read += (last - first) as u64;
         let ep = epoch_of(&idx.epochs, first);
@@ -491,16 +535,16 @@ impl ReadAhead {
     }
 
     /// `runs` start with the one about to be read.
-    fn advise(&mut self, runs: &[(usize, usize, u64, u64)]) {
+    fn advise(&mut self, runs: &[Run]) {
         let Some(f) = &self.file else { return };
-        let Some(&(_, _, here, _)) = runs.first() else {
+        let Some(here) = runs.first().map(|r| r.from) else {
             return;
         };
         // Hints are given when the reader has used half of them.
         if self.until > here + READ_AHEAD / 2 {
             return;
         }
-        for &(_, _, from, to) in runs {
+        for &Run { from, to, .. } in runs {
             if from >= here + READ_AHEAD {
                 break;
             }

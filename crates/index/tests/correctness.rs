@@ -207,3 +207,54 @@ fn selective_queries_read_little() {
     let (_, st) = query(&files, "", w, true);
     assert!(st.groups_read <= 8 && st.skipped >= 2, "{st:?}");
 }
+
+/// Files of many pages of groups (a page is 256 groups of up to 32
+/// packets): random filters and windows give what the scan gives, so runs
+/// of candidates that cross a page, and pages skipped for holding no
+/// candidate or lying outside the window, lose nothing and add nothing.
+#[test]
+fn queries_over_many_pages_match_scan() {
+    let dir = TempDir::new("index-pages");
+    let mut rng = Rng(0x5eed_1dec_0de5_0002);
+    let t0 = 1_764_000_000_000_000_000u64;
+    let files = mixed::write_series(dir.path(), &mut rng, 2, 30_000, t0);
+    for f in &files {
+        build_index(f).unwrap();
+        let idx = ringcap_index::load_index(f).unwrap();
+        assert!(idx.pages() >= 3, "{} pages", idx.pages());
+    }
+    let t_end = t0 + 2 * 30_000 * 1_000_000 + 2 * 1_000_000;
+    let (mut narrowed, mut skipped_pages) = (0, 0);
+    for i in 0..80 {
+        let filter = mixed::filter(&mut rng, 2);
+        let mut t = || t0 + rng.below(t_end - t0);
+        let w = match i % 3 {
+            0 => Window::default(),
+            _ => {
+                let (a, b) = (t(), t());
+                Window {
+                    after: Some(a.min(b)),
+                    before: Some(a.max(b)),
+                }
+            }
+        };
+        let Ok((scan, _)) = try_query(&files, &filter, w, false) else {
+            continue;
+        };
+        let (idx, st) = query(&files, &filter, w, true);
+        assert!(
+            scan == idx,
+            "query {i} '{filter}' {w:?}: index and scan differ"
+        );
+        if st.groups_read < st.groups {
+            narrowed += 1;
+        }
+        if st.groups_read * 2 < st.groups {
+            skipped_pages += 1;
+        }
+    }
+    assert!(
+        narrowed > 20 && skipped_pages > 10,
+        "{narrowed} narrowed, {skipped_pages} read under half"
+    );
+}

@@ -14,7 +14,8 @@ use ringcap_testkit::TempDir;
 /// key block only when a lookup reads it.
 fn open_and_read_all(raw: Vec<u8>) -> Result<Index, IndexError> {
     let i = Index::parse(raw)?;
-    let mut v = vec![false; i.groups.len()];
+    i.all_groups()?;
+    let mut v = vec![false; i.group_count()];
     for kind in Kind::ALL {
         i.mark(kind, 0, u128::MAX, &mut v)?;
     }
@@ -81,11 +82,12 @@ fn refusals_and_no_panics() {
         reseal(&mut bad);
         if let Ok(i) = Index::parse(bad) {
             parsed += 1;
-            let mut v = vec![false; i.groups.len()];
+            let _ = i.all_groups();
+            let mut v = vec![false; i.group_count()];
             for kind in Kind::ALL {
                 let _ = i.mark(kind, 0, u128::MAX, &mut v);
             }
-            for g in 0..i.groups.len() {
+            for g in 0..i.group_count() {
                 let _ = i.epoch_of(g);
             }
         }
@@ -100,4 +102,74 @@ fn refusals_and_no_panics() {
     assert!(matches!(load_index(&files[0]), Err(Unusable::Stale)));
     std::fs::remove_file(index_path(&files[0])).unwrap();
     assert!(matches!(load_index(&files[0]), Err(Unusable::Missing)));
+}
+
+/// Groups in several pages (a fence and a checked page of 256 each) come
+/// back as written, whatever their times (out of order too); every flipped
+/// byte of such an index is refused when it and its pages are read.
+#[test]
+fn pages_of_groups() {
+    use ringcap_index::file::{encode, Contents, Epoch, Group, Summary};
+    let mut rng = Rng(11);
+    for n in [0usize, 1, 255, 256, 257, 1000] {
+        let (mut off, mut ts) = (24u64, 1_764_000_000_000_000_000u64);
+        let groups: Vec<Group> = (0..n)
+            .map(|_| {
+                off += 1 + rng.below(40_000);
+                ts = ts.wrapping_add(rng.below(1 << 30)).wrapping_sub(1 << 29);
+                let span = rng.below(1 << 20);
+                Group {
+                    offset: off,
+                    min_ts: ts,
+                    max_ts: ts + span,
+                    records: 1 + rng.below(32) as u32,
+                }
+            })
+            .collect();
+        let c = Contents {
+            summary: Some(Summary {
+                capture_len: off + 100,
+                head_crc: 7,
+                packets: groups.iter().map(|g| g.records as u64).sum(),
+                first_ts: groups.first().map_or(0, |g| g.min_ts),
+                min_ts: groups.iter().map(|g| g.min_ts).min().unwrap_or(0),
+                max_ts: groups.iter().map(|g| g.max_ts).max().unwrap_or(0),
+            }),
+            epochs: if n == 0 {
+                Vec::new()
+            } else {
+                vec![Epoch {
+                    group: 0,
+                    sections: 1,
+                    interfaces: 1,
+                }]
+            },
+            groups: groups.clone(),
+            postings: Default::default(),
+        };
+        let raw = encode(&c);
+        let i = Index::parse(raw.clone()).unwrap();
+        assert_eq!(i.group_count(), n);
+        assert_eq!(i.pages(), n.div_ceil(256));
+        assert_eq!(i.all_groups().unwrap(), groups);
+        for p in 0..i.pages() {
+            let page = i.page(p);
+            let gs = &groups[page.groups.clone()];
+            assert_eq!(page.offset, gs[0].offset);
+            assert_eq!(page.min_ts, gs.iter().map(|g| g.min_ts).min().unwrap());
+            assert_eq!(page.max_ts, gs.iter().map(|g| g.max_ts).max().unwrap());
+            let end = groups.get(page.groups.end).map_or(off + 100, |g| g.offset);
+            assert_eq!(i.page_end(p), end);
+        }
+        if n == 1000 {
+            for at in 0..raw.len() {
+                let mut bad = raw.clone();
+                bad[at] ^= 0x04;
+                assert!(
+                    Index::parse(bad).and_then(|i| i.all_groups()).is_err(),
+                    "byte {at} flipped"
+                );
+            }
+        }
+    }
 }

@@ -8,7 +8,7 @@ use std::os::unix::fs::FileExt;
 
 use super::{
     damaged, le_u32, le_u64, Cursor, Epoch, Group, IndexError, Summary, BLOCK, HEADER_LEN, MAGIC,
-    VERSION,
+    PAGE, PAGE_FENCE, VERSION,
 };
 use crate::keys::Kind;
 use crate::varint;
@@ -59,9 +59,10 @@ struct Section {
     fences: std::ops::Range<usize>,
 }
 
-/// An index file, opened: its summary, epochs and groups are read and
-/// checked; keys and postings stay in the file until a lookup reads the
-/// blocks it needs (a binary search in the fences, then a walk of a block).
+/// An index file, opened: its summary, epochs and fences are read and
+/// checked; groups, keys and postings stay in the file until a query reads
+/// the pages and blocks it needs (a binary search in the fences, then a
+/// walk of a block or a page).
 #[derive(Debug)]
 pub struct Index {
     store: Store,
@@ -69,12 +70,29 @@ pub struct Index {
     head: Vec<u8>,
     /// See [`Summary`].
     pub summary: Summary,
-    /// Groups, in file order.
-    pub groups: Vec<Group>,
     /// Epochs, in group order.
     pub epochs: Vec<Epoch>,
+    groups: usize,
+    /// Where the pages' fences are in the head.
+    page_fences: std::ops::Range<usize>,
+    /// Where the pages are in the file, and their bytes.
+    pages_at: u64,
+    pages_len: usize,
     /// Key sections per kind (indexed by `Kind as usize`), values sorted.
     keys: [Section; 6],
+}
+
+/// A page of groups, as its fence in the head describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// Its groups' numbers.
+    pub groups: std::ops::Range<usize>,
+    /// Its first group's offset in the capture file.
+    pub offset: u64,
+    /// Smallest timestamp of its packets (ns).
+    pub min_ts: u64,
+    /// Largest timestamp of its packets (ns).
+    pub max_ts: u64,
 }
 
 /// A value of `w` big-endian bytes.
@@ -161,34 +179,26 @@ impl Index {
             return Err(damaged("no epoch for the first group"));
         }
         // Every group takes at least 4 bytes: the count cannot exceed that.
-        if ngroups as usize > c.b.len() / 4 {
+        if ngroups as u64 > total / 4 {
             return Err(damaged("more groups than bytes"));
         }
-        let mut groups = Vec::with_capacity(ngroups as usize);
-        let (mut off, mut ts) = (0u64, 0u64);
-        for _ in 0..ngroups {
-            let d = c.num("group offset")?;
-            off = off
-                .checked_add(d)
-                .filter(|&o| o <= summary.capture_len)
-                .ok_or_else(|| damaged("group offset past the file"))?;
-            ts = ts.wrapping_add(super::unzigzag(c.num("group time")?) as u64);
-            let span = c.num("group span")?;
-            let records = c.small("group records", u32::MAX as u64)?;
-            let max_ts = ts
-                .checked_add(span)
-                .ok_or_else(|| damaged("group time out of range"))?;
-            groups.push(Group {
-                offset: off,
-                min_ts: ts,
-                max_ts,
-                records,
-            });
+        let pages_len = c.small("group bytes", u32::MAX as u64)? as usize;
+        let npages = (ngroups as usize).div_ceil(PAGE);
+        let page_fences = c.take(npages * PAGE_FENCE, "group fences")?;
+        // Pages in file order, inside the capture file and the group bytes.
+        let (mut off, mut start) = (0u64, 0usize);
+        for f in c.b[page_fences.clone()].chunks_exact(PAGE_FENCE) {
+            let (o, st) = (le_u64(f, 0), le_u32(f, 32) as usize);
+            if o < off || o > summary.capture_len || st < start || st > pages_len {
+                return Err(damaged("group pages out of order"));
+            }
+            (off, start) = (o, st);
         }
+        let pages_at = head_end as u64;
         let mut keys: [Section; 6] = Default::default();
         let mut seen = [false; 6];
         // The kinds' tables and postings follow the head, in its order.
-        let mut at = head_end as u64;
+        let mut at = pages_at + pages_len as u64;
         let nkinds = c.small("kind count", Kind::ALL.len() as u64)?;
         for _ in 0..nkinds {
             let code =
@@ -224,10 +234,104 @@ impl Index {
             store,
             head,
             summary,
-            groups,
             epochs,
+            groups: ngroups as usize,
+            page_fences,
+            pages_at,
+            pages_len,
             keys,
         })
+    }
+
+    /// Number of groups.
+    pub fn group_count(&self) -> usize {
+        self.groups
+    }
+
+    /// Number of pages of groups.
+    pub fn pages(&self) -> usize {
+        self.groups.div_ceil(PAGE)
+    }
+
+    /// Page `i` (below [`Index::pages`]) as its fence says.
+    pub fn page(&self, i: usize) -> Page {
+        let f = &self.head[self.page_fences.start + i * PAGE_FENCE..][..PAGE_FENCE];
+        Page {
+            groups: i * PAGE..((i + 1) * PAGE).min(self.groups),
+            offset: le_u64(f, 0),
+            min_ts: le_u64(f, 16),
+            max_ts: le_u64(f, 24),
+        }
+    }
+
+    /// Where the groups of page `i` end in the capture file: where the next
+    /// page starts, or the end of the file.
+    pub fn page_end(&self, i: usize) -> u64 {
+        if i + 1 < self.pages() {
+            self.page(i + 1).offset
+        } else {
+            self.summary.capture_len
+        }
+    }
+
+    /// Reads, checks and decodes page `i` (below [`Index::pages`]) into
+    /// `out`: its groups, in order. Fails on a page whose checksum does not
+    /// match and on groups outside what its fence says.
+    pub fn read_page(&self, i: usize, out: &mut Vec<Group>) -> Result<(), IndexError> {
+        let fence = &self.head[self.page_fences.start + i * PAGE_FENCE..][..PAGE_FENCE];
+        let from = le_u32(fence, 32) as usize;
+        let to = if i + 1 < self.pages() {
+            le_u32(
+                &self.head[self.page_fences.start + (i + 1) * PAGE_FENCE..],
+                32,
+            ) as usize
+        } else {
+            self.pages_len
+        };
+        let mut b = Vec::new();
+        self.store
+            .read(self.pages_at + from as u64, to - from, &mut b)?;
+        if crc32fast::hash(&b) != le_u32(fence, 36) {
+            return Err(damaged("checksum mismatch in a page of groups"));
+        }
+        let page = self.page(i);
+        let end = self.page_end(i);
+        let mut c = Cursor { b: &b, p: 0 };
+        let (mut off, mut ts) = (page.offset, le_u64(fence, 8));
+        out.clear();
+        for _ in page.groups.clone() {
+            off = off
+                .checked_add(c.num("group offset")?)
+                .filter(|&o| o <= end)
+                .ok_or_else(|| damaged("group offset past its page"))?;
+            ts = ts.wrapping_add(super::unzigzag(c.num("group time")?) as u64);
+            let max_ts = ts
+                .checked_add(c.num("group span")?)
+                .filter(|&m| ts >= page.min_ts && m <= page.max_ts)
+                .ok_or_else(|| damaged("group time outside its page"))?;
+            let records = c.small("group records", u32::MAX as u64)?;
+            out.push(Group {
+                offset: off,
+                min_ts: ts,
+                max_ts,
+                records,
+            });
+        }
+        if c.p != b.len() {
+            return Err(damaged("page of groups longer than its groups"));
+        }
+        Ok(())
+    }
+
+    /// Every group, page by page (tests and tools; a query reads only the
+    /// pages it needs).
+    pub fn all_groups(&self) -> Result<Vec<Group>, IndexError> {
+        let (mut all, mut page) = (Vec::with_capacity(self.groups), Vec::new());
+        for i in 0..self.pages() {
+            self.read_page(i, &mut page)?;
+            all.extend_from_slice(&page);
+        }
+        Ok(all)
     }
 
     /// Number of distinct keys of a kind.

@@ -16,7 +16,8 @@
 //! - [`file`]: the index file format (versioned, checksummed).
 //! - [`build`]: building, publishing and loading an index.
 //! - [`plan`]: what an index can answer of a filter.
-//! - [`query`]: running a query; [`out`]: its pcap/pcapng output.
+//! - [`query`]: running a query (with read-ahead hints, `readahead`);
+//!   [`out`]: its pcap/pcapng output.
 //! - [`time`]: the times `--after`/`--before` take.
 //! - [`dir`]: the capture files of directories.
 //! - [`background`]: indexing files as they are published; the keys come
@@ -35,6 +36,7 @@ pub mod out;
 pub mod plan;
 mod postings;
 pub mod query;
+mod readahead;
 mod stream;
 pub mod time;
 mod varint;

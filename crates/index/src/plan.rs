@@ -21,7 +21,6 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::file::{Index, IndexError};
 use crate::keys::Kind;
 
 /// A filter, as far as an index can answer it.
@@ -600,32 +599,4 @@ pub fn plan(filter: &str) -> Expr {
 fn vlans_only_in_top_and(t: &[String]) -> bool {
     !t.iter()
         .any(|w| matches!(w.as_str(), "or" | "not" | "!" | "(" | ")"))
-}
-
-/// Candidate groups of `idx` for `e`: `None` means all of them.
-pub fn candidates(e: &Expr, idx: &Index) -> Result<Option<Vec<bool>>, IndexError> {
-    let n = idx.group_count();
-    Ok(match e {
-        Expr::All | Expr::Not(_) => None,
-        Expr::Key { kind, lo, hi } => {
-            let mut v = vec![false; n];
-            idx.mark(*kind, *lo, *hi, &mut v)?;
-            idx.mark(Kind::Any, 0, 0, &mut v)?;
-            Some(v)
-        }
-        Expr::And(a, b) => match (candidates(a, idx)?, candidates(b, idx)?) {
-            (None, x) | (x, None) => x,
-            (Some(mut x), Some(y)) => {
-                x.iter_mut().zip(y).for_each(|(a, b)| *a &= b);
-                Some(x)
-            }
-        },
-        Expr::Or(a, b) => match (candidates(a, idx)?, candidates(b, idx)?) {
-            (None, _) | (_, None) => None,
-            (Some(mut x), Some(y)) => {
-                x.iter_mut().zip(y).for_each(|(a, b)| *a |= b);
-                Some(x)
-            }
-        },
-    })
 }

@@ -27,10 +27,14 @@ use ringcap_stages::compile;
 use ringcap_stages::filter::{dlt_of_linktype, Target};
 use ringcap_stages::CheckedProgram;
 
-use crate::build::{load_index_into, Unusable};
-use crate::file::{epoch_of, Epoch, Index, IndexError, Summary};
+use crate::build::Unusable;
+use crate::file::epoch_of;
 use crate::out::Output;
-use crate::plan::{candidates, Expr};
+use crate::plan::Expr;
+use crate::readahead::{hint_runs, ReadAhead, HEADS_AHEAD, RUNS_AHEAD};
+
+mod prepare;
+use prepare::{prepare, Prepared, Run};
 
 /// A time window: `after` inclusive, `before` exclusive (ns since the epoch).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -171,77 +175,6 @@ struct Source {
     growing: Option<u64>,
 }
 
-/// What a query keeps of a file's index: the runs of candidate groups (the
-/// key blocks and pages of groups are read and let go file by file: a
-/// query over a day of files holds one index at a time).
-struct Prepared {
-    summary: Summary,
-    epochs: Vec<Epoch>,
-    /// Groups in the file.
-    groups: usize,
-    runs: Vec<Run>,
-}
-
-/// A run of consecutive candidate groups: the first, the one after the
-/// last, and where they start and end in the capture file.
-#[derive(Debug, Clone, Copy)]
-struct Run {
-    first: usize,
-    end: usize,
-    from: u64,
-    to: u64,
-}
-
-/// The runs of groups of `idx` that are candidates (`None`: every group)
-/// and overlap `window`. Reads only the pages of groups holding some.
-fn runs_of(idx: &Index, cands: Option<&[bool]>, window: &Window) -> Result<Vec<Run>, IndexError> {
-    let mut runs = Vec::new();
-    let mut open: Option<(usize, u64)> = None;
-    let mut groups = Vec::new();
-    for p in 0..idx.pages() {
-        let page = idx.page(p);
-        let some = cands.is_none_or(|c| c[page.groups.clone()].contains(&true))
-            && window.overlaps(page.min_ts, page.max_ts);
-        if !some {
-            if let Some((first, from)) = open.take() {
-                runs.push(Run {
-                    first,
-                    end: page.groups.start,
-                    from,
-                    to: page.offset,
-                });
-            }
-            continue;
-        }
-        idx.read_page(p, &mut groups)?;
-        for (g, grp) in page.groups.clone().zip(&groups) {
-            let want = cands.is_none_or(|c| c[g]) && window.overlaps(grp.min_ts, grp.max_ts);
-            match (want, open) {
-                (true, None) => open = Some((g, grp.offset)),
-                (false, Some((first, from))) => {
-                    runs.push(Run {
-                        first,
-                        end: g,
-                        from,
-                        to: grp.offset,
-                    });
-                    open = None;
-                }
-                _ => {}
-            }
-        }
-    }
-    if let Some((first, from)) = open {
-        runs.push(Run {
-            first,
-            end: idx.group_count(),
-            from,
-            to: idx.summary.capture_len,
-        });
-    }
-    Ok(runs)
-}
-
 /// Suffix of the hidden name a capture file has while it is written
 /// (`.NAME.ringcap-partial`, ringcap-sink's `files::PARTIAL_SUFFIX`).
 pub const PARTIAL_SUFFIX: &str = ".ringcap-partial";
@@ -353,9 +286,10 @@ pub fn run_with(
 ) -> Result<QueryStats, QueryError> {
     let mut st = QueryStats::default();
     let mut sources = Vec::new();
-    let mut spare = Vec::new();
-    for path in files {
-        if is_growing(path) {
+    for batch in files.chunks(HEADS_AHEAD) {
+        let (growing, done): (Vec<&PathBuf>, Vec<&PathBuf>) =
+            batch.iter().partition(|p| is_growing(p));
+        for path in growing {
             // Being written: its size now, and its first packet if a whole
             // one is there; gone (renamed when published) or still empty:
             // passed over.
@@ -378,54 +312,23 @@ pub fn run_with(
                 linktype,
                 growing: Some(size),
             });
-            continue;
         }
-        let index = if q.use_index {
-            match load_index_into(path, std::mem::take(&mut spare)) {
-                Ok(idx) => {
-                    let runs = if idx.group_count() == 0
-                        || !q.window.overlaps(idx.summary.min_ts, idx.summary.max_ts)
-                    {
-                        Vec::new()
-                    } else {
-                        let cands = candidates(&q.plan, &idx).map_err(|e| file_err(path, e))?;
-                        runs_of(&idx, cands.as_deref(), &q.window).map_err(|e| file_err(path, e))?
-                    };
-                    let p = Prepared {
-                        summary: idx.summary.clone(),
-                        epochs: idx.epochs.clone(),
-                        groups: idx.group_count(),
-                        runs,
-                    };
-                    spare = idx.into_raw();
-                    Ok(p)
-                }
-                Err(e) => Err(e),
-            }
+        let indexes = if q.use_index {
+            prepare(q, &done)?
         } else {
-            Err(Unusable::Missing)
+            done.iter().map(|_| Err(Unusable::Missing)).collect()
         };
-        let (mut rd, end) = open(path)?;
-        let first_ts = match &index {
-            Ok(idx) => idx.summary.first_ts,
-            Err(_) => {
-                end.set(u64::MAX);
-                match rd.next_packet() {
-                    Ok(p) => p.map_or(0, |p| p.ts_ns),
-                    Err(e) => return Err(file_err(path, e)),
-                }
-            }
-        };
-        let linktype = rd.interfaces().first().map_or(1, |i| i.linktype);
-        sources.push(Source {
-            path: path.clone(),
-            index,
-            first_ts,
-            linktype,
-            growing: None,
-        });
+        for (path, index) in done.into_iter().zip(indexes) {
+            add_source(path, index, &mut sources)?;
+        }
     }
     sources.sort_by(|a, b| (a.first_ts, &a.path).cmp(&(b.first_ts, &b.path)));
+    let mut budget = RUNS_AHEAD;
+    for s in &sources {
+        if let Ok(p) = &s.index {
+            hint_runs(&s.path, p.runs.iter().map(|r| (r.from, r.to)), &mut budget);
+        }
+    }
     for s in &sources {
         st.files += 1;
         st.file_bytes += std::fs::metadata(&s.path).map_or(0, |m| m.len());
@@ -457,6 +360,35 @@ pub fn run_with(
     Ok(st)
 }
 
+/// Adds a file not being written to `sources`, with its prepared index or
+/// why it has none.
+fn add_source(
+    path: &Path,
+    index: Result<Prepared, Unusable>,
+    sources: &mut Vec<Source>,
+) -> Result<(), QueryError> {
+    let (mut rd, end) = open(path)?;
+    let first_ts = match &index {
+        Ok(idx) => idx.summary.first_ts,
+        Err(_) => {
+            end.set(u64::MAX);
+            match rd.next_packet() {
+                Ok(p) => p.map_or(0, |p| p.ts_ns),
+                Err(e) => return Err(file_err(path, e)),
+            }
+        }
+    };
+    let linktype = rd.interfaces().first().map_or(1, |i| i.linktype);
+    sources.push(Source {
+        path: path.to_path_buf(),
+        index,
+        first_ts,
+        linktype,
+        growing: None,
+    });
+    Ok(())
+}
+
 fn query_indexed(
     q: &Query,
     s: &Source,
@@ -482,7 +414,7 @@ fn query_indexed(
             from,
             to,
         } = *r;
-        ahead.advise(&runs[i..]);
+        ahead.advise(runs[i..].iter().map(|r| (r.from, r.to)));
         st.groups_read += (last - first) as u64;
         let ep = epoch_of(&idx.epochs, first);
         let state = |rd: &Reader<Bounded>| (rd.sections() as u32, rd.interfaces().len() as u32);
@@ -507,57 +439,6 @@ fn query_indexed(
         st.bytes_read += to - from;
     }
     Ok(())
-}
-
-/// Bytes of candidate runs the kernel is asked to read ahead of the query.
-const READ_AHEAD: u64 = 16 << 20;
-
-/// Read-ahead hints for the runs of candidate groups of one file: the
-/// kernel's own read-ahead is turned off (it read 128 KB or more around
-/// each small run, most of it for nothing), and the runs a query will read
-/// next, up to [`READ_AHEAD`] bytes, are asked for all at once, so that a
-/// cold query's reads reach the disk together instead of one after another.
-/// Hints only: a failure changes nothing but speed.
-struct ReadAhead {
-    file: Option<File>,
-    /// Where the hints reach (a file offset).
-    until: u64,
-}
-
-impl ReadAhead {
-    /// `file` shares the reader's open file (a `dup`): the advice to read
-    /// at random is the reader's too.
-    fn new(file: Option<File>) -> ReadAhead {
-        if let Some(f) = &file {
-            let _ = rustix::fs::fadvise(f, 0, None, rustix::fs::Advice::Random);
-        }
-        ReadAhead { file, until: 0 }
-    }
-
-    /// `runs` start with the one about to be read.
-    fn advise(&mut self, runs: &[Run]) {
-        let Some(f) = &self.file else { return };
-        let Some(here) = runs.first().map(|r| r.from) else {
-            return;
-        };
-        // Hints are given when the reader has used half of them.
-        if self.until > here + READ_AHEAD / 2 {
-            return;
-        }
-        for &Run { from, to, .. } in runs {
-            if from >= here + READ_AHEAD {
-                break;
-            }
-            if to <= self.until {
-                continue;
-            }
-            let from = from.max(self.until);
-            if let Some(len) = std::num::NonZeroU64::new(to - from) {
-                let _ = rustix::fs::fadvise(f, from, Some(len), rustix::fs::Advice::WillNeed);
-            }
-            self.until = to;
-        }
-    }
 }
 
 fn program_for<'p>(

@@ -258,3 +258,25 @@ fn queries_over_many_pages_match_scan() {
         "{narrowed} narrowed, {skipped_pages} read under half"
     );
 }
+
+/// More files than a query prepares at once (32: their reads are hinted
+/// together), some without an index: the same packets as the scan.
+#[test]
+fn queries_over_many_batches_of_files_match_scan() {
+    let dir = TempDir::new("index-batches");
+    let mut rng = Rng(0x5eed_1dec_0de5_0003);
+    let t0 = 1_764_000_000_000_000_000u64;
+    let files = mixed::write_series(dir.path(), &mut rng, 70, 60, t0);
+    for f in files.iter().filter(|_| rng.chance(80)) {
+        build_index(f).unwrap();
+    }
+    for _ in 0..30 {
+        let filter = mixed::filter(&mut rng, 2);
+        let Ok((scan, _)) = try_query(&files, &filter, Window::default(), false) else {
+            continue;
+        };
+        let (idx, st) = query(&files, &filter, Window::default(), true);
+        assert!(scan == idx, "'{filter}': index and scan differ");
+        assert_eq!(st.files, 70);
+    }
+}

@@ -23,6 +23,13 @@ enum Store {
 }
 
 impl Store {
+    /// Asks the kernel to read `len` bytes at `at` soon (a hint).
+    fn will_need(&self, at: u64, len: usize) {
+        if let (Store::File(f, _), Some(len)) = (self, std::num::NonZeroU64::new(len as u64)) {
+            let _ = rustix::fs::fadvise(f, at, Some(len), rustix::fs::Advice::WillNeed);
+        }
+    }
+
     fn len(&self) -> u64 {
         match self {
             Store::Bytes(b) => b.len() as u64,
@@ -349,19 +356,7 @@ impl Index {
         let fences = &self.head[sec.fences.clone()];
         let fence = w + 8;
         let blocks = sec.count.div_ceil(BLOCK);
-        // The block that can hold `lo`: the last whose first value is not
-        // above it (the fences are sorted: a damaged head fails its
-        // checksum, and a forged one can only make the search miss).
-        let (mut a, mut z) = (0, blocks);
-        while a < z {
-            let m = a + (z - a) / 2;
-            if value_at(fences, m * fence, w) <= lo {
-                a = m + 1;
-            } else {
-                z = m;
-            }
-        }
-        let first = a.saturating_sub(1);
+        let first = self.blocks_of(kind, lo, hi).start;
         let mut block = Vec::new();
         for b in first..blocks {
             let mut value = value_at(fences, b * fence, w);
@@ -425,6 +420,65 @@ impl Index {
             }
         }
         Ok(())
+    }
+
+    /// The blocks of `kind` a lookup of `lo..=hi` reads: from the last
+    /// whose first value is not above `lo` (the fences are sorted: a
+    /// damaged head fails its checksum, and a forged one can only make the
+    /// search miss) to the last whose first value is not above `hi`.
+    fn blocks_of(&self, kind: Kind, lo: u128, hi: u128) -> std::ops::Range<usize> {
+        let sec = &self.keys[kind as usize];
+        let w = kind.width();
+        let fences = &self.head[sec.fences.clone()];
+        let blocks = sec.count.div_ceil(BLOCK);
+        let first_above = |v: u128| {
+            let (mut a, mut z) = (0, blocks);
+            while a < z {
+                let m = a + (z - a) / 2;
+                if value_at(fences, m * (w + 8), w) <= v {
+                    a = m + 1;
+                } else {
+                    z = m;
+                }
+            }
+            a
+        };
+        first_above(lo).saturating_sub(1)..first_above(hi).min(blocks)
+    }
+
+    /// Asks the kernel to read what [`Index::mark`] of the same arguments
+    /// will read (a hint: nothing is read or checked here).
+    pub fn will_need_keys(&self, kind: Kind, lo: u128, hi: u128) {
+        let sec = &self.keys[kind as usize];
+        let fence = kind.width() + 8;
+        let b = self.blocks_of(kind, lo, hi);
+        if b.is_empty() {
+            return;
+        }
+        let start = |i: usize| {
+            if i < sec.count.div_ceil(BLOCK) {
+                le_u32(&self.head[sec.fences.clone()], i * fence + kind.width()) as usize
+            } else {
+                sec.len
+            }
+        };
+        let (from, to) = (start(b.start), start(b.end).min(sec.len));
+        self.store
+            .will_need(sec.at + from as u64, to.saturating_sub(from));
+    }
+
+    /// Asks the kernel to read page `i` of groups (a hint).
+    pub fn will_need_page(&self, i: usize) {
+        let at = |i: usize| {
+            if i < self.pages() {
+                le_u32(&self.head[self.page_fences.start + i * PAGE_FENCE..], 32) as usize
+            } else {
+                self.pages_len
+            }
+        };
+        let (from, to) = (at(i), at(i + 1));
+        self.store
+            .will_need(self.pages_at + from as u64, to.saturating_sub(from));
     }
 
     /// The reader state at the start of group `g`.

@@ -1,0 +1,197 @@
+//! A query's first pass over its files: each index is opened, its key
+//! blocks looked up and its pages of groups read, leaving the runs of
+//! candidate groups to read from the capture file. Files are taken in
+//! batches and every read of a batch is first asked for with a hint
+//! (`posix_fadvise`), step by step (heads, then key blocks, then pages), so
+//! that a cold query's small reads reach the disk together: one after
+//! another they were ~6 reads a file in a row, most of a cold query's
+//! time over the 40 files of the retrieval bench.
+
+use std::path::PathBuf;
+
+use crate::build::{load_index_into, Unusable};
+use crate::file::{Epoch, Index, IndexError, Summary};
+use crate::keys::Kind;
+use crate::plan::Expr;
+use crate::readahead::hint_heads;
+
+use super::{file_err, Query, QueryError, Window};
+
+/// What a query keeps of a file's index: the runs of candidate groups (the
+/// key blocks and pages of groups are read and let go batch by batch: a
+/// query over a day of files holds the indexes of one batch at a time).
+pub(super) struct Prepared {
+    pub summary: Summary,
+    pub epochs: Vec<Epoch>,
+    /// Groups in the file.
+    pub groups: usize,
+    pub runs: Vec<Run>,
+}
+
+/// A run of consecutive candidate groups: the first, the one after the
+/// last, and where they start and end in the capture file.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Run {
+    pub first: usize,
+    pub end: usize,
+    pub from: u64,
+    pub to: u64,
+}
+
+/// The runs of groups of `idx` that are candidates (`None`: every group)
+/// and overlap `window`. Reads only the pages of groups holding some.
+fn runs_of(idx: &Index, cands: Option<&[bool]>, window: &Window) -> Result<Vec<Run>, IndexError> {
+    let mut runs = Vec::new();
+    let mut open: Option<(usize, u64)> = None;
+    let mut groups = Vec::new();
+    for p in 0..idx.pages() {
+        let page = idx.page(p);
+        if !page_wanted(idx, p, cands, window) {
+            if let Some((first, from)) = open.take() {
+                runs.push(Run {
+                    first,
+                    end: page.groups.start,
+                    from,
+                    to: page.offset,
+                });
+            }
+            continue;
+        }
+        idx.read_page(p, &mut groups)?;
+        for (g, grp) in page.groups.clone().zip(&groups) {
+            let want = cands.is_none_or(|c| c[g]) && window.overlaps(grp.min_ts, grp.max_ts);
+            match (want, open) {
+                (true, None) => open = Some((g, grp.offset)),
+                (false, Some((first, from))) => {
+                    runs.push(Run {
+                        first,
+                        end: g,
+                        from,
+                        to: grp.offset,
+                    });
+                    open = None;
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some((first, from)) = open {
+        runs.push(Run {
+            first,
+            end: idx.group_count(),
+            from,
+            to: idx.summary.capture_len,
+        });
+    }
+    Ok(runs)
+}
+
+/// Candidate groups of `idx` for `e`: `None` means all of them.
+fn candidates(e: &Expr, idx: &Index) -> Result<Option<Vec<bool>>, IndexError> {
+    let n = idx.group_count();
+    Ok(match e {
+        Expr::All | Expr::Not(_) => None,
+        Expr::Key { kind, lo, hi } => {
+            let mut v = vec![false; n];
+            idx.mark(*kind, *lo, *hi, &mut v)?;
+            idx.mark(Kind::Any, 0, 0, &mut v)?;
+            Some(v)
+        }
+        Expr::And(a, b) => match (candidates(a, idx)?, candidates(b, idx)?) {
+            (None, x) | (x, None) => x,
+            (Some(mut x), Some(y)) => {
+                x.iter_mut().zip(y).for_each(|(a, b)| *a &= b);
+                Some(x)
+            }
+        },
+        Expr::Or(a, b) => match (candidates(a, idx)?, candidates(b, idx)?) {
+            (None, _) | (_, None) => None,
+            (Some(mut x), Some(y)) => {
+                x.iter_mut().zip(y).for_each(|(a, b)| *a |= b);
+                Some(x)
+            }
+        },
+    })
+}
+
+/// Asks the kernel to read the key blocks [`candidates`] of the same
+/// arguments will read (a hint).
+fn will_need(e: &Expr, idx: &Index) {
+    fn keys(e: &Expr, idx: &Index) {
+        match e {
+            Expr::All | Expr::Not(_) => {}
+            Expr::Key { kind, lo, hi } => idx.will_need_keys(*kind, *lo, *hi),
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                keys(a, idx);
+                keys(b, idx);
+            }
+        }
+    }
+    if !matches!(e, Expr::All | Expr::Not(_)) {
+        keys(e, idx);
+        idx.will_need_keys(Kind::Any, 0, 0);
+    }
+}
+
+/// True if page `p` of `idx` may hold a group to read: a candidate
+/// (`None`: all are) in a page whose time range meets the window.
+fn page_wanted(idx: &Index, p: usize, cands: Option<&[bool]>, window: &Window) -> bool {
+    let page = idx.page(p);
+    cands.is_none_or(|c| c[page.groups].contains(&true))
+        && window.overlaps(page.min_ts, page.max_ts)
+}
+
+/// The indexes of `paths` (none of them a file being written), prepared
+/// for `q`: for each, what [`runs_of`] leaves, or why its index is not
+/// used. All of a batch's reads are hinted first (see the module docs).
+pub(super) fn prepare(
+    q: &Query,
+    paths: &[&PathBuf],
+) -> Result<Vec<Result<Prepared, Unusable>>, QueryError> {
+    let owned: Vec<PathBuf> = paths.iter().map(|p| (*p).clone()).collect();
+    hint_heads(&owned);
+    let opened: Vec<Result<Index, Unusable>> = paths
+        .iter()
+        .map(|p| load_index_into(p, Vec::new()))
+        .collect();
+    let live =
+        |i: &Index| i.group_count() > 0 && q.window.overlaps(i.summary.min_ts, i.summary.max_ts);
+    for idx in opened.iter().flatten().filter(|i| live(i)) {
+        will_need(&q.plan, idx);
+    }
+    let mut cands = Vec::with_capacity(paths.len());
+    for (path, idx) in paths.iter().zip(&opened) {
+        cands.push(match idx {
+            Ok(idx) if live(idx) => {
+                let c = candidates(&q.plan, idx).map_err(|e| file_err(path, e))?;
+                for p in 0..idx.pages() {
+                    if page_wanted(idx, p, c.as_deref(), &q.window) {
+                        idx.will_need_page(p);
+                    }
+                }
+                c
+            }
+            _ => None,
+        });
+    }
+    let mut out = Vec::with_capacity(paths.len());
+    for ((path, idx), c) in paths.iter().zip(opened).zip(cands) {
+        out.push(match idx {
+            Ok(idx) => {
+                let runs = if live(&idx) {
+                    runs_of(&idx, c.as_deref(), &q.window).map_err(|e| file_err(path, e))?
+                } else {
+                    Vec::new()
+                };
+                Ok(Prepared {
+                    summary: idx.summary.clone(),
+                    epochs: idx.epochs.clone(),
+                    groups: idx.group_count(),
+                    runs,
+                })
+            }
+            Err(e) => Err(e),
+        });
+    }
+    Ok(out)
+}

@@ -13,7 +13,6 @@
 //! are rare, but allowed).
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -239,7 +238,9 @@ pub trait Taker {
 /// [`run`]'s taker: the query's filter compiled per link type.
 struct FilterTaker<'a, 'q> {
     q: &'a Query<'q>,
-    programs: HashMap<u32, CheckedProgram>,
+    /// Compiled per link type (a handful at most: a list, searched per
+    /// packet more cheaply than a hash map is hashed).
+    programs: Vec<(u32, CheckedProgram)>,
     out: &'a mut Output,
 }
 
@@ -266,7 +267,7 @@ pub fn run(
 ) -> Result<QueryStats, QueryError> {
     let mut taker = FilterTaker {
         q,
-        programs: HashMap::new(),
+        programs: Vec::new(),
         out,
     };
     let mut st = run_with(q, files, &mut taker, log)?;
@@ -443,13 +444,12 @@ fn query_indexed(
 
 fn program_for<'p>(
     q: &Query,
-    programs: &'p mut HashMap<u32, CheckedProgram>,
+    programs: &'p mut Vec<(u32, CheckedProgram)>,
     linktype: u32,
 ) -> Result<&'p CheckedProgram, QueryError> {
-    use std::collections::hash_map::Entry;
-    Ok(match programs.entry(linktype) {
-        Entry::Occupied(o) => o.into_mut(),
-        Entry::Vacant(v) => {
+    let i = match programs.iter().position(|(lt, _)| *lt == linktype) {
+        Some(i) => i,
+        None => {
             let dlt = dlt_of_linktype(linktype as i32);
             let p = compile(q.filter, dlt, 262_144, Target::Offline)
                 .map_err(|e| QueryError::Filter(format!("{e} (link type {linktype})")))?;
@@ -459,9 +459,11 @@ fn program_for<'p>(
                     "libpcap's program for link type {linktype} fails its check"
                 ))
             })?;
-            v.insert(p)
+            programs.push((linktype, p));
+            programs.len() - 1
         }
-    })
+    };
+    Ok(&programs[i].1)
 }
 
 /// Reads packets until the reader's offset reaches `to` or the data ends,

@@ -80,8 +80,10 @@ def flow_of(i):
     return proto, src, dst, sport, dport
 
 
-def write_files(dirname, total_bytes, nfiles, flows):
-    """Rotated pcap files (µs) of `flows` flows, random packets of them."""
+def write_files(dirname, total_bytes, nfiles, flows, snap=None):
+    """Rotated pcap files (µs) of `flows` flows, random packets of them;
+    with `snap`, the same packets cut to `snap` bytes (the files hold as
+    many packets as the whole ones: `total_bytes` counts whole packets)."""
     rnd = random.Random(27)
     sizes = []
     for s, n in IMIX:
@@ -90,7 +92,7 @@ def write_files(dirname, total_bytes, nfiles, flows):
     for i in range(flows):
         proto, src, dst, sport, dport = flow_of(i)
         frames.append(_frame(sizes[i % len(sizes)], proto, src, dst, sport, dport, i))
-    hdr = struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1)
+    hdr = struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, snap or 65535, 1)
     rec = struct.Struct("<IIII")
     per_file = total_bytes // nfiles
     ts = T0_US
@@ -105,8 +107,9 @@ def write_files(dirname, total_bytes, nfiles, flows):
                 for _ in range(4096):
                     fr = frames[rnd.randrange(flows)]
                     ts += 1
-                    chunk.append(rec.pack(ts // 1000000, ts % 1000000, len(fr), len(fr)))
-                    chunk.append(fr)
+                    cut = fr[:snap] if snap else fr
+                    chunk.append(rec.pack(ts // 1000000, ts % 1000000, len(cut), len(fr)))
+                    chunk.append(cut)
                     written += 16 + len(fr)
                 npkts += len(chunk) // 2
                 out.write(b"".join(chunk))
@@ -265,9 +268,28 @@ class RetrievalPhase:
                    seconds=round(secs, 3), cpu_s=round(cpu, 3),
                    cpu_ns_per_pkt=round(cpu * 1e9 / npkts, 1),
                    error=None if r.returncode == 0 else r.stderr[-300:])
-        self.emit(rec)
         log("  index: %d bytes = %.3f%% of the pcap bytes, built in %.2f s (%.0f ns CPU/packet)"
             % (idx_bytes, rec["share_pct"], secs, rec["cpu_ns_per_pkt"]))
+        # The same packets cut to headers (snap 96): the index's share of those.
+        hd = os.path.join(self.work, "retrieval-headers")
+        os.makedirs(hd, exist_ok=True)
+        try:
+            hpaths, _ = write_files(hd, mb * 1000 * 1000, nfiles, flows, snap=96)
+            _, _, hr = _run([ringcap, "index"] + hpaths)
+            hidx = sum(os.path.getsize(os.path.join(hd, "." + os.path.basename(p)
+                                                    + ".ringcap-index"))
+                       for p in hpaths)
+            hbytes = sum(os.path.getsize(p) for p in hpaths)
+            rec.update(headers_pcap_bytes=hbytes, headers_index_bytes=hidx,
+                       headers_share_pct=round(100.0 * hidx / hbytes, 3),
+                       headers_error=None if hr.returncode == 0 else hr.stderr[-300:])
+            log("  headers only (snap 96): index %d bytes = %.3f%% of %.0f MB"
+                % (hidx, rec["headers_share_pct"], hbytes / 1e6))
+        except OSError as e:
+            rec.update(headers_error=str(e))
+        finally:
+            shutil.rmtree(hd, ignore_errors=True)
+        self.emit(rec)
         a = flow_of(4242)
         ip = lambda b: ".".join(str(x) for x in b)  # noqa: E731
         queries = [
@@ -467,6 +489,11 @@ def print_retrieval(results):
               % (r["files"], r["packets"], r["flows"], r["pcap_bytes"] / 1e6, r["index_bytes"],
                  r["share_pct"], r["seconds"], r["cpu_ns_per_pkt"],
                  " ERROR " + r["error"] if r.get("error") else ""))
+        if r.get("headers_share_pct") is not None or r.get("headers_error"):
+            print("  the same packets cut to headers (snap 96), %s MB: index %s = %s%%%s"
+                  % (fmt(r.get("headers_pcap_bytes", 0) / 1e6, "{:.0f}"),
+                     r.get("headers_index_bytes"), fmt(r.get("headers_share_pct"), "{:.3f}"),
+                     " ERROR " + r["headers_error"] if r.get("headers_error") else ""))
     for r in qable:
         print("\n  capture to queryable (live capture, file being written, `ringcap query -d`): "
               "median %s s, max %s s over %d bursts of 100 packets (goal <= 2 s; "

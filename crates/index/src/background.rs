@@ -25,6 +25,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use crate::build::{build_index, head_of, publish_index};
+use crate::postings::Spare;
 use crate::stream::Stream;
 use crate::BuildError;
 
@@ -52,6 +53,8 @@ const FINISH_WAIT: Duration = Duration::from_secs(5);
 
 /// Indexes the files a capture publishes, one at a time, in the background.
 pub struct Indexer {
+    /// The arrays of the last file indexed, for the next file's tap.
+    spare: Arc<Mutex<Option<Spare>>>,
     /// `None` once finished (or if the thread could not start).
     tx: Mutex<Option<mpsc::SyncSender<Job>>>,
     /// Taps of files closed, waiting for `published`.
@@ -77,6 +80,8 @@ impl Indexer {
         let reread = read_back.clone();
         let gathered = Arc::new(AtomicUsize::new(0));
         let held = gathered.clone();
+        let spare: Arc<Mutex<Option<Spare>>> = Arc::default();
+        let given = spare.clone();
         let spawned = std::thread::Builder::new()
             .name("ringcap-index".into())
             .spawn(move || {
@@ -85,7 +90,13 @@ impl Indexer {
                     if stream.is_some() {
                         held.fetch_sub(1, Ordering::Relaxed);
                     }
-                    let r = index_one(&path, stream);
+                    let mut left_over = Spare::default();
+                    let r = index_one(&path, stream, &mut left_over);
+                    // One set of arrays is kept for the next tap.
+                    given
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_or_insert(left_over);
                     if matches!(r, Ok(true)) {
                         reread.fetch_add(1, Ordering::Relaxed);
                     }
@@ -107,6 +118,7 @@ impl Indexer {
             })
             .is_ok();
         Indexer {
+            spare,
             tx: Mutex::new(spawned.then_some(tx)),
             closed: Arc::default(),
             done: Mutex::new(done),
@@ -195,7 +207,13 @@ impl FileObserver for Indexer {
         self.tx.lock().unwrap_or_else(|p| p.into_inner()).as_ref()?;
         Some(Box::new(Tap {
             path: path.to_path_buf(),
-            stream: Some(Stream::default()),
+            stream: Some(Stream::with_spare(
+                self.spare
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()
+                    .unwrap_or_default(),
+            )),
             closed: self.closed.clone(),
         }))
     }
@@ -234,11 +252,11 @@ impl Drop for Tap {
 }
 
 /// Indexes `path` from what its tap gathered, or by reading it (then
-/// true).
-fn index_one(path: &Path, stream: Option<Stream>) -> Result<bool, BuildError> {
+/// true); the tap's arrays are left in `spare`.
+fn index_one(path: &Path, stream: Option<Stream>, spare: &mut Spare) -> Result<bool, BuildError> {
     if let Some(s) = stream {
         let (crc, len) = head_of(path).map_err(|e| BuildError::Io(path.to_path_buf(), e))?;
-        if let Some(c) = s.finish(len, crc) {
+        if let Some(c) = s.finish(len, crc, spare) {
             return publish_index(path, c).map(|_| false);
         }
     }

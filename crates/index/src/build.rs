@@ -17,7 +17,7 @@ use ringcap_format::{FormatError, Reader};
 
 use crate::file::{self, Contents, Epoch, Group, Index, IndexError, Summary};
 use crate::keys::packet_keys;
-use crate::postings::Postings;
+use crate::postings::{Postings, Spare};
 
 /// A group ends after this many records...
 pub const GROUP_RECORDS: u32 = 32;
@@ -95,9 +95,16 @@ pub(crate) struct Collector {
 
 impl Default for Collector {
     fn default() -> Collector {
+        Collector::with_spare(Spare::default())
+    }
+}
+
+impl Collector {
+    /// Gathers into the arrays a finished file left (see [`Spare`]).
+    pub(crate) fn with_spare(spare: Spare) -> Collector {
         Collector {
             c: Contents::default(),
-            postings: Postings::default(),
+            postings: Postings::with_spare(spare),
             packets: 0,
             first_ts: 0,
             min_ts: u64::MAX,
@@ -165,8 +172,8 @@ impl Collector {
     }
 
     /// The index of a file of `capture_len` bytes whose head has checksum
-    /// `head_crc`.
-    pub(crate) fn finish(self, capture_len: u64, head_crc: u32) -> Contents {
+    /// `head_crc`; the big arrays are left in `spare` for the next file.
+    pub(crate) fn finish(self, capture_len: u64, head_crc: u32, spare: &mut Spare) -> Contents {
         let mut c = self.c;
         c.summary = Some(Summary {
             capture_len,
@@ -176,7 +183,7 @@ impl Collector {
             min_ts: if self.packets == 0 { 0 } else { self.min_ts },
             max_ts: self.max_ts,
         });
-        c.postings = self.postings.finish();
+        c.postings = self.postings.finish(spare);
         c
     }
 }
@@ -221,7 +228,7 @@ pub fn collect(path: &Path) -> Result<Contents, BuildError> {
         let lt = linktypes.get(iface).copied().unwrap_or(u32::MAX);
         col.keys(lt, &data);
     }
-    Ok(col.finish(capture_len, head_crc))
+    Ok(col.finish(capture_len, head_crc, &mut Spare::default()))
 }
 
 /// Writes `bytes` to `path` atomically: a hidden temporary file in the same

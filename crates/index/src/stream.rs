@@ -26,6 +26,7 @@ use ringcap_format::{record_at, FileFormat, Reader, RecordFormat};
 
 use crate::build::Collector;
 use crate::file::Contents;
+use crate::postings::Spare;
 
 /// What follows the header.
 enum Layout {
@@ -48,8 +49,15 @@ pub struct Stream {
 
 impl Default for Stream {
     fn default() -> Stream {
+        Stream::with_spare(Spare::default())
+    }
+}
+
+impl Stream {
+    /// Gathers into the arrays a finished file left (see [`Spare`]).
+    pub(crate) fn with_spare(spare: Spare) -> Stream {
         Stream {
-            col: Collector::default(),
+            col: Collector::with_spare(spare),
             next: 0,
             layout: None,
             at: 0,
@@ -90,10 +98,15 @@ impl Stream {
     }
 
     /// The index of the file, if the stream saw all of its `capture_len`
-    /// bytes.
-    pub fn finish(self, capture_len: u64, head_crc: u32) -> Option<Contents> {
+    /// bytes; the big arrays are then left in `spare` for the next file.
+    pub(crate) fn finish(
+        self,
+        capture_len: u64,
+        head_crc: u32,
+        spare: &mut Spare,
+    ) -> Option<Contents> {
         (self.usable && self.layout.is_some() && self.next == capture_len)
-            .then(|| self.col.finish(capture_len, head_crc))
+            .then(|| self.col.finish(capture_len, head_crc, spare))
     }
 
     fn header(&mut self, bytes: &[u8]) -> bool {
@@ -274,7 +287,10 @@ mod tests {
         }
         std::fs::write(&path, &all).unwrap();
         let (crc, len) = head_of(&path).unwrap();
-        (s.finish(len, crc), collect(&path).unwrap())
+        (
+            s.finish(len, crc, &mut Spare::default()),
+            collect(&path).unwrap(),
+        )
     }
 
     proptest! {
@@ -340,7 +356,7 @@ mod tests {
         let mut s = Stream::default();
         s.wrote(0, &good[0]);
         s.wrote(100, &good[1]);
-        assert!(s.finish(0, 0).is_none());
+        assert!(s.finish(0, 0, &mut Spare::default()).is_none());
         // A record split over two writes.
         let split = vec![
             header(false, res),

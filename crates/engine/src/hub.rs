@@ -10,6 +10,9 @@
 //! for all subscribers with the same snap length. Subscribers come and go
 //! while it runs; the hub stops when the last one leaves.
 //!
+//! A subscriber alone on the interface may have its filter run by the kernel
+//! instead ([`kernel`]; see `try_narrow` for when the hub trusts it).
+//!
 //! Accounting per subscriber: `packets_filter_accepted` is what its own
 //! filter accepted; `packets_dropped_ring` is what the shared kernel ring
 //! lost since it joined (before any filter ran, so not necessarily its
@@ -23,7 +26,8 @@ use crate::stages::Stages;
 use group::{Group, GroupWork, Subscriber};
 use ringcap_sink::PacketSink;
 use ringcap_source::{
-    CaptureSocket, CounterFiles, Interface, RingGeometry, SocketOptions, TimestampSource,
+    CaptureSocket, CounterFiles, FilterHandle, Interface, RingGeometry, SocketOptions,
+    TimestampSource,
 };
 use ringcap_stages::{Program, Sampling, SessionFilter, Snap, TransformFactory, UserSampler};
 use ringcap_stats::{CaptureCounts, Counters};
@@ -34,6 +38,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub mod group;
+mod kernel;
 
 #[cfg(test)]
 mod framework_tests;
@@ -81,6 +86,9 @@ struct Published {
 
 struct Entry {
     id: u64,
+    /// Its filter as the hub's kernel program, when the kernel would decide
+    /// exactly as user space (see [`kernel`]).
+    kernel: Option<Vec<libc::sock_filter>>,
     sub: Subscriber,
     published: Arc<Published>,
     flush_interval: Duration,
@@ -122,6 +130,16 @@ struct Shared {
     ring_dropped: AtomicU64,
     /// An error that ended the hub thread.
     failure: Mutex<Option<String>>,
+    /// The hub socket's filter: accept all, or the lone subscriber's.
+    filter: FilterHandle,
+    /// The subscriber the kernel filter is narrowed to, if any. Held while
+    /// the filter changes, so that a subscriber joining widens it after any
+    /// narrowing the hub thread has begun.
+    narrowed: Mutex<Option<u64>>,
+    /// Bumped before every change of the kernel filter: the hub thread
+    /// trusts the kernel's decisions only while it stays what it was when
+    /// the hub narrowed the filter.
+    epoch: AtomicU64,
 }
 
 struct Hub {
@@ -165,6 +183,7 @@ fn entry(iface: &Interface, spec: SubscriptionSpec) -> Result<Entry, EngineError
     .with_budget(spec.count.map(|c| Arc::new(AtomicU64::new(c))));
     Ok(Entry {
         id,
+        kernel: kernel::program(&spec.filter),
         sub: Subscriber::new(spec.filter, stages, spec.sink),
         published: Arc::new(Published::default()),
         flush_interval: spec.flush_interval,
@@ -194,7 +213,9 @@ pub fn subscribe(interface: &str, spec: SubscriptionSpec) -> Result<Subscription
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push(entry);
-    shared.changed.store(true, Ordering::Release);
+    shared.changed.store(true, Ordering::SeqCst);
+    // Packets from now on are this subscriber's to judge too.
+    widen(&shared);
     Ok(Subscription {
         id,
         interface: interface.to_string(),
@@ -206,33 +227,66 @@ pub fn subscribe(interface: &str, spec: SubscriptionSpec) -> Result<Subscription
     })
 }
 
+/// The kernel program that accepts every packet whole.
+fn accept_all() -> Vec<libc::sock_filter> {
+    Program::accept_all(HUB_SNAPLEN)
+        .instructions
+        .iter()
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect()
+}
+
+/// Puts back the filter that accepts every packet, if the kernel filter is
+/// narrowed to a subscriber. Called by whoever changes the subscribers (after
+/// queueing the change): packets that arrive after it returns reach the ring
+/// whatever the subscriber it was narrowed to thinks of them. The epoch goes
+/// up first, so the hub thread stops trusting the kernel's decisions before
+/// any packet the wider filter passed can reach it.
+fn widen(shared: &Shared) {
+    let mut narrowed = shared.narrowed.lock().unwrap_or_else(|e| e.into_inner());
+    if narrowed.is_none() {
+        return;
+    }
+    shared.epoch.fetch_add(1, Ordering::SeqCst);
+    match shared.filter.set(&accept_all()) {
+        Ok(()) => *narrowed = None,
+        Err(e) => {
+            // The new subscriber would miss packets: end the capture loudly.
+            *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
+                "cannot widen the kernel filter of {}: {e}",
+                shared.interface.name
+            ));
+        }
+    }
+}
+
 fn start(interface: Interface) -> Result<Hub, EngineError> {
     let geometry = RingGeometry::with_total(
         HUB_RING_BYTES,
         crate::capture::BLOCK_SIZE,
         crate::capture::RETIRE_TIMEOUT_MS,
     );
-    let program = Program::accept_all(HUB_SNAPLEN);
     let socket = CaptureSocket::open(
         &interface,
         &SocketOptions {
-            program: program
-                .instructions
-                .iter()
-                .map(|i| libc::sock_filter {
-                    code: i.code,
-                    jt: i.jt,
-                    jf: i.jf,
-                    k: i.k,
-                })
-                .collect(),
+            program: accept_all(),
             geometry,
             fanout: ringcap_source::Fanout::New,
             promiscuous: true,
             timestamps: TimestampSource::Host,
             reserve: 0,
+            // Only this process holds the socket; the hub narrows it.
+            lock_filter: false,
         },
     )?;
+    let filter = socket
+        .filter_handle()
+        .map_err(|e| EngineError::system(format!("duplicating the capture socket: {e}")))?;
     let shared = Arc::new(Shared {
         counter_files: interface.counter_files(),
         interface: interface.clone(),
@@ -243,6 +297,9 @@ fn start(interface: Interface) -> Result<Hub, EngineError> {
         stop: AtomicBool::new(false),
         ring_dropped: AtomicU64::new(0),
         failure: Mutex::new(None),
+        filter,
+        narrowed: Mutex::new(None),
+        epoch: AtomicU64::new(0),
     });
     let s = shared.clone();
     let retire = Duration::from_millis(u64::from(crate::capture::RETIRE_TIMEOUT_MS));
@@ -264,6 +321,12 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
     let mut work = GroupWork::new();
     let mut ring = CaptureCounts::default();
     let mut last_publish = Instant::now();
+    // Blocks the kernel filled under the lone subscriber's filter, from
+    // when the hub narrowed it (see `try_narrow`).
+    let mut narrow: Option<Narrow> = None;
+    // The subscriber whose filter the kernel does not take (or for whom the
+    // hub cannot tell when the kernel's decisions begin).
+    let mut refused: Option<u64> = None;
     loop {
         if shared.changed.swap(false, Ordering::Acquire) {
             entries.append(&mut shared.added.lock().unwrap_or_else(|e| e.into_inner()));
@@ -307,6 +370,14 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
                 });
             }
         }
+        try_narrow(
+            &mut source,
+            &shared,
+            &entries,
+            leaving.is_empty(),
+            &mut narrow,
+            &mut refused,
+        );
         if shared.stop.load(Ordering::Relaxed) {
             for e in &mut entries {
                 e.sub.sink.close();
@@ -317,11 +388,22 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
         }
         // One subscriber at a time over each group of packets (see
         // `LiveSource::next_groups` and `group`).
+        let seq = source.sequence();
         let got = source.next_groups(|packets| {
             let group = Group::new(packets);
             work.next_group();
+            // Read after the block was handed over: a wider filter put on
+            // before any of its packets was filtered shows here.
+            let decided = narrow
+                .as_ref()
+                .filter(|n| seq >= n.from && shared.epoch.load(Ordering::SeqCst) == n.epoch)
+                .map(|n| n.id);
             for e in entries.iter_mut() {
-                e.sub.take(&group, &mut work);
+                if decided == Some(e.id) {
+                    e.sub.take_passed(&group, &mut work);
+                } else {
+                    e.sub.take(&group, &mut work);
+                }
             }
         });
         if !got || last_publish.elapsed() >= PUBLISH {
@@ -347,6 +429,79 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
             std::thread::sleep(NAP);
         }
     }
+}
+
+/// The kernel filter narrowed to one subscriber: its packets in blocks from
+/// sequence number `from` on were judged by the kernel, as long as the epoch
+/// stays `epoch`.
+struct Narrow {
+    epoch: u64,
+    from: u64,
+    id: u64,
+}
+
+/// Puts the lone subscriber's filter on the hub's socket when the kernel
+/// would decide exactly as user space ([`kernel`]), and says from which block
+/// on the hub may trust it.
+///
+/// Packets are filtered in softirq on whichever CPU receives them, under
+/// RCU, and the kernel swaps the program without waiting: a packet that was
+/// being received under the old program can still land in the ring after
+/// the swap. So the hub waits for a grace period (`rcu_barrier`): every
+/// packet the old program passed is in the ring then, in a block no later
+/// than the one the kernel is filling; the hub trusts only the blocks opened
+/// after that (`fresh_from`) and filters the rest itself as before.
+///
+/// Widening goes the other way (`widen`, by whoever adds a subscriber): the
+/// epoch goes up before the wider program is on, so no block with a packet
+/// it passed is taken for the kernel's decision. Nothing here runs per
+/// packet: a few comparisons per loop, a system call or two per change.
+fn try_narrow(
+    source: &mut LiveSource,
+    shared: &Shared,
+    entries: &[Entry],
+    settled: bool,
+    narrow: &mut Option<Narrow>,
+    refused: &mut Option<u64>,
+) {
+    let [e] = entries else { return };
+    if !settled || *refused == Some(e.id) {
+        return;
+    }
+    if narrow
+        .as_ref()
+        .is_some_and(|n| n.id == e.id && shared.epoch.load(Ordering::SeqCst) == n.epoch)
+    {
+        return;
+    }
+    let Some(program) = &e.kernel else {
+        *refused = Some(e.id);
+        return;
+    };
+    let mut narrowed = shared.narrowed.lock().unwrap_or_else(|e| e.into_inner());
+    // A subscriber being added or replaced: that comes first. (One queued
+    // after this look widens the filter again once this lock is free.)
+    if shared.changed.load(Ordering::SeqCst) {
+        return;
+    }
+    let epoch = shared.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+    if shared.filter.set(program).is_err() {
+        // The kernel refused it (its checks are stricter on scratch memory
+        // never stored): the filter stays as it was, so does user space.
+        *refused = Some(e.id);
+        return;
+    }
+    *narrowed = Some(e.id);
+    if ringcap_source::sys::rcu_barrier().is_err() {
+        // The kernel filters for it; user space still does too.
+        *refused = Some(e.id);
+        return;
+    }
+    *narrow = Some(Narrow {
+        epoch,
+        from: source.fresh_from(),
+        id: e.id,
+    });
 }
 
 impl Subscription {
@@ -406,7 +561,9 @@ impl Subscription {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((self.id, entry));
-        self.shared.changed.store(true, Ordering::Release);
+        self.shared.changed.store(true, Ordering::SeqCst);
+        // The successor judges packets from here on with its own filter.
+        widen(&self.shared);
         let t0 = Instant::now();
         while !self.published.finished.load(Ordering::Relaxed)
             && self.failure().is_none()

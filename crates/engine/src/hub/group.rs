@@ -68,6 +68,18 @@ impl Subscriber {
 
     /// Runs the filter, stages and sink on `group`.
     pub fn take(&mut self, group: &Group<'_, '_>, work: &mut GroupWork) {
+        self.take_group(group, work, false)
+    }
+
+    /// As [`take`](Self::take), for a group the kernel already ran exactly
+    /// this subscriber's filter on (the hub's socket had it alone, see
+    /// `hub::kernel`): its filter runs only if some packet of the group is
+    /// not whole in the ring (the kernel judged bytes user space lacks).
+    pub fn take_passed(&mut self, group: &Group<'_, '_>, work: &mut GroupWork) {
+        self.take_group(group, work, true)
+    }
+
+    fn take_group(&mut self, group: &Group<'_, '_>, work: &mut GroupWork, passed: bool) {
         if self.done {
             return;
         }
@@ -75,7 +87,9 @@ impl Subscriber {
         let mut keep = [0u32; GROUP];
         let f = &self.filter;
         let wants_tags = f.framework_tagged || f.client_tagged;
-        if group.tagged && wants_tags {
+        if passed && group.whole {
+            keep[..n].fill(1);
+        } else if group.tagged && wants_tags {
             // Some frame had its VLAN tag taken out and some part of the
             // filter wants it back: packet by packet, each part on its view.
             for (i, p) in group.packets.iter().enumerate() {
@@ -165,6 +179,9 @@ pub struct Group<'g, 'p> {
     wire_len: [u32; GROUP],
     /// Some packet has a VLAN tag the kernel took out.
     tagged: bool,
+    /// Every packet is whole in the ring (nothing cut by the ring's snap
+    /// length or block size).
+    whole: bool,
 }
 
 impl<'g, 'p> Group<'g, 'p> {
@@ -173,15 +190,20 @@ impl<'g, 'p> Group<'g, 'p> {
         let packets = &packets[..packets.len().min(GROUP)];
         let mut data: [&'p [u8]; GROUP] = [&[]; GROUP];
         let mut wire_len = [0u32; GROUP];
+        let mut tagged = false;
+        let mut whole = true;
         for (i, p) in packets.iter().enumerate() {
             data[i] = p.data;
             wire_len[i] = p.wire_len;
+            tagged |= p.vlan.is_some();
+            whole &= p.data.len() as u64 == u64::from(p.wire_len);
         }
         Group {
             packets,
             data,
             wire_len,
-            tagged: packets.iter().any(|p| p.vlan.is_some()),
+            tagged,
+            whole,
         }
     }
 }

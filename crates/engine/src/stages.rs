@@ -233,6 +233,11 @@ impl Stages {
             TsResolution::Nano,
         )
         .write(head, Endian::Little);
+        if p.vlan.is_none() && caplen <= p.data.len() {
+            // Most packets: one copy.
+            body.copy_from_slice(&p.data[..caplen]);
+            return len;
+        }
         // As `record`: the tag goes back after the MAC addresses, and bytes
         // the packet does not have are zeros.
         let mut at = 0;
@@ -249,7 +254,9 @@ impl Stages {
             }
             _ => put(p.data),
         }
-        body[at..].fill(0);
+        if at < caplen {
+            body[at..].fill(0);
+        }
         len
     }
 

@@ -68,7 +68,7 @@ fn a_lone_session_gets_exactly_its_packets_while_the_kernel_filter_switches() {
     // sees them untagged, as user space does), at a rate the testbed keeps
     // up with for the whole back and forth.
     let ep = tb.endpoints();
-    let sent: Vec<Vec<u8>> = (0..144_000u32)
+    let sent: Vec<Vec<u8>> = (0..216_000u32)
         .map(|s| {
             let f = frames::udp4(&ep, s, 40_000, 20_001 + (s % 2) as u16, 20);
             if s % 5 == 4 {
@@ -88,7 +88,9 @@ fn a_lone_session_gets_exactly_its_packets_while_the_kernel_filter_switches() {
         // tcpreplay's start.
         std::thread::sleep(Duration::from_millis(300));
         for round in 0..12u64 {
-            std::thread::sleep(Duration::from_millis(40 + 13 * round));
+            // Alone long enough for the hub to narrow again (it does at
+            // most every 250 ms).
+            std::thread::sleep(Duration::from_millis(300 + 13 * round));
             let mut other = DaemonClient::connect(&d.socket)
                 .expect("connect")
                 .open(OpenRequest {

@@ -53,6 +53,12 @@ const NAP: Duration = Duration::from_millis(50);
 /// already taken when it asked to leave is in blocks that retire within two
 /// retire timeouts (as a capture drains its ring when it stops).
 const DRAIN: Duration = Duration::from_millis(2 * crate::capture::RETIRE_TIMEOUT_MS as u64 + 20);
+/// Least time between two narrowings of the kernel filter: each waits for a
+/// grace period (8 ms here, two ticks, during which the hub reads nothing;
+/// the ring holds what comes meanwhile), and a user who opens and closes a
+/// second session over and over must not make the hub spend more than a
+/// few percent of its time waiting.
+const NARROW_EVERY: Duration = Duration::from_millis(250);
 
 /// What a subscriber asks of the shared capture.
 pub struct SubscriptionSpec {
@@ -327,6 +333,7 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
     // The subscriber whose filter the kernel does not take (or for whom the
     // hub cannot tell when the kernel's decisions begin).
     let mut refused: Option<u64> = None;
+    let mut next_narrowing = Instant::now();
     loop {
         if shared.changed.swap(false, Ordering::Acquire) {
             entries.append(&mut shared.added.lock().unwrap_or_else(|e| e.into_inner()));
@@ -377,6 +384,7 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
             leaving.is_empty(),
             &mut narrow,
             &mut refused,
+            &mut next_narrowing,
         );
         if shared.stop.load(Ordering::Relaxed) {
             for e in &mut entries {
@@ -463,6 +471,7 @@ fn try_narrow(
     settled: bool,
     narrow: &mut Option<Narrow>,
     refused: &mut Option<u64>,
+    next_narrowing: &mut Instant,
 ) {
     let [e] = entries else { return };
     if !settled || *refused == Some(e.id) {
@@ -478,12 +487,17 @@ fn try_narrow(
         *refused = Some(e.id);
         return;
     };
+    let now = Instant::now();
+    if now < *next_narrowing {
+        return;
+    }
     let mut narrowed = shared.narrowed.lock().unwrap_or_else(|e| e.into_inner());
     // A subscriber being added or replaced: that comes first. (One queued
     // after this look widens the filter again once this lock is free.)
     if shared.changed.load(Ordering::SeqCst) {
         return;
     }
+    *next_narrowing = now + NARROW_EVERY;
     let epoch = shared.epoch.fetch_add(1, Ordering::SeqCst) + 1;
     if shared.filter.set(program).is_err() {
         // The kernel refused it (its checks are stricter on scratch memory

@@ -11,7 +11,7 @@
 //! while it runs; the hub stops when the last one leaves.
 //!
 //! A subscriber alone on the interface may have its filter run by the kernel
-//! instead ([`kernel`]; see `try_narrow` for when the hub trusts it).
+//! instead ([`kernel`]; see `kernel::try_narrow` for when the hub trusts it).
 //!
 //! Accounting per subscriber: `packets_filter_accepted` is what its own
 //! filter accepted; `packets_dropped_ring` is what the shared kernel ring
@@ -24,12 +24,13 @@ use crate::source::live::LiveSource;
 use crate::source::Source;
 use crate::stages::Stages;
 use group::{Group, GroupWork, Subscriber};
+use kernel::{accept_all, try_narrow, widen, Narrow};
 use ringcap_sink::PacketSink;
 use ringcap_source::{
     CaptureSocket, CounterFiles, FilterHandle, Interface, RingGeometry, SocketOptions,
     TimestampSource,
 };
-use ringcap_stages::{Program, Sampling, SessionFilter, Snap, TransformFactory, UserSampler};
+use ringcap_stages::{Sampling, SessionFilter, Snap, TransformFactory, UserSampler};
 use ringcap_stats::{CaptureCounts, Counters};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -233,44 +234,6 @@ pub fn subscribe(interface: &str, spec: SubscriptionSpec) -> Result<Subscription
     })
 }
 
-/// The kernel program that accepts every packet whole.
-fn accept_all() -> Vec<libc::sock_filter> {
-    Program::accept_all(HUB_SNAPLEN)
-        .instructions
-        .iter()
-        .map(|i| libc::sock_filter {
-            code: i.code,
-            jt: i.jt,
-            jf: i.jf,
-            k: i.k,
-        })
-        .collect()
-}
-
-/// Puts back the filter that accepts every packet, if the kernel filter is
-/// narrowed to a subscriber. Called by whoever changes the subscribers (after
-/// queueing the change): packets that arrive after it returns reach the ring
-/// whatever the subscriber it was narrowed to thinks of them. The epoch goes
-/// up first, so the hub thread stops trusting the kernel's decisions before
-/// any packet the wider filter passed can reach it.
-fn widen(shared: &Shared) {
-    let mut narrowed = shared.narrowed.lock().unwrap_or_else(|e| e.into_inner());
-    if narrowed.is_none() {
-        return;
-    }
-    shared.epoch.fetch_add(1, Ordering::SeqCst);
-    match shared.filter.set(&accept_all()) {
-        Ok(()) => *narrowed = None,
-        Err(e) => {
-            // The new subscriber would miss packets: end the capture loudly.
-            *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
-                "cannot widen the kernel filter of {}: {e}",
-                shared.interface.name
-            ));
-        }
-    }
-}
-
 fn start(interface: Interface) -> Result<Hub, EngineError> {
     let geometry = RingGeometry::with_total(
         HUB_RING_BYTES,
@@ -437,85 +400,6 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
             std::thread::sleep(NAP);
         }
     }
-}
-
-/// The kernel filter narrowed to one subscriber: its packets in blocks from
-/// sequence number `from` on were judged by the kernel, as long as the epoch
-/// stays `epoch`.
-struct Narrow {
-    epoch: u64,
-    from: u64,
-    id: u64,
-}
-
-/// Puts the lone subscriber's filter on the hub's socket when the kernel
-/// would decide exactly as user space ([`kernel`]), and says from which block
-/// on the hub may trust it.
-///
-/// Packets are filtered in softirq on whichever CPU receives them, under
-/// RCU, and the kernel swaps the program without waiting: a packet that was
-/// being received under the old program can still land in the ring after
-/// the swap. So the hub waits for a grace period (`rcu_barrier`): every
-/// packet the old program passed is in the ring then, in a block no later
-/// than the one the kernel is filling; the hub trusts only the blocks opened
-/// after that (`fresh_from`) and filters the rest itself as before.
-///
-/// Widening goes the other way (`widen`, by whoever adds a subscriber): the
-/// epoch goes up before the wider program is on, so no block with a packet
-/// it passed is taken for the kernel's decision. Nothing here runs per
-/// packet: a few comparisons per loop, a system call or two per change.
-fn try_narrow(
-    source: &mut LiveSource,
-    shared: &Shared,
-    entries: &[Entry],
-    settled: bool,
-    narrow: &mut Option<Narrow>,
-    refused: &mut Option<u64>,
-    next_narrowing: &mut Instant,
-) {
-    let [e] = entries else { return };
-    if !settled || *refused == Some(e.id) {
-        return;
-    }
-    if narrow
-        .as_ref()
-        .is_some_and(|n| n.id == e.id && shared.epoch.load(Ordering::SeqCst) == n.epoch)
-    {
-        return;
-    }
-    let Some(program) = &e.kernel else {
-        *refused = Some(e.id);
-        return;
-    };
-    let now = Instant::now();
-    if now < *next_narrowing {
-        return;
-    }
-    let mut narrowed = shared.narrowed.lock().unwrap_or_else(|e| e.into_inner());
-    // A subscriber being added or replaced: that comes first. (One queued
-    // after this look widens the filter again once this lock is free.)
-    if shared.changed.load(Ordering::SeqCst) {
-        return;
-    }
-    *next_narrowing = now + NARROW_EVERY;
-    let epoch = shared.epoch.fetch_add(1, Ordering::SeqCst) + 1;
-    if shared.filter.set(program).is_err() {
-        // The kernel refused it (its checks are stricter on scratch memory
-        // never stored): the filter stays as it was, so does user space.
-        *refused = Some(e.id);
-        return;
-    }
-    *narrowed = Some(e.id);
-    if ringcap_source::sys::rcu_barrier().is_err() {
-        // The kernel filters for it; user space still does too.
-        *refused = Some(e.id);
-        return;
-    }
-    *narrow = Some(Narrow {
-        epoch,
-        from: source.fresh_from(),
-        id: e.id,
-    });
 }
 
 impl Subscription {

@@ -11,7 +11,8 @@
 //! while it runs; the hub stops when the last one leaves.
 //!
 //! A subscriber alone on the interface may have its filter run by the kernel
-//! instead ([`kernel`]; see `kernel::try_narrow` for when the hub trusts it).
+//! instead (module `kernel`; see `kernel::try_narrow` for when the hub trusts
+//! it).
 //!
 //! Accounting per subscriber: `packets_filter_accepted` is what its own
 //! filter accepted; `packets_dropped_ring` is what the shared kernel ring

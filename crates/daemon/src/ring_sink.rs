@@ -419,22 +419,33 @@ impl RingSink {
     /// ring, under one lock; publishes it when `publish` or when it has
     /// reached `publish_at`. What does not fit is dropped and counted.
     fn hand_over(&mut self, more: &[u8], packets: u32, publish: bool) {
+        self.hand_over_with(more.len(), packets, publish, &mut |room| {
+            room.copy_from_slice(more)
+        });
+    }
+
+    /// As [`hand_over`](Self::hand_over) for `len` bytes of records that
+    /// `fill` writes straight into the chunk (not called if they do not fit).
+    fn hand_over_with(
+        &mut self,
+        len: usize,
+        packets: u32,
+        publish: bool,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) {
         let mut ring = match self.ring.lock() {
             Ok(r) => r,
             Err(e) => e.into_inner(),
         };
-        let mut put = |ring: &mut RingWriter, bytes: &[u8], packets: u32| {
-            if packets == 0 && bytes.is_empty() {
-                return;
-            }
-            if ring.extend(self.writer, bytes, packets) {
-                self.open_len += bytes.len();
+        let mut counted = |done: bool, bytes: usize, packets: u32| {
+            if done {
+                self.open_len += bytes;
                 self.counters
                     .delivered
                     .fetch_add(u64::from(packets), Ordering::Relaxed);
                 self.counters
                     .bytes_delivered
-                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                    .fetch_add(bytes as u64, Ordering::Relaxed);
             } else {
                 self.dropped += u64::from(packets);
                 self.counters
@@ -442,8 +453,15 @@ impl RingSink {
                     .fetch_add(u64::from(packets), Ordering::Relaxed);
             }
         };
-        put(&mut ring, &self.buf[..self.len], self.packets);
-        put(&mut ring, more, packets);
+        if self.packets > 0 || self.len > 0 {
+            let staged = &self.buf[..self.len];
+            let done = ring.extend(self.writer, staged, self.packets);
+            counted(done, staged.len(), self.packets);
+        }
+        if packets > 0 || len > 0 {
+            let done = ring.extend_with(self.writer, len, packets, fill);
+            counted(done, len, packets);
+        }
         self.len = 0;
         self.packets = 0;
         if publish || self.open_len >= self.publish_at {
@@ -594,6 +612,23 @@ impl PacketSink for RingSink {
         self.buf[self.len..self.len + records.len()].copy_from_slice(records);
         self.len += records.len();
         self.packets += packets;
+        true
+    }
+
+    fn push_built(&mut self, len: usize, packets: u32, build: &mut dyn FnMut(&mut [u8])) -> bool {
+        // Straight into the client's ring: only where push_records would
+        // hand a run over at once.
+        if self.closed
+            || !self.limits.unlimited()
+            || self.compressed.is_some()
+            || self.len + len < STAGE_BYTES
+        {
+            return false;
+        }
+        if self.started.is_none() {
+            self.started = Some(Instant::now());
+        }
+        self.hand_over_with(len, packets, false, build);
         true
     }
 

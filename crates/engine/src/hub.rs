@@ -10,6 +10,10 @@
 //! for all subscribers with the same snap length. Subscribers come and go
 //! while it runs; the hub stops when the last one leaves.
 //!
+//! A subscriber alone on the interface may have its filter run by the kernel
+//! instead (module `kernel`; see `kernel::try_narrow` for when the hub trusts
+//! it).
+//!
 //! Accounting per subscriber: `packets_filter_accepted` is what its own
 //! filter accepted; `packets_dropped_ring` is what the shared kernel ring
 //! lost since it joined (before any filter ran, so not necessarily its
@@ -21,11 +25,13 @@ use crate::source::live::LiveSource;
 use crate::source::Source;
 use crate::stages::Stages;
 use group::{Group, GroupWork, Subscriber};
+use kernel::{accept_all, try_narrow, widen, Narrow};
 use ringcap_sink::PacketSink;
 use ringcap_source::{
-    CaptureSocket, CounterFiles, Interface, RingGeometry, SocketOptions, TimestampSource,
+    CaptureSocket, CounterFiles, FilterHandle, Interface, RingGeometry, SocketOptions,
+    TimestampSource,
 };
-use ringcap_stages::{Program, Sampling, SessionFilter, Snap, TransformFactory, UserSampler};
+use ringcap_stages::{Sampling, SessionFilter, Snap, TransformFactory, UserSampler};
 use ringcap_stats::{CaptureCounts, Counters};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,6 +40,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub mod group;
+mod kernel;
 
 #[cfg(test)]
 mod framework_tests;
@@ -48,6 +55,12 @@ const NAP: Duration = Duration::from_millis(50);
 /// already taken when it asked to leave is in blocks that retire within two
 /// retire timeouts (as a capture drains its ring when it stops).
 const DRAIN: Duration = Duration::from_millis(2 * crate::capture::RETIRE_TIMEOUT_MS as u64 + 20);
+/// Least time between two narrowings of the kernel filter: each waits for a
+/// grace period (8 ms here, two ticks, during which the hub reads nothing;
+/// the ring holds what comes meanwhile), and a user who opens and closes a
+/// second session over and over must not make the hub spend more than a
+/// few percent of its time waiting.
+const NARROW_EVERY: Duration = Duration::from_millis(250);
 
 /// What a subscriber asks of the shared capture.
 pub struct SubscriptionSpec {
@@ -81,6 +94,9 @@ struct Published {
 
 struct Entry {
     id: u64,
+    /// Its filter as the hub's kernel program, when the kernel would decide
+    /// exactly as user space (see [`kernel`]).
+    kernel: Option<Vec<libc::sock_filter>>,
     sub: Subscriber,
     published: Arc<Published>,
     flush_interval: Duration,
@@ -122,6 +138,16 @@ struct Shared {
     ring_dropped: AtomicU64,
     /// An error that ended the hub thread.
     failure: Mutex<Option<String>>,
+    /// The hub socket's filter: accept all, or the lone subscriber's.
+    filter: FilterHandle,
+    /// The subscriber the kernel filter is narrowed to, if any. Held while
+    /// the filter changes, so that a subscriber joining widens it after any
+    /// narrowing the hub thread has begun.
+    narrowed: Mutex<Option<u64>>,
+    /// Bumped before every change of the kernel filter: the hub thread
+    /// trusts the kernel's decisions only while it stays what it was when
+    /// the hub narrowed the filter.
+    epoch: AtomicU64,
 }
 
 struct Hub {
@@ -165,6 +191,7 @@ fn entry(iface: &Interface, spec: SubscriptionSpec) -> Result<Entry, EngineError
     .with_budget(spec.count.map(|c| Arc::new(AtomicU64::new(c))));
     Ok(Entry {
         id,
+        kernel: kernel::program(&spec.filter),
         sub: Subscriber::new(spec.filter, stages, spec.sink),
         published: Arc::new(Published::default()),
         flush_interval: spec.flush_interval,
@@ -194,7 +221,9 @@ pub fn subscribe(interface: &str, spec: SubscriptionSpec) -> Result<Subscription
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push(entry);
-    shared.changed.store(true, Ordering::Release);
+    shared.changed.store(true, Ordering::SeqCst);
+    // Packets from now on are this subscriber's to judge too.
+    widen(&shared);
     Ok(Subscription {
         id,
         interface: interface.to_string(),
@@ -212,27 +241,22 @@ fn start(interface: Interface) -> Result<Hub, EngineError> {
         crate::capture::BLOCK_SIZE,
         crate::capture::RETIRE_TIMEOUT_MS,
     );
-    let program = Program::accept_all(HUB_SNAPLEN);
     let socket = CaptureSocket::open(
         &interface,
         &SocketOptions {
-            program: program
-                .instructions
-                .iter()
-                .map(|i| libc::sock_filter {
-                    code: i.code,
-                    jt: i.jt,
-                    jf: i.jf,
-                    k: i.k,
-                })
-                .collect(),
+            program: accept_all(),
             geometry,
             fanout: ringcap_source::Fanout::New,
             promiscuous: true,
             timestamps: TimestampSource::Host,
             reserve: 0,
+            // Only this process holds the socket; the hub narrows it.
+            lock_filter: false,
         },
     )?;
+    let filter = socket
+        .filter_handle()
+        .map_err(|e| EngineError::system(format!("duplicating the capture socket: {e}")))?;
     let shared = Arc::new(Shared {
         counter_files: interface.counter_files(),
         interface: interface.clone(),
@@ -243,6 +267,9 @@ fn start(interface: Interface) -> Result<Hub, EngineError> {
         stop: AtomicBool::new(false),
         ring_dropped: AtomicU64::new(0),
         failure: Mutex::new(None),
+        filter,
+        narrowed: Mutex::new(None),
+        epoch: AtomicU64::new(0),
     });
     let s = shared.clone();
     let retire = Duration::from_millis(u64::from(crate::capture::RETIRE_TIMEOUT_MS));
@@ -264,6 +291,13 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
     let mut work = GroupWork::new();
     let mut ring = CaptureCounts::default();
     let mut last_publish = Instant::now();
+    // Blocks the kernel filled under the lone subscriber's filter, from
+    // when the hub narrowed it (see `try_narrow`).
+    let mut narrow: Option<Narrow> = None;
+    // The subscriber whose filter the kernel does not take (or for whom the
+    // hub cannot tell when the kernel's decisions begin).
+    let mut refused: Option<u64> = None;
+    let mut next_narrowing = Instant::now();
     loop {
         if shared.changed.swap(false, Ordering::Acquire) {
             entries.append(&mut shared.added.lock().unwrap_or_else(|e| e.into_inner()));
@@ -307,6 +341,15 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
                 });
             }
         }
+        try_narrow(
+            &mut source,
+            &shared,
+            &entries,
+            leaving.is_empty(),
+            &mut narrow,
+            &mut refused,
+            &mut next_narrowing,
+        );
         if shared.stop.load(Ordering::Relaxed) {
             for e in &mut entries {
                 e.sub.sink.close();
@@ -317,11 +360,22 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
         }
         // One subscriber at a time over each group of packets (see
         // `LiveSource::next_groups` and `group`).
+        let seq = source.sequence();
         let got = source.next_groups(|packets| {
             let group = Group::new(packets);
             work.next_group();
+            // Read after the block was handed over: a wider filter put on
+            // before any of its packets was filtered shows here.
+            let decided = narrow
+                .as_ref()
+                .filter(|n| seq >= n.from && shared.epoch.load(Ordering::SeqCst) == n.epoch)
+                .map(|n| n.id);
             for e in entries.iter_mut() {
-                e.sub.take(&group, &mut work);
+                if decided == Some(e.id) {
+                    e.sub.take_passed(&group, &mut work);
+                } else {
+                    e.sub.take(&group, &mut work);
+                }
             }
         });
         if !got || last_publish.elapsed() >= PUBLISH {
@@ -406,7 +460,9 @@ impl Subscription {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((self.id, entry));
-        self.shared.changed.store(true, Ordering::Release);
+        self.shared.changed.store(true, Ordering::SeqCst);
+        // The successor judges packets from here on with its own filter.
+        widen(&self.shared);
         let t0 = Instant::now();
         while !self.published.finished.load(Ordering::Relaxed)
             && self.failure().is_none()

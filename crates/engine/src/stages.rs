@@ -171,7 +171,7 @@ impl Stages {
     #[inline]
     pub fn record(&self, p: &Packet<'_>, out: &mut Vec<u8>) {
         let tag_len = if p.vlan.is_some() { 4 } else { 0 };
-        let caplen = self.snap.keep_len(p.data, tag_len);
+        let caplen = self.caplen(p);
         let at = out.len();
         let mut head = [0u8; HEADER_LEN];
         Header::new(
@@ -196,6 +196,68 @@ impl Stages {
         // Bytes the packet does not have are zeros (as `copy_with_tag`; a
         // snap length never asks for more than the packet has).
         out.resize(at + HEADER_LEN + caplen, 0);
+    }
+
+    /// The length of `p`'s record as [`record`](Self::record) makes it.
+    #[inline]
+    pub fn record_len(&self, p: &Packet<'_>) -> usize {
+        HEADER_LEN + self.caplen(p)
+    }
+
+    /// Bytes of `p` its record keeps (its snap length; a byte count is cut
+    /// here, without a call into the stages crate per packet).
+    #[inline(always)]
+    fn caplen(&self, p: &Packet<'_>) -> usize {
+        let tag_len = if p.vlan.is_some() { 4 } else { 0 };
+        match self.snap {
+            Snap::Bytes(n) => (p.data.len() + tag_len).min(n as usize),
+            snap => snap.keep_len(p.data, tag_len),
+        }
+    }
+
+    /// Writes `p`'s record, exactly as [`record`](Self::record) makes it,
+    /// at the start of `out`, which has at least
+    /// [`record_len`](Self::record_len) bytes (else this panics); returns
+    /// its length.
+    #[inline]
+    pub fn record_into(&self, p: &Packet<'_>, out: &mut [u8]) -> usize {
+        let tag_len = if p.vlan.is_some() { 4 } else { 0 };
+        let caplen = self.caplen(p);
+        let len = HEADER_LEN + caplen;
+        let out = &mut out[..len];
+        let (head, body) = out.split_at_mut(HEADER_LEN);
+        Header::new(
+            p.ts_ns,
+            caplen as u32,
+            p.wire_len + tag_len as u32,
+            TsResolution::Nano,
+        )
+        .write(head, Endian::Little);
+        if p.vlan.is_none() && caplen <= p.data.len() {
+            // Most packets: one copy.
+            body.copy_from_slice(&p.data[..caplen]);
+            return len;
+        }
+        // As `record`: the tag goes back after the MAC addresses, and bytes
+        // the packet does not have are zeros.
+        let mut at = 0;
+        let mut put = |b: &[u8]| {
+            let n = b.len().min(caplen - at);
+            body[at..at + n].copy_from_slice(&b[..n]);
+            at += n;
+        };
+        match p.vlan {
+            Some(tag) if p.data.len() >= 12 && caplen >= 12 => {
+                put(&p.data[..12]);
+                put(&tag);
+                put(&p.data[12..]);
+            }
+            _ => put(p.data),
+        }
+        if at < caplen {
+            body[at..].fill(0);
+        }
+        len
     }
 
     /// Counts `p` as kept, as [`handle`](Self::handle) does.

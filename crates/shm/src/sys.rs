@@ -307,6 +307,18 @@ impl Mapping {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(off), len) }
     }
 
+    /// `len` bytes at `off` to write in place. Panics on a read-only
+    /// mapping. Only for the free space the writer owns (module docs).
+    pub fn bytes_mut(&mut self, off: usize, len: usize) -> &mut [u8] {
+        assert!(self.writable, "write to a read-only mapping");
+        self.check_range(off, len);
+        // SAFETY: in bounds (checked) of a writable mapping (checked), live
+        // as long as `&mut self`, which excludes every other reference this
+        // mapping handed out; a reader's mapping of the same pages keeps its
+        // borrows out of the free space the writer writes (module docs).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(off), len) }
+    }
+
     /// Copies `src` to `off`. Panics on a read-only mapping.
     pub fn copy_in(&mut self, off: usize, src: &[u8]) {
         assert!(self.writable, "write to a read-only mapping");

@@ -368,7 +368,23 @@ impl RingWriter {
     /// dropped and nothing is written. Nothing is visible to the client
     /// before [`RingWriter::commit`]. Never blocks.
     pub fn extend(&mut self, who: WriterId, payload: &[u8], packets: u32) -> bool {
-        let add = payload.len() as u64;
+        self.extend_with(who, payload.len(), packets, |room| {
+            room.copy_from_slice(payload)
+        })
+    }
+
+    /// As [`extend`](Self::extend) for `len` payload bytes that `fill`
+    /// writes in place (it is given exactly `len` bytes of free space,
+    /// whatever they hold; it must write all of them). Not called when the
+    /// payload does not fit.
+    pub fn extend_with(
+        &mut self,
+        who: WriterId,
+        len: usize,
+        packets: u32,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let add = len as u64;
         if let Some(o) = self.open {
             if o.owner != who || o.len + add > o.room || o.packets.checked_add(packets).is_none() {
                 self.commit_any();
@@ -384,7 +400,7 @@ impl RingWriter {
         let at = HEADER_SIZE as u64 + ((self.write + o.pad) & (self.capacity - 1)) + 8 + o.len;
         o.len += add;
         o.packets += packets;
-        self.data.copy_in(at as usize, payload);
+        fill(self.data.bytes_mut(at as usize, len));
         true
     }
 

@@ -79,8 +79,13 @@ fn records_filled_in_place_arrive_once_in_order_and_only_when_committed() {
             let whole = rng.next().is_multiple_of(10);
             let ok = if whole {
                 w.append(&payload, n as u32)
-            } else {
+            } else if rng.next().is_multiple_of(2) {
                 w.extend(writers[who], &payload, n as u32)
+            } else {
+                // Written where it stays, by the caller.
+                w.extend_with(writers[who], payload.len(), n as u32, |room| {
+                    room.copy_from_slice(&payload)
+                })
             };
             if uncommitted[other] > 0 {
                 // Whatever this writer did committed the other's chunk.

@@ -24,6 +24,14 @@ pub trait PacketSink: Send {
         let _ = (records, packets);
         false
     }
+    /// As [`push_records`](Self::push_records) for `packets` records of
+    /// `len` bytes in all that `build` writes straight where the sink keeps
+    /// them (no copy made first). False, without calling `build`, when this
+    /// sink only keeps packets one by one (the default).
+    fn push_built(&mut self, len: usize, packets: u32, build: &mut dyn FnMut(&mut [u8])) -> bool {
+        let _ = (len, packets, build);
+        false
+    }
     /// Hands over what is buffered now.
     fn flush(&mut self);
     /// When the oldest buffered packet came, if any is buffered.
@@ -95,6 +103,10 @@ impl PacketSink for Box<dyn PacketSink> {
     #[inline]
     fn push_records(&mut self, records: &[u8], packets: u32) -> bool {
         (**self).push_records(records, packets)
+    }
+    #[inline]
+    fn push_built(&mut self, len: usize, packets: u32, build: &mut dyn FnMut(&mut [u8])) -> bool {
+        (**self).push_built(len, packets, build)
     }
     fn flush(&mut self) {
         (**self).flush()

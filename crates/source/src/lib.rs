@@ -27,4 +27,6 @@ pub mod sys;
 pub use interface::{CounterFiles, Interface, InterfaceCounters, OpenError};
 pub use packet::{RingPacket, VlanTag};
 pub use ring::{Block, HeldBlock, RingGeometry, RingMemory, RxRing};
-pub use socket::{CaptureSocket, Fanout, SocketOptions, SocketStats, TimestampSource};
+pub use socket::{
+    CaptureSocket, Fanout, FilterHandle, SocketOptions, SocketStats, TimestampSource,
+};

@@ -63,6 +63,10 @@ impl<'a> BlockPackets<'a> {
     }
 }
 
+/// How far ahead of the walk the ring is prefetched, in bytes: some seven
+/// short packets (a 64-byte frame takes 144 bytes of a block).
+const FAR: usize = 1024;
+
 /// A field of the packet header: constant offsets into a fixed-size array,
 /// so each read is one load with no bounds check.
 #[inline(always)]
@@ -116,6 +120,12 @@ impl<'a> Iterator for BlockPackets<'a> {
         // The next packet is likely about as long as this one.
         if let Some(ahead) = b.get(self.offset..(self.offset + (end - h)).min(b.len())) {
             crate::sys::prefetch(ahead);
+        }
+        // And the lines [`FAR`] bytes on: another CPU wrote them (the one
+        // that received the packets), and fetching them from there takes
+        // longer than a packet or two of work here.
+        if let Some(far) = b.get(self.offset + FAR..(self.offset + FAR + 128).min(b.len())) {
+            crate::sys::prefetch(far);
         }
         Some(packet)
     }

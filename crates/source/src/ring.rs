@@ -102,6 +102,9 @@ pub struct RxRing {
     map: Arc<Mapping>,
     geometry: RingGeometry,
     current: usize,
+    /// Blocks user space has moved past since the ring was made: the
+    /// sequence number of the current block.
+    passed: u64,
     /// Blocks taken with `take_block` and not given back yet.
     held: Arc<AtomicU32>,
 }
@@ -140,6 +143,7 @@ impl RxRing {
             map,
             geometry,
             current: 0,
+            passed: 0,
             held: Arc::new(AtomicU32::new(0)),
         })
     }
@@ -184,6 +188,23 @@ impl RxRing {
         n
     }
 
+    /// The sequence number of the current block (blocks moved past so far).
+    pub fn sequence(&self) -> u64 {
+        self.passed
+    }
+
+    /// The sequence number from which on every block holds only packets the
+    /// kernel put in the ring after this call. The kernel fills blocks in
+    /// order and hands each over (TP_STATUS_USER) when it closes it, and only
+    /// user space gives one back: the first block from the current one that
+    /// is not handed over now is the one the kernel is filling, or the next
+    /// it will open, so the one after it was not open yet. (Call it between
+    /// blocks: with blocks held, see [`take_block`](Self::take_block), the
+    /// answer is later than needed, never earlier.)
+    pub fn fresh_from(&self) -> u64 {
+        self.passed + u64::from(self.ready_blocks(0)) + 1
+    }
+
     /// The current block, if the kernel has handed it over. Dropping the
     /// returned [`Block`] gives it back and moves on to the next one.
     pub fn next_block(&mut self) -> Option<Block<'_>> {
@@ -219,6 +240,7 @@ impl RxRing {
         let size = self.geometry.block_size as usize;
         let start = self.current * size;
         self.current = (self.current + 1) % self.geometry.block_count as usize;
+        self.passed += 1;
         Some(HeldBlock {
             map: self.map.clone(),
             start,
@@ -320,6 +342,7 @@ impl Drop for Block<'_> {
         ring.status_word(ring.current)
             .store(libc::TP_STATUS_KERNEL, Ordering::Release);
         ring.current = (ring.current + 1) % ring.geometry.block_count as usize;
+        ring.passed += 1;
     }
 }
 

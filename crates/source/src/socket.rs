@@ -49,6 +49,10 @@ pub struct SocketOptions {
     /// (`PACKET_RESERVE`): [`crate::inplace::RESERVE`] for rings whose
     /// blocks are written in place as pcapng, else 0.
     pub reserve: u32,
+    /// Lock the filter (SO_LOCK_FILTER) so that it never changes. Only a
+    /// socket whose filter its owner changes on purpose (the shared capture's
+    /// hub: see [`FilterHandle`]) leaves it unlocked.
+    pub lock_filter: bool,
 }
 
 /// Kernel counters of one socket, accumulated in 64 bits (the kernel's are
@@ -81,8 +85,10 @@ impl CaptureSocket {
             action: format!("attaching the filter ({} instructions)", opts.program.len()),
             error: e,
         })?;
-        sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_LOCK_FILTER, &1i32)
-            .map_err(|e| OpenError::os("locking the filter", e, "CAP_NET_RAW"))?;
+        if opts.lock_filter {
+            sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_LOCK_FILTER, &1i32)
+                .map_err(|e| OpenError::os("locking the filter", e, "CAP_NET_RAW"))?;
+        }
         sys::setsockopt(
             &fd,
             libc::SOL_PACKET,
@@ -247,6 +253,32 @@ impl CaptureSocket {
     /// The raw descriptor (for poll sets).
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// A handle that replaces this socket's filter from any thread (a
+    /// duplicate of the descriptor: it stays valid as long as it lives, even
+    /// after this socket is dropped). Fails on a socket whose filter is
+    /// locked only when the handle is used.
+    pub fn filter_handle(&self) -> std::io::Result<FilterHandle> {
+        Ok(FilterHandle {
+            fd: self.fd.try_clone()?,
+        })
+    }
+}
+
+/// Replaces the filter of a capture socket opened without
+/// [`SocketOptions::lock_filter`] (see [`CaptureSocket::filter_handle`]).
+/// The kernel swaps the program at once for packets that arrive from then on;
+/// packets already being received may still be filtered by the old one until
+/// a grace period has passed ([`crate::sys::rcu_barrier`]).
+pub struct FilterHandle {
+    fd: OwnedFd,
+}
+
+impl FilterHandle {
+    /// Attaches `program` in place of the current filter.
+    pub fn set(&self, program: &[libc::sock_filter]) -> std::io::Result<()> {
+        sys::attach_filter(&self.fd, program)
     }
 }
 

@@ -507,6 +507,38 @@ pub fn read_tx_timestamp(fd: &impl AsRawFd) -> io::Result<Option<(u32, u64)>> {
     }
 }
 
+/// Waits for an RCU grace period of the whole machine
+/// (`membarrier(MEMBARRIER_CMD_GLOBAL)`, which is `synchronize_rcu()` in the
+/// kernel): when it returns, every packet that was being received when it
+/// was called has been run through whatever socket filter it saw and put in
+/// its ring (the receive path, filter and ring copy included, is one RCU
+/// read-side section). Refused on a machine with one CPU online, where the
+/// kernel returns without waiting (a preemptible receive path could still be
+/// in the middle of a packet), and where the kernel refuses it (nohz_full).
+pub fn rcu_barrier() -> io::Result<()> {
+    // SAFETY: sysconf has no memory effects.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if cpus < 2 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "one CPU online: membarrier does not wait for a grace period",
+        ));
+    }
+    const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
+    // SAFETY: membarrier takes two integers and touches no user memory.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_GLOBAL,
+            0 as libc::c_long,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Asks the CPU to start loading the cache lines of `bytes` (the next
 /// packet: its header, and all of it when it is long), so that reading them
 /// later does not stall. A hint: it never faults and changes nothing.

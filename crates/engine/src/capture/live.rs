@@ -136,6 +136,7 @@ pub(super) fn start(
                     } else {
                         0
                     },
+                    lock_filter: true,
                 },
             )?;
             if let Some(id) = s.fanout_id() {

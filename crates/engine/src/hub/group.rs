@@ -68,6 +68,18 @@ impl Subscriber {
 
     /// Runs the filter, stages and sink on `group`.
     pub fn take(&mut self, group: &Group<'_, '_>, work: &mut GroupWork) {
+        self.take_group(group, work, false)
+    }
+
+    /// As [`take`](Self::take), for a group the kernel already ran exactly
+    /// this subscriber's filter on (the hub's socket had it alone, see
+    /// `hub::kernel`): its filter runs only if some packet of the group is
+    /// not whole in the ring (the kernel judged bytes user space lacks).
+    pub fn take_passed(&mut self, group: &Group<'_, '_>, work: &mut GroupWork) {
+        self.take_group(group, work, true)
+    }
+
+    fn take_group(&mut self, group: &Group<'_, '_>, work: &mut GroupWork, passed: bool) {
         if self.done {
             return;
         }
@@ -75,7 +87,9 @@ impl Subscriber {
         let mut keep = [0u32; GROUP];
         let f = &self.filter;
         let wants_tags = f.framework_tagged || f.client_tagged;
-        if group.tagged && wants_tags {
+        if passed && group.whole {
+            keep[..n].fill(1);
+        } else if group.tagged && wants_tags {
             // Some frame had its VLAN tag taken out and some part of the
             // filter wants it back: packet by packet, each part on its view.
             for (i, p) in group.packets.iter().enumerate() {
@@ -101,6 +115,25 @@ impl Subscriber {
             }
         }
         let mut from = 0;
+        if passed && group.whole && self.bulk {
+            // Alone on the socket (see `take_passed`), so nobody else needs
+            // this group's records: the sink takes them made in place.
+            let stages = &self.stages;
+            let len = group.packets.iter().map(|p| stages.record_len(p)).sum();
+            let built = self.sink.push_built(len, n as u32, &mut |room: &mut [u8]| {
+                let mut at = 0;
+                for p in group.packets {
+                    at += stages.record_into(p, &mut room[at..]);
+                }
+            });
+            if built {
+                self.counts.ring_accepted += n as u64;
+                for p in group.packets {
+                    self.stages.kept(p, &mut self.counts);
+                }
+                return;
+            }
+        }
         if self.bulk {
             let recs = work.records(&self.stages, group);
             let mut i = 0;
@@ -165,6 +198,9 @@ pub struct Group<'g, 'p> {
     wire_len: [u32; GROUP],
     /// Some packet has a VLAN tag the kernel took out.
     tagged: bool,
+    /// Every packet is whole in the ring (nothing cut by the ring's snap
+    /// length or block size).
+    whole: bool,
 }
 
 impl<'g, 'p> Group<'g, 'p> {
@@ -173,15 +209,20 @@ impl<'g, 'p> Group<'g, 'p> {
         let packets = &packets[..packets.len().min(GROUP)];
         let mut data: [&'p [u8]; GROUP] = [&[]; GROUP];
         let mut wire_len = [0u32; GROUP];
+        let mut tagged = false;
+        let mut whole = true;
         for (i, p) in packets.iter().enumerate() {
             data[i] = p.data;
             wire_len[i] = p.wire_len;
+            tagged |= p.vlan.is_some();
+            whole &= p.data.len() as u64 == u64::from(p.wire_len);
         }
         Group {
             packets,
             data,
             wire_len,
-            tagged: packets.iter().any(|p| p.vlan.is_some()),
+            tagged,
+            whole,
         }
     }
 }
@@ -301,6 +342,20 @@ mod tests {
             assert!(records.is_empty(), "whole records only");
             true
         }
+        fn push_built(
+            &mut self,
+            len: usize,
+            packets: u32,
+            build: &mut dyn FnMut(&mut [u8]),
+        ) -> bool {
+            if self.bulk_calls == 0 {
+                return false;
+            }
+            // Not zeros: every byte must be written.
+            let mut room = vec![0xaa; len];
+            build(&mut room);
+            self.push_records(&room, packets)
+        }
         fn flush(&mut self) {}
         fn oldest(&self) -> Option<Instant> {
             None
@@ -343,6 +398,58 @@ mod tests {
         f.extend_from_slice(&[0, 26, 0, 0]);
         f.resize(len, i);
         f
+    }
+
+    #[test]
+    fn a_group_the_kernel_passed_gets_its_records_made_in_place() {
+        let frames: Vec<Vec<u8>> = (0..GROUP as u8)
+            .map(|i| frame(i, if i % 3 == 0 { 80 } else { 53 }, 60 + usize::from(i) * 5))
+            .collect();
+        let packets = |extra: u32| -> Vec<Packet<'_>> {
+            frames
+                .iter()
+                .enumerate()
+                .map(|(i, f)| Packet {
+                    ts_ns: 1_700_000_000_000_000_007 + i as u64 * 999,
+                    wire_len: f.len() as u32 + extra * (i == 9) as u32,
+                    data: f,
+                    vlan: (i % 7 == 2).then_some([0x81, 0x00, 0x20, 0x07]),
+                    interface: 0,
+                    ahead: &[],
+                })
+                .collect()
+        };
+        let whole = packets(0);
+        for snap in [
+            Snap::Bytes(96),
+            Snap::Bytes(8),
+            Snap::Bytes(14),
+            Snap::Bytes(65_535),
+            Snap::Headers { max: 128 },
+        ] {
+            let (mut passed, kept) = subscriber(snap, usize::MAX);
+            let mut work = GroupWork::new();
+            work.next_group();
+            passed.take_passed(&Group::new(&whole), &mut work);
+            let want: Vec<Vec<u8>> = whole
+                .iter()
+                .map(|p| {
+                    let mut r = Vec::new();
+                    passed.stages.record(p, &mut r);
+                    r
+                })
+                .collect();
+            assert_eq!(*kept.lock().unwrap(), want, "{snap:?}");
+            let c = passed.counts();
+            assert_eq!((c.ring_accepted, c.delivered), (64, 64), "{snap:?}");
+            // A packet cut in the ring: the kernel judged bytes user space
+            // does not have, so the filter runs (it keeps the port 53 ones).
+            let cut = packets(100);
+            let (mut passed, kept) = subscriber(snap, usize::MAX);
+            work.next_group();
+            passed.take_passed(&Group::new(&cut), &mut work);
+            assert_eq!(kept.lock().unwrap().len(), 42, "{snap:?}");
+        }
     }
 
     #[test]

@@ -89,6 +89,23 @@ impl LiveSource {
         true
     }
 
+    /// The sequence number of the block [`next_groups`](Self::next_groups)
+    /// takes next (see `ringcap_source::RxRing::sequence`).
+    pub fn sequence(&mut self) -> u64 {
+        self.socket.ring().sequence()
+    }
+
+    /// The first block sequence number whose packets all reach the ring
+    /// after this call (see `ringcap_source::RxRing::fresh_from`).
+    pub fn fresh_from(&mut self) -> u64 {
+        self.socket.ring().fresh_from()
+    }
+
+    /// A handle on the socket's filter (see `CaptureSocket::filter_handle`).
+    pub fn filter_handle(&self) -> std::io::Result<ringcap_source::FilterHandle> {
+        self.socket.filter_handle()
+    }
+
     /// Blocks held (taken and not given back).
     pub fn held_blocks(&mut self) -> u32 {
         self.socket.ring().held_blocks()

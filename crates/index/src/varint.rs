@@ -1,34 +1,23 @@
 //! Unsigned LEB128 numbers: 7 bits a byte, low bits first.
 
 /// Appends `v`.
-pub fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+pub fn put(out: &mut Vec<u8>, v: u64) {
+    put_wide(out, v as u128)
 }
 
 /// Reads a number at `*p`, moving `*p` past it; `None` if cut short or
 /// longer than 64 bits.
 pub fn get(b: &[u8], p: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *b.get(*p)?;
-        *p += 1;
-        let bits = (byte & 0x7f) as u64;
-        if shift == 63 && bits > 1 {
-            return None;
-        }
-        v |= bits << shift;
-        if byte & 0x80 == 0 {
-            return Some(v);
-        }
+    let at = *p;
+    let v = get_wide(b, p).and_then(|v| u64::try_from(v).ok());
+    if v.is_none() {
+        *p = at;
     }
-    None
+    v
 }
 
-/// Appends a 128-bit `v` (an address delta of the key tables).
+/// Appends a 128-bit `v` (an address delta of the key tables; [`put`] is
+/// this for 64 bits).
 pub fn put_wide(out: &mut Vec<u8>, mut v: u128) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);

@@ -27,6 +27,7 @@ mod files;
 mod hook;
 mod live;
 mod setup;
+pub(crate) use setup::sock_filter;
 mod supervise;
 
 pub use setup::{in_place_blocker, FileSink};

@@ -92,7 +92,7 @@ pub(super) fn stages_for(
     .with_interface_base(interface_base)
 }
 
-pub(super) fn sock_filter(p: &Program) -> Vec<libc::sock_filter> {
+pub(crate) fn sock_filter(p: &Program) -> Vec<libc::sock_filter> {
     p.instructions
         .iter()
         .map(|i| libc::sock_filter {

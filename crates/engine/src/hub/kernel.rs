@@ -37,16 +37,7 @@ use std::time::Instant;
 
 /// The kernel program that accepts every packet whole.
 pub(super) fn accept_all() -> Vec<libc::sock_filter> {
-    Program::accept_all(HUB_SNAPLEN)
-        .instructions
-        .iter()
-        .map(|i| libc::sock_filter {
-            code: i.code,
-            jt: i.jt,
-            jf: i.jf,
-            k: i.k,
-        })
-        .collect()
+    crate::capture::sock_filter(&Program::accept_all(HUB_SNAPLEN))
 }
 
 /// Puts back the filter that accepts every packet, if the kernel filter is

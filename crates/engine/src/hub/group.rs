@@ -420,13 +420,7 @@ mod tests {
                 .collect()
         };
         let whole = packets(0);
-        for snap in [
-            Snap::Bytes(96),
-            Snap::Bytes(8),
-            Snap::Bytes(14),
-            Snap::Bytes(65_535),
-            Snap::Headers { max: 128 },
-        ] {
+        for snap in SNAPS {
             let (mut passed, kept) = subscriber(snap, usize::MAX);
             let mut work = GroupWork::new();
             work.next_group();
@@ -452,6 +446,16 @@ mod tests {
         }
     }
 
+    /// Snap lengths of the record tests: cut in the MAC addresses (8), in
+    /// the tag put back (14), the usual and the whole, and headers.
+    const SNAPS: [Snap; 5] = [
+        Snap::Bytes(96),
+        Snap::Bytes(8),
+        Snap::Bytes(14),
+        Snap::Bytes(65_535),
+        Snap::Headers { max: 128 },
+    ];
+
     #[test]
     fn runs_of_records_are_what_packets_one_by_one_give() {
         // Runs of kept packets of several lengths between rejected ones,
@@ -475,14 +479,7 @@ mod tests {
             })
             .collect();
         let group = Group::new(&packets);
-        for snap in [
-            Snap::Bytes(96),
-            // Cut in the MAC addresses, and in the tag put back.
-            Snap::Bytes(8),
-            Snap::Bytes(14),
-            Snap::Bytes(65_535),
-            Snap::Headers { max: 128 },
-        ] {
+        for snap in SNAPS {
             let mut work = GroupWork::new();
             work.next_group();
             let (mut alone, one_by_one) = subscriber(snap, 0);

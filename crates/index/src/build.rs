@@ -173,7 +173,13 @@ impl Collector {
 
     /// The index of a file of `capture_len` bytes whose head has checksum
     /// `head_crc`; the big arrays are left in `spare` for the next file.
-    pub(crate) fn finish(self, capture_len: u64, head_crc: u32, spare: &mut Spare) -> Contents {
+    /// Fails if the runs of a big file could not be kept ([`crate::runs`]).
+    pub(crate) fn finish(
+        self,
+        capture_len: u64,
+        head_crc: u32,
+        spare: &mut Spare,
+    ) -> io::Result<Contents> {
         let mut c = self.c;
         c.summary = Some(Summary {
             capture_len,
@@ -183,8 +189,8 @@ impl Collector {
             min_ts: if self.packets == 0 { 0 } else { self.min_ts },
             max_ts: self.max_ts,
         });
-        c.postings = self.postings.finish(spare);
-        c
+        c.postings = self.postings.finish(spare)?;
+        Ok(c)
     }
 }
 
@@ -228,7 +234,8 @@ pub fn collect(path: &Path) -> Result<Contents, BuildError> {
         let lt = linktypes.get(iface).copied().unwrap_or(u32::MAX);
         col.keys(lt, &data);
     }
-    Ok(col.finish(capture_len, head_crc, &mut Spare::default()))
+    col.finish(capture_len, head_crc, &mut Spare::default())
+        .map_err(io_err)
 }
 
 /// Writes `bytes` to `path` atomically: a hidden temporary file in the same

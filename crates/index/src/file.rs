@@ -172,43 +172,119 @@ pub struct Contents {
     pub postings: PostingLists,
 }
 
-/// Posting lists, flat: key `i`'s groups are `groups[ends[i - 1]..ends[i]]`
-/// (from 0 for the first). One allocation for all of a file's lists, not
-/// one per key.
+/// Posting lists, coded as they are added: each kind's section of key
+/// blocks and the fences of its blocks, exactly as they go into the file
+/// (see the layout above). A file's lists never exist as arrays of numbers
+/// (4 bytes a group and 32 a key: more than the pairs they came from), only
+/// as the index's own bytes (~2 bytes a group).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PostingLists {
-    /// The keys, sorted.
-    pub keys: Vec<Key>,
-    /// Where each key's groups end.
-    pub ends: Vec<u32>,
-    /// Every key's groups, sorted and distinct within a key.
-    pub groups: Vec<u32>,
+    /// One per kind present, in kind order.
+    sections: Vec<Section>,
+    list: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Section {
+    kind: Kind,
+    keys: usize,
+    prev: u128,
+    bytes: Vec<u8>,
+    /// Fences; the last block's checksum is left for [`encode`].
+    fences: Vec<u8>,
 }
 
 impl PostingLists {
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.keys.len()
+        self.sections.iter().map(|s| s.keys).sum()
     }
 
     /// True without keys.
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.sections.is_empty()
     }
 
-    /// Appends a key (greater than every key so far) and its groups.
+    /// Appends a key, greater than every key so far, and its groups
+    /// (sorted, distinct).
     pub fn push(&mut self, key: Key, groups: &[u32]) {
-        self.groups.extend_from_slice(groups);
-        self.keys.push(key);
-        self.ends.push(self.groups.len() as u32);
+        if self.sections.last().is_none_or(|s| s.kind != key.kind) {
+            debug_assert!(self.sections.last().is_none_or(|s| s.kind < key.kind));
+            self.sections.push(Section {
+                kind: key.kind,
+                keys: 0,
+                prev: 0,
+                bytes: Vec::new(),
+                fences: Vec::new(),
+            });
+        }
+        let Some(s) = self.sections.last_mut() else {
+            return;
+        };
+        let w = key.kind.width();
+        if s.keys.is_multiple_of(BLOCK) {
+            if s.keys > 0 {
+                // The block before is whole: its checksum.
+                let f = s.fences.len() - (w + 8);
+                let start = le_u32(&s.fences, f + w) as usize;
+                let crc = crc32fast::hash(&s.bytes[start..]);
+                s.fences[f + w + 4..].copy_from_slice(&crc.to_le_bytes());
+            }
+            s.fences
+                .extend_from_slice(&key.value.to_be_bytes()[16 - w..]);
+            s.fences
+                .extend_from_slice(&(s.bytes.len() as u32).to_le_bytes());
+            s.fences.extend_from_slice(&[0; 4]);
+        } else {
+            debug_assert!(key.value > s.prev);
+            varint::put_wide(&mut s.bytes, key.value - s.prev);
+        }
+        s.prev = key.value;
+        self.list.clear();
+        let mut prev = -1i64;
+        for &g in groups {
+            varint::put(&mut self.list, (g as i64 - prev - 1) as u64);
+            prev = g as i64;
+        }
+        varint::put(&mut s.bytes, self.list.len() as u64);
+        s.bytes.extend_from_slice(&self.list);
+        s.keys += 1;
     }
 
-    /// Each key with its groups, in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (Key, &[u32])> + '_ {
-        self.keys.iter().enumerate().map(|(i, &k)| {
-            let from = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-            (k, &self.groups[from..self.ends[i] as usize])
-        })
+    /// Each key with its groups, in key order (decoded again: for tests).
+    #[doc(hidden)]
+    pub fn decoded(&self) -> Vec<(Key, Vec<u32>)> {
+        let mut out = Vec::new();
+        for s in &self.sections {
+            let w = s.kind.width();
+            let (mut p, mut value) = (0, 0u128);
+            for i in 0..s.keys {
+                if i % BLOCK == 0 {
+                    let f = &s.fences[(i / BLOCK) * (w + 8)..];
+                    let mut v = [0u8; 16];
+                    v[16 - w..].copy_from_slice(&f[..w]);
+                    value = u128::from_be_bytes(v);
+                } else {
+                    value += varint::get_wide(&s.bytes, &mut p).unwrap_or(0);
+                }
+                let len = varint::get(&s.bytes, &mut p).unwrap_or(0) as usize;
+                let end = p + len;
+                let mut groups = Vec::new();
+                let mut prev = -1i64;
+                while p < end {
+                    prev += 1 + varint::get(&s.bytes, &mut p).unwrap_or(0) as i64;
+                    groups.push(prev as u32);
+                }
+                out.push((
+                    Key {
+                        kind: s.kind,
+                        value,
+                    },
+                    groups,
+                ));
+            }
+        }
+        out
     }
 }
 
@@ -262,58 +338,25 @@ pub fn encode(c: &Contents) -> Vec<u8> {
     varint::put(&mut body, pages.len() as u64);
     body.extend_from_slice(&fences);
     // The kinds' blocks, and their entries in the head.
-    let mut sections = Vec::new();
-    let mut section = Vec::new();
-    let mut list = Vec::new();
     let mut kinds = Vec::new();
-    let mut nkinds = 0u64;
-    for kind in Kind::ALL {
-        let w = kind.width();
-        section.clear();
-        let mut fences = Vec::new();
-        let mut n = 0usize;
-        let mut prev_value = 0u128;
-        for (k, groups) in c.postings.iter().filter(|(k, _)| k.kind == kind) {
-            if n.is_multiple_of(BLOCK) {
-                fences.extend_from_slice(&k.value.to_be_bytes()[16 - w..]);
-                fences.extend_from_slice(&(section.len() as u32).to_le_bytes());
-                fences.extend_from_slice(&[0; 4]);
-            } else {
-                varint::put_wide(&mut section, k.value - prev_value);
-            }
-            prev_value = k.value;
-            list.clear();
-            let mut prev = -1i64;
-            for &g in groups {
-                varint::put(&mut list, (g as i64 - prev - 1) as u64);
-                prev = g as i64;
-            }
-            varint::put(&mut section, list.len() as u64);
-            section.extend_from_slice(&list);
-            n += 1;
-        }
-        if n == 0 {
-            continue;
-        }
-        let starts: Vec<usize> = fences
-            .chunks_exact(w + 8)
-            .map(|f| le_u32(f, w) as usize)
-            .chain([section.len()])
-            .collect();
-        for (b, fence) in fences.chunks_exact_mut(w + 8).enumerate() {
-            let crc = crc32fast::hash(&section[starts[b]..starts[b + 1]]);
-            fence[w + 4..].copy_from_slice(&crc.to_le_bytes());
-        }
-        nkinds += 1;
-        kinds.push(kind as u8);
-        varint::put(&mut kinds, n as u64);
-        varint::put(&mut kinds, section.len() as u64);
-        kinds.extend_from_slice(&fences);
-        sections.extend_from_slice(&section);
+    let mut nsections = 0u64;
+    let mut sections_len = 0usize;
+    for s in &c.postings.sections {
+        nsections += 1;
+        kinds.push(s.kind as u8);
+        varint::put(&mut kinds, s.keys as u64);
+        varint::put(&mut kinds, s.bytes.len() as u64);
+        kinds.extend_from_slice(&s.fences);
+        // The last block's checksum.
+        let w = s.kind.width();
+        let start = le_u32(&s.fences, s.fences.len() - (w + 8) + w) as usize;
+        let at = kinds.len() - 4;
+        kinds[at..].copy_from_slice(&crc32fast::hash(&s.bytes[start..]).to_le_bytes());
+        sections_len += s.bytes.len();
     }
-    varint::put(&mut body, nkinds);
+    varint::put(&mut body, nsections);
     body.extend_from_slice(&kinds);
-    let mut out = Vec::with_capacity(HEADER_LEN + body.len() + 4 + pages.len() + sections.len());
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len() + 4 + pages.len() + sections_len);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&(HEADER_LEN as u16).to_le_bytes());
@@ -330,7 +373,9 @@ pub fn encode(c: &Contents) -> Vec<u8> {
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&pages);
-    out.extend_from_slice(&sections);
+    for s in &c.postings.sections {
+        out.extend_from_slice(&s.bytes);
+    }
     out
 }
 

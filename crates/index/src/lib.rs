@@ -37,6 +37,7 @@ pub mod plan;
 mod postings;
 pub mod query;
 mod readahead;
+mod runs;
 mod stream;
 pub mod time;
 mod varint;

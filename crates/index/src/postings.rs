@@ -26,10 +26,17 @@
 //! buckets of consecutive values sorted in the L2 cache both cost 10-15 %
 //! more CPU than 16-bit digits here (A/B, 4 M addresses and 4 M ports).
 //!
-//! The memory is that of the distinct (key, group) pairs, as before.
+//! The memory is bounded: at the end of a group, a kind whose arrays hold
+//! [`CHUNK`] pairs is sorted into a run ([`crate::runs`]) and its arrays
+//! start again; the runs are merged at the file's end. A file of fewer
+//! pairs is sorted once, as before, without runs.
+
+use std::io;
+use std::ops::Range;
 
 use crate::file::PostingLists;
 use crate::keys::{Key, KeyOut, Kind};
+use crate::runs::{merge, RunWriter, Store, CHUNK, SPILL};
 
 /// Entries of the recent-pairs caches (a power of two). A group holds at
 /// most [`crate::build::GROUP_RECORDS`] packets of a few addresses each:
@@ -47,6 +54,8 @@ struct Narrow {
     seen: Vec<u64>,
     /// Where the current group's pairs start in `pairs`.
     group_start: usize,
+    /// Runs sorted so far, in group order.
+    runs: Vec<Range<u64>>,
 }
 
 impl Narrow {
@@ -61,6 +70,7 @@ impl Narrow {
                 Vec::new()
             },
             group_start: 0,
+            runs: Vec::new(),
         }
     }
 
@@ -108,6 +118,16 @@ pub(crate) struct Postings {
     v4_recent: Vec<u64>,
     v6: Vec<(u128, u32)>,
     v6_recent: Vec<(u128, u32)>,
+    v6_runs: Vec<Range<u64>>,
+    /// Where runs go, and the scratch of sorting and coding them.
+    store: Store,
+    scratch: Vec<u64>,
+    run: Vec<u8>,
+    list: Vec<u32>,
+    /// Pairs of a kind that make a run.
+    chunk: usize,
+    /// Why runs could not be kept, if they could not.
+    failed: Option<io::Error>,
 }
 
 /// The big arrays of a file's [`Postings`], emptied, for the next file:
@@ -156,6 +176,23 @@ impl Postings {
             v4_recent: vec![u64::MAX; RECENT],
             v6: Vec::new(),
             v6_recent: vec![(0, u32::MAX); RECENT],
+            v6_runs: Vec::new(),
+            store: Store::new(SPILL),
+            scratch: std::mem::take(&mut spare.scratch),
+            run: Vec::new(),
+            list: Vec::new(),
+            chunk: CHUNK,
+            failed: None,
+        }
+    }
+
+    /// Runs of `chunk` pairs, kept in memory up to `spill` bytes (tests).
+    #[cfg(test)]
+    fn with_limits(chunk: usize, spill: usize) -> Postings {
+        Postings {
+            chunk,
+            store: Store::new(spill),
+            ..Postings::default()
         }
     }
 }
@@ -174,33 +211,122 @@ impl Postings {
             for n in [&mut self.port, &mut self.proto, &mut self.vlan] {
                 n.next_group();
             }
+            self.runs_if_full();
         }
         InGroup(self)
     }
 
+    /// Sorts each kind holding [`CHUNK`] pairs into a run (between groups:
+    /// a group's pairs are all in one run).
+    #[cold]
+    fn runs_if_full(&mut self) {
+        let chunk = self.chunk;
+        for n in [
+            &mut self.v4,
+            &mut self.port,
+            &mut self.proto,
+            &mut self.vlan,
+        ] {
+            if n.pairs.len() >= chunk {
+                sort_narrow(n, &mut self.scratch);
+                let mut w = RunWriter::new(&mut self.run);
+                let pairs = n.pairs.iter().map(|&p| ((p >> 32) as u128, p as u32));
+                each_list(pairs, &mut self.list, |v, g| w.list(v, g));
+                keep_run(&mut self.store, &self.run, &mut n.runs, &mut self.failed);
+                n.pairs.clear();
+                n.group_start = 0;
+            }
+        }
+        // A quarter as many: each is 32 bytes.
+        if self.v6.len() >= chunk.div_ceil(4) {
+            self.v6.sort_by_key(|&(v, _)| v);
+            let mut w = RunWriter::new(&mut self.run);
+            each_list(self.v6.iter().copied(), &mut self.list, |v, g| w.list(v, g));
+            keep_run(
+                &mut self.store,
+                &self.run,
+                &mut self.v6_runs,
+                &mut self.failed,
+            );
+            self.v6.clear();
+        }
+    }
+
     /// Every key with its distinct groups in order, sorted by key; the
-    /// arrays are left in `spare` for the next file.
-    pub(crate) fn finish(self, spare: &mut Spare) -> PostingLists {
+    /// arrays are left in `spare` for the next file. Fails if runs could not
+    /// be written or read back.
+    pub(crate) fn finish(mut self, spare: &mut Spare) -> io::Result<PostingLists> {
         let mut out = PostingLists::default();
         if !self.any.is_empty() {
             out.push(Key::ANY, &self.any);
         }
-        let mut scratch = std::mem::take(&mut spare.scratch);
-        let mut v4 = self.v4;
-        lists(&mut v4, &mut scratch, &mut out);
-        let mut v6 = self.v6;
+        let mut v4 = std::mem::replace(&mut self.v4, Narrow::new(Kind::V4, 0, false));
+        lists(&mut v4, &mut self, &mut out)?;
         // Stable by value: the groups of one address stay in order.
-        v6.sort_by_key(|&(v, _)| v);
-        push_runs(Kind::V6, v6.into_iter(), &mut out);
-        let mut rest = [self.port, self.proto, self.vlan];
-        for n in &mut rest {
-            lists(n, &mut scratch, &mut out);
+        self.v6.sort_by_key(|&(v, _)| v);
+        if self.v6_runs.is_empty() {
+            let v6 = std::mem::take(&mut self.v6);
+            each_list(v6.into_iter(), &mut self.list, |v, g| {
+                out.push(
+                    Key {
+                        kind: Kind::V6,
+                        value: v,
+                    },
+                    g,
+                )
+            });
+        } else {
+            if !self.v6.is_empty() {
+                let mut w = RunWriter::new(&mut self.run);
+                each_list(self.v6.iter().copied(), &mut self.list, |v, g| w.list(v, g));
+                keep_run(
+                    &mut self.store,
+                    &self.run,
+                    &mut self.v6_runs,
+                    &mut self.failed,
+                );
+            }
+            if let Some(e) = self.failed.take() {
+                return Err(e);
+            }
+            merge(&self.store, &self.v6_runs, &mut self.list, |v, g| {
+                out.push(
+                    Key {
+                        kind: Kind::V6,
+                        value: v,
+                    },
+                    g,
+                )
+            })?;
         }
-        debug_assert!(out.keys.windows(2).all(|w| w[0] < w[1]));
+        let mut rest = [
+            std::mem::replace(&mut self.port, Narrow::new(Kind::Port, 0, false)),
+            std::mem::replace(&mut self.proto, Narrow::new(Kind::Proto, 0, false)),
+            std::mem::replace(&mut self.vlan, Narrow::new(Kind::Vlan, 0, false)),
+        ];
+        for n in &mut rest {
+            lists(n, &mut self, &mut out)?;
+        }
         let [port, proto, vlan] = rest;
         spare.pairs = [v4.pairs, port.pairs, proto.pairs, vlan.pairs];
-        spare.scratch = scratch;
-        out
+        spare.scratch = self.scratch;
+        Ok(out)
+    }
+}
+
+/// Keeps a run coded in `run`, or the error that stopped runs.
+fn keep_run(
+    store: &mut Store,
+    run: &[u8],
+    runs: &mut Vec<Range<u64>>,
+    failed: &mut Option<io::Error>,
+) {
+    if failed.is_some() {
+        return;
+    }
+    match store.append(run) {
+        Ok(r) => runs.push(r),
+        Err(e) => *failed = Some(e),
     }
 }
 
@@ -240,32 +366,61 @@ impl KeyOut for InGroup<'_> {
     }
 }
 
-/// Sorts a narrow kind's pairs by value and appends its posting lists.
-fn lists(n: &mut Narrow, scratch: &mut Vec<u64>, out: &mut PostingLists) {
+/// Sorts a narrow kind's pairs by value.
+fn sort_narrow(n: &mut Narrow, scratch: &mut Vec<u64>) {
     radix_by_value(&mut n.pairs, scratch, n.bits);
-    let pairs = n.pairs.iter().map(|&p| ((p >> 32) as u128, p as u32));
-    push_runs(n.kind, pairs, out);
 }
 
-/// Appends a list per run of equal values of `pairs` (value, group),
-/// sorted by value with the groups of a value in order; a group seen twice
-/// in a row (the recent-pairs caches let repeats through) counts once.
-fn push_runs(kind: Kind, pairs: impl Iterator<Item = (u128, u32)>, out: &mut PostingLists) {
+/// Appends a narrow kind's posting lists: from its pairs if it made no run,
+/// else by merging its runs and a last one of the pairs left.
+fn lists(n: &mut Narrow, p: &mut Postings, out: &mut PostingLists) -> io::Result<()> {
+    sort_narrow(n, &mut p.scratch);
+    let kind = n.kind;
+    let pairs = n.pairs.iter().map(|&x| ((x >> 32) as u128, x as u32));
+    if n.runs.is_empty() {
+        each_list(pairs, &mut p.list, |v, g| {
+            out.push(Key { kind, value: v }, g)
+        });
+        return Ok(());
+    }
+    if !n.pairs.is_empty() {
+        let mut w = RunWriter::new(&mut p.run);
+        each_list(pairs, &mut p.list, |v, g| w.list(v, g));
+        keep_run(&mut p.store, &p.run, &mut n.runs, &mut p.failed);
+    }
+    if let Some(e) = p.failed.take() {
+        return Err(e);
+    }
+    merge(&p.store, &n.runs, &mut p.list, |v, g| {
+        out.push(Key { kind, value: v }, g)
+    })
+}
+
+/// Calls `list` for each run of equal values of `pairs` (value, group),
+/// sorted by value with the groups of a value in order, with its groups; a
+/// group seen twice in a row (the recent-pairs caches let repeats through)
+/// counts once. `groups` is scratch.
+fn each_list(
+    pairs: impl Iterator<Item = (u128, u32)>,
+    groups: &mut Vec<u32>,
+    mut list: impl FnMut(u128, &[u32]),
+) {
     let mut current = None;
+    groups.clear();
     for (value, g) in pairs {
         if current != Some(value) {
-            if current.is_some() {
-                out.ends.push(out.groups.len() as u32);
+            if let Some(c) = current {
+                list(c, groups);
             }
-            out.keys.push(Key { kind, value });
+            groups.clear();
             current = Some(value);
-            out.groups.push(g);
-        } else if out.groups.last() != Some(&g) {
-            out.groups.push(g);
+            groups.push(g);
+        } else if groups.last() != Some(&g) {
+            groups.push(g);
         }
     }
-    if current.is_some() {
-        out.ends.push(out.groups.len() as u32);
+    if let Some(c) = current {
+        list(c, groups);
     }
 }
 
@@ -327,10 +482,13 @@ mod tests {
     proptest! {
         /// The lists are exactly those of a plain map of key → set of
         /// groups, for any keys in any groups (few distinct values, so
-        /// that repeats and cache collisions are common).
+        /// that repeats and cache collisions are common), sorted at once or
+        /// in runs of a few pairs, kept in memory or in a temporary file.
         #[test]
         fn same_lists_as_a_map(
             adds in proptest::collection::vec((0u8..6, 0u128..40, any::<u128>(), 0u32..3), 0..2000),
+            chunk in prop_oneof![Just(usize::MAX), 1usize..64],
+            spill in prop_oneof![Just(usize::MAX), Just(0usize)],
         ) {
             // Into the arrays another file left (they must start empty).
             let mut spare = Spare::default();
@@ -338,12 +496,19 @@ mod tests {
             for (i, k) in [Kind::V4, Kind::Port, Kind::Proto, Kind::Vlan].into_iter().enumerate() {
                 last.in_group(i as u32).key(k, 7);
             }
-            last.finish(&mut spare);
-            let mut p = Postings::with_spare(spare);
+            last.finish(&mut spare).unwrap();
+            let mut p = Postings::with_limits(chunk, spill);
+            let spare_pairs = std::mem::take(&mut spare.pairs);
+            for (n, pairs) in [&mut p.v4, &mut p.port, &mut p.proto, &mut p.vlan].into_iter().zip(spare_pairs) {
+                n.pairs = pairs;
+                n.pairs.clear();
+            }
             let mut want: BTreeMap<Key, Vec<u32>> = BTreeMap::new();
             let mut g = 0u32;
+            let mut in_group = 0;
             for (c, small, big, step) in adds {
                 g += step;
+                in_group = if step == 0 { in_group + 1 } else { 1 };
                 let k = kind(c);
                 // Half small values (repeats), half any value.
                 let raw = if small % 2 == 0 { small } else { big };
@@ -353,9 +518,16 @@ mod tests {
                 if l.last() != Some(&g) {
                     l.push(g);
                 }
+                // Bounded: runs are made at the end of the group that fills
+                // the arrays.
+                let held = [&p.v4, &p.port, &p.proto, &p.vlan].iter().map(|n| n.pairs.len()).max();
+                prop_assert!(held.unwrap_or(0).max(p.v6.len()) <= chunk.saturating_add(in_group));
             }
-            let got: Vec<(Key, Vec<u32>)> =
-                p.finish(&mut Spare::default()).iter().map(|(k, g)| (k, g.to_vec())).collect();
+            let made_runs = [&p.v4, &p.port, &p.proto, &p.vlan].iter().any(|n| !n.runs.is_empty())
+                || !p.v6_runs.is_empty();
+            prop_assert!(!made_runs || chunk < usize::MAX);
+            prop_assert_eq!(p.store.spilled(), made_runs && spill == 0);
+            let got = p.finish(&mut Spare::default()).unwrap().decoded();
             let want: Vec<(Key, Vec<u32>)> = want.into_iter().collect();
             prop_assert_eq!(got, want);
         }

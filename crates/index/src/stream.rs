@@ -98,7 +98,8 @@ impl Stream {
     }
 
     /// The index of the file, if the stream saw all of its `capture_len`
-    /// bytes; the big arrays are then left in `spare` for the next file.
+    /// bytes (and could keep what it gathered: else the file is read back);
+    /// the big arrays are then left in `spare` for the next file.
     pub(crate) fn finish(
         self,
         capture_len: u64,
@@ -106,7 +107,8 @@ impl Stream {
         spare: &mut Spare,
     ) -> Option<Contents> {
         (self.usable && self.layout.is_some() && self.next == capture_len)
-            .then(|| self.col.finish(capture_len, head_crc, spare))
+            .then(|| self.col.finish(capture_len, head_crc, spare).ok())
+            .flatten()
     }
 
     fn header(&mut self, bytes: &[u8]) -> bool {

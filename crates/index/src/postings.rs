@@ -119,15 +119,69 @@ pub(crate) struct Postings {
     v6: Vec<(u128, u32)>,
     v6_recent: Vec<(u128, u32)>,
     v6_runs: Vec<Range<u64>>,
-    /// Where runs go, and the scratch of sorting and coding them.
-    store: Store,
+    runs: Runs,
+    /// The radix sort's scratch.
     scratch: Vec<u64>,
-    run: Vec<u8>,
-    list: Vec<u32>,
     /// Pairs of a kind that make a run.
     chunk: usize,
+}
+
+/// Where runs go, and the scratch of coding them.
+struct Runs {
+    store: Store,
+    run: Vec<u8>,
+    list: Vec<u32>,
     /// Why runs could not be kept, if they could not.
     failed: Option<io::Error>,
+}
+
+impl Runs {
+    fn new(spill: usize) -> Runs {
+        Runs {
+            store: Store::new(spill),
+            run: Vec::new(),
+            list: Vec::new(),
+            failed: None,
+        }
+    }
+
+    /// Codes `pairs` (sorted by value, the groups of a value in order) into
+    /// a run, appended to `runs`.
+    fn add(&mut self, pairs: impl Iterator<Item = (u128, u32)>, runs: &mut Vec<Range<u64>>) {
+        if self.failed.is_some() {
+            return;
+        }
+        let mut w = RunWriter::new(&mut self.run);
+        each_list(pairs, &mut self.list, |v, g| w.list(v, g));
+        match self.store.append(&self.run) {
+            Ok(r) => runs.push(r),
+            Err(e) => self.failed = Some(e),
+        }
+    }
+
+    /// Appends the lists of `kind` to `out`: straight from `pairs` (sorted
+    /// as for [`Runs::add`]) if the kind made no run, else by merging its
+    /// runs and a last one of `pairs`.
+    fn lists(
+        &mut self,
+        kind: Kind,
+        mut pairs: impl Iterator<Item = (u128, u32)>,
+        runs: &mut Vec<Range<u64>>,
+        out: &mut PostingLists,
+    ) -> io::Result<()> {
+        let push = |value, g: &[u32]| out.push(Key { kind, value }, g);
+        if runs.is_empty() {
+            each_list(pairs, &mut self.list, push);
+            return Ok(());
+        }
+        if let Some(first) = pairs.next() {
+            self.add(std::iter::once(first).chain(pairs), runs);
+        }
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        merge(&self.store, runs, &mut self.list, push)
+    }
 }
 
 /// The big arrays of a file's [`Postings`], emptied, for the next file:
@@ -177,12 +231,9 @@ impl Postings {
             v6: Vec::new(),
             v6_recent: vec![(0, u32::MAX); RECENT],
             v6_runs: Vec::new(),
-            store: Store::new(SPILL),
+            runs: Runs::new(SPILL),
             scratch: std::mem::take(&mut spare.scratch),
-            run: Vec::new(),
-            list: Vec::new(),
             chunk: CHUNK,
-            failed: None,
         }
     }
 
@@ -191,7 +242,7 @@ impl Postings {
     fn with_limits(chunk: usize, spill: usize) -> Postings {
         Postings {
             chunk,
-            store: Store::new(spill),
+            runs: Runs::new(spill),
             ..Postings::default()
         }
     }
@@ -228,11 +279,8 @@ impl Postings {
             &mut self.vlan,
         ] {
             if n.pairs.len() >= chunk {
-                sort_narrow(n, &mut self.scratch);
-                let mut w = RunWriter::new(&mut self.run);
-                let pairs = n.pairs.iter().map(|&p| ((p >> 32) as u128, p as u32));
-                each_list(pairs, &mut self.list, |v, g| w.list(v, g));
-                keep_run(&mut self.store, &self.run, &mut n.runs, &mut self.failed);
+                radix_by_value(&mut n.pairs, &mut self.scratch, n.bits);
+                self.runs.add(narrow_pairs(&n.pairs), &mut n.runs);
                 n.pairs.clear();
                 n.group_start = 0;
             }
@@ -240,14 +288,7 @@ impl Postings {
         // A quarter as many: each is 32 bytes.
         if self.v6.len() >= chunk.div_ceil(4) {
             self.v6.sort_by_key(|&(v, _)| v);
-            let mut w = RunWriter::new(&mut self.run);
-            each_list(self.v6.iter().copied(), &mut self.list, |v, g| w.list(v, g));
-            keep_run(
-                &mut self.store,
-                &self.run,
-                &mut self.v6_runs,
-                &mut self.failed,
-            );
+            self.runs.add(self.v6.iter().copied(), &mut self.v6_runs);
             self.v6.clear();
         }
     }
@@ -261,51 +302,19 @@ impl Postings {
             out.push(Key::ANY, &self.any);
         }
         let mut v4 = std::mem::replace(&mut self.v4, Narrow::new(Kind::V4, 0, false));
-        lists(&mut v4, &mut self, &mut out)?;
+        self.narrow_lists(&mut v4, &mut out)?;
         // Stable by value: the groups of one address stay in order.
         self.v6.sort_by_key(|&(v, _)| v);
-        if self.v6_runs.is_empty() {
-            let v6 = std::mem::take(&mut self.v6);
-            each_list(v6.into_iter(), &mut self.list, |v, g| {
-                out.push(
-                    Key {
-                        kind: Kind::V6,
-                        value: v,
-                    },
-                    g,
-                )
-            });
-        } else {
-            if !self.v6.is_empty() {
-                let mut w = RunWriter::new(&mut self.run);
-                each_list(self.v6.iter().copied(), &mut self.list, |v, g| w.list(v, g));
-                keep_run(
-                    &mut self.store,
-                    &self.run,
-                    &mut self.v6_runs,
-                    &mut self.failed,
-                );
-            }
-            if let Some(e) = self.failed.take() {
-                return Err(e);
-            }
-            merge(&self.store, &self.v6_runs, &mut self.list, |v, g| {
-                out.push(
-                    Key {
-                        kind: Kind::V6,
-                        value: v,
-                    },
-                    g,
-                )
-            })?;
-        }
+        let v6 = std::mem::take(&mut self.v6);
+        self.runs
+            .lists(Kind::V6, v6.into_iter(), &mut self.v6_runs, &mut out)?;
         let mut rest = [
             std::mem::replace(&mut self.port, Narrow::new(Kind::Port, 0, false)),
             std::mem::replace(&mut self.proto, Narrow::new(Kind::Proto, 0, false)),
             std::mem::replace(&mut self.vlan, Narrow::new(Kind::Vlan, 0, false)),
         ];
         for n in &mut rest {
-            lists(n, &mut self, &mut out)?;
+            self.narrow_lists(n, &mut out)?;
         }
         let [port, proto, vlan] = rest;
         spare.pairs = [v4.pairs, port.pairs, proto.pairs, vlan.pairs];
@@ -314,20 +323,18 @@ impl Postings {
     }
 }
 
-/// Keeps a run coded in `run`, or the error that stopped runs.
-fn keep_run(
-    store: &mut Store,
-    run: &[u8],
-    runs: &mut Vec<Range<u64>>,
-    failed: &mut Option<io::Error>,
-) {
-    if failed.is_some() {
-        return;
+impl Postings {
+    /// Sorts a narrow kind's pairs and appends its lists.
+    fn narrow_lists(&mut self, n: &mut Narrow, out: &mut PostingLists) -> io::Result<()> {
+        radix_by_value(&mut n.pairs, &mut self.scratch, n.bits);
+        self.runs
+            .lists(n.kind, narrow_pairs(&n.pairs), &mut n.runs, out)
     }
-    match store.append(run) {
-        Ok(r) => runs.push(r),
-        Err(e) => *failed = Some(e),
-    }
+}
+
+/// A narrow kind's `value << 32 | group` pairs as (value, group).
+fn narrow_pairs(pairs: &[u64]) -> impl Iterator<Item = (u128, u32)> + '_ {
+    pairs.iter().map(|&p| ((p >> 32) as u128, p as u32))
 }
 
 /// Records keys in the current group (see [`Postings::in_group`]).
@@ -364,36 +371,6 @@ impl KeyOut for InGroup<'_> {
             }
         }
     }
-}
-
-/// Sorts a narrow kind's pairs by value.
-fn sort_narrow(n: &mut Narrow, scratch: &mut Vec<u64>) {
-    radix_by_value(&mut n.pairs, scratch, n.bits);
-}
-
-/// Appends a narrow kind's posting lists: from its pairs if it made no run,
-/// else by merging its runs and a last one of the pairs left.
-fn lists(n: &mut Narrow, p: &mut Postings, out: &mut PostingLists) -> io::Result<()> {
-    sort_narrow(n, &mut p.scratch);
-    let kind = n.kind;
-    let pairs = n.pairs.iter().map(|&x| ((x >> 32) as u128, x as u32));
-    if n.runs.is_empty() {
-        each_list(pairs, &mut p.list, |v, g| {
-            out.push(Key { kind, value: v }, g)
-        });
-        return Ok(());
-    }
-    if !n.pairs.is_empty() {
-        let mut w = RunWriter::new(&mut p.run);
-        each_list(pairs, &mut p.list, |v, g| w.list(v, g));
-        keep_run(&mut p.store, &p.run, &mut n.runs, &mut p.failed);
-    }
-    if let Some(e) = p.failed.take() {
-        return Err(e);
-    }
-    merge(&p.store, &n.runs, &mut p.list, |v, g| {
-        out.push(Key { kind, value: v }, g)
-    })
 }
 
 /// Calls `list` for each run of equal values of `pairs` (value, group),
@@ -526,7 +503,7 @@ mod tests {
             let made_runs = [&p.v4, &p.port, &p.proto, &p.vlan].iter().any(|n| !n.runs.is_empty())
                 || !p.v6_runs.is_empty();
             prop_assert!(!made_runs || chunk < usize::MAX);
-            prop_assert_eq!(p.store.spilled(), made_runs && spill == 0);
+            prop_assert_eq!(p.runs.store.spilled(), made_runs && spill == 0);
             let got = p.finish(&mut Spare::default()).unwrap().decoded();
             let want: Vec<(Key, Vec<u32>)> = want.into_iter().collect();
             prop_assert_eq!(got, want);

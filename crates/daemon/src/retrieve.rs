@@ -49,6 +49,7 @@
 
 use crate::audit;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use ringcap_format::read::Interface;
 use ringcap_index::{plan, run_with, OutFormat, Output, Query, QueryError, Taker, Window};
 use ringcap_policy::{decide_retrieve, Decision, Peer, Retrieval, RetrieveRequest};
 use ringcap_proto::{encode_response, transport, Effective, Response, SnapRequest};
@@ -83,9 +84,6 @@ pub trait DaemonState {
 /// LINKTYPE_ETHERNET: the link type stores are served for (the grant's
 /// programs are compiled for it).
 const ETHERNET: u32 = 1;
-/// How often (in packets read) the retrieval looks at its deadline, its
-/// client and the policy when it writes nothing.
-const CHECK_EVERY: u64 = 512;
 /// The daemon's write buffer in front of the pipe.
 const WRITE_BUFFER: usize = 64 << 10;
 
@@ -245,19 +243,34 @@ struct Granted<'a> {
     decision: Decision,
     transforms: Vec<Box<dyn Transform>>,
     out: Output,
-    /// The pipe (inside `out`'s buffer) is also checked between writes.
+    /// The deadline, the client and the policy, checked before each file
+    /// and every [`ringcap_index::TICK`] records read (the pipe, inside
+    /// `out`'s buffer, is also checked between writes).
     check: Box<dyn FnMut() -> Result<(), Stop> + 'a>,
-    seen: u64,
+    /// The store's interface: the only one whose packets are served.
+    interface: String,
     untagged: Vec<u8>,
     scratch: Vec<u8>,
 }
 
 impl Taker for Granted<'_> {
-    fn packet(&mut self, lt: u32, ts: u64, wire: u32, data: &[u8]) -> Result<bool, QueryError> {
-        self.seen += 1;
-        if self.seen.is_multiple_of(CHECK_EVERY) {
-            (self.check)().map_err(|_| QueryError::Stopped)?;
+    fn tick(&mut self) -> Result<(), QueryError> {
+        (self.check)().map_err(|_| QueryError::Stopped)
+    }
+
+    /// The packets of the store's interface only: a pcapng file in the
+    /// store may hold other interfaces (a capture of several), whose
+    /// packets the grant does not cover. An interface without a name is
+    /// taken for the store's only if it is the file's first (pcap files,
+    /// pcapng writers that leave `if_name` out); default deny otherwise.
+    fn admits(&mut self, i: usize, iface: &Interface) -> bool {
+        match &iface.name {
+            Some(name) => *name == self.interface,
+            None => i == 0,
         }
+    }
+
+    fn packet(&mut self, lt: u32, ts: u64, wire: u32, data: &[u8]) -> Result<bool, QueryError> {
         if lt != ETHERNET {
             return Err(QueryError::Filter(format!(
                 "a stored file holds packets of link type {lt}; ringcapd serves Ethernet stores only"
@@ -488,7 +501,7 @@ fn run(
         transforms,
         out,
         check: Box::new(check),
-        seen: 0,
+        interface: req.interface.clone(),
         untagged: Vec::new(),
         scratch: Vec::new(),
     };

@@ -46,5 +46,5 @@ pub use build::{build_index, load_index, BuildError, BuildReport, Unusable};
 pub use file::{Index, IndexError};
 pub use out::{OutFormat, Output};
 pub use plan::{plan, Expr};
-pub use query::{run, run_with, Query, QueryError, QueryStats, Taker, Window};
+pub use query::{run, run_with, Query, QueryError, QueryStats, Taker, Window, TICK};
 pub use ringcap_format::sidecar::index_path;

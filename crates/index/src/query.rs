@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use ringcap_format::read::Interface;
 use ringcap_format::{FormatError, Reader};
 use ringcap_stages::compile;
 use ringcap_stages::filter::{dlt_of_linktype, Target};
@@ -97,10 +98,14 @@ pub struct QueryStats {
     pub groups: u64,
     /// Groups read.
     pub groups_read: u64,
+    /// Key blocks of the indexes looked up.
+    pub key_blocks: u64,
     /// Bytes of the files.
     pub file_bytes: u64,
     /// Bytes read (runs of groups, and scanned files).
     pub bytes_read: u64,
+    /// Records read (in the window or not).
+    pub read: u64,
     /// Packets the filter was run on.
     pub examined: u64,
     /// Packets written.
@@ -233,7 +238,26 @@ pub trait Taker {
         wire_len: u32,
         data: &[u8],
     ) -> Result<bool, QueryError>;
+
+    /// Whether the packets of interface `i` of a file (`iface`: its link
+    /// type, its `if_name` if it has one) are handed to [`Taker::packet`];
+    /// the others are passed over. Asked once per interface of each file
+    /// read. By default all are.
+    fn admits(&mut self, i: usize, iface: &Interface) -> bool {
+        let _ = (i, iface);
+        true
+    }
+
+    /// Called before each file and every [`TICK`] records read, in the
+    /// window or not (a query whose window or filter keeps nothing still
+    /// reads): an error ends the query (a deadline, a client gone).
+    fn tick(&mut self) -> Result<(), QueryError> {
+        Ok(())
+    }
 }
+
+/// Records read between two [`Taker::tick`]s.
+pub const TICK: u64 = 512;
 
 /// [`run`]'s taker: the query's filter compiled per link type.
 struct FilterTaker<'a, 'q> {
@@ -288,6 +312,7 @@ pub fn run_with(
     let mut st = QueryStats::default();
     let mut sources = Vec::new();
     for batch in files.chunks(HEADS_AHEAD) {
+        taker.tick()?;
         let (growing, done): (Vec<&PathBuf>, Vec<&PathBuf>) =
             batch.iter().partition(|p| is_growing(p));
         for path in growing {
@@ -331,6 +356,7 @@ pub fn run_with(
         }
     }
     for s in &sources {
+        taker.tick()?;
         st.files += 1;
         st.file_bytes += std::fs::metadata(&s.path).map_or(0, |m| m.len());
         if let Some(size) = s.growing {
@@ -399,6 +425,7 @@ fn query_indexed(
 ) -> Result<(), QueryError> {
     let n = idx.groups;
     st.groups += n as u64;
+    st.key_blocks += idx.key_blocks as u64;
     if n == 0 || !q.window.overlaps(idx.summary.min_ts, idx.summary.max_ts) {
         st.skipped += 1;
         return Ok(());
@@ -478,11 +505,22 @@ fn read_until(
     taker: &mut dyn Taker,
     st: &mut QueryStats,
 ) -> Result<(), QueryError> {
-    let mut linktypes: Vec<u32> = rd.interfaces().iter().map(|i| i.linktype).collect();
+    // Per interface: its link type if the taker admits its packets.
+    let admitted = |rd: &Reader<Bounded>, taker: &mut dyn Taker| -> Vec<Option<u32>> {
+        let ifaces = rd.interfaces().iter().enumerate();
+        ifaces
+            .map(|(i, f)| taker.admits(i, f).then_some(f.linktype))
+            .collect()
+    };
+    let mut linktypes = admitted(rd, taker);
     let mut scratch = Vec::new();
     while rd.offset() < to {
         if q.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
             return Err(QueryError::Stopped);
+        }
+        st.read += 1;
+        if st.read.is_multiple_of(TICK) {
+            taker.tick()?;
         }
         let known = linktypes.len();
         let (lt, ts, wire) = {
@@ -496,29 +534,33 @@ fn read_until(
             if !q.window.contains(p.ts_ns) {
                 continue;
             }
-            scratch.clear();
             let lt = linktypes.get(p.interface).copied();
-            if lt.is_none() {
-                scratch.extend_from_slice(p.data);
-            }
             let (ts, wire) = (p.ts_ns, p.wire_len);
             match lt {
-                Some(lt) => {
+                Some(Some(lt)) => {
                     st.examined += 1;
                     if taker.packet(lt, ts, wire, p.data)? {
                         st.taken += 1;
                     }
                     continue;
                 }
-                None => (p.interface, ts, wire),
+                // An interface the taker does not admit.
+                Some(None) => continue,
+                None => {
+                    scratch.clear();
+                    scratch.extend_from_slice(p.data);
+                    (p.interface, ts, wire)
+                }
             }
         };
         // A packet of an interface announced by a block just read.
         if rd.interfaces().len() > known {
-            linktypes = rd.interfaces().iter().map(|i| i.linktype).collect();
+            linktypes = admitted(rd, taker);
         }
-        let Some(&lt) = linktypes.get(lt) else {
-            return Err(file_err(path, "a packet of an undeclared interface"));
+        let lt = match linktypes.get(lt) {
+            Some(Some(lt)) => *lt,
+            Some(None) => continue,
+            None => return Err(file_err(path, "a packet of an undeclared interface")),
         };
         st.examined += 1;
         if taker.packet(lt, ts, wire, &scratch)? {

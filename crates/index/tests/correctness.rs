@@ -280,3 +280,40 @@ fn queries_over_many_batches_of_files_match_scan() {
         assert_eq!(st.files, 70);
     }
 }
+
+/// A filter of many wide terms (256 copies of `net 0.0.0.0/0`, as a
+/// hostile client of ringcapd or `ringcap serve` may send) costs each
+/// index a bounded number of key blocks (the query's block budget, 1024 a
+/// file), not 256 walks of the whole key table; narrow terms a few blocks.
+/// The answers are the scan's either way.
+#[test]
+fn wide_terms_cost_a_bounded_lookup() {
+    let dir = TempDir::new("index-wide");
+    let mut rng = Rng(0x5eed_1dec_0de5_0004);
+    let t0 = 1_764_000_000_000_000_000u64;
+    let files = mixed::write_series_of(dir.path(), &mut rng, 2, 20_000, t0, 20_000, true);
+    let mut v4_blocks = 0;
+    for f in &files {
+        build_index(f).unwrap();
+        let idx = ringcap_index::load_index(f).unwrap();
+        v4_blocks += idx.blocks_in(ringcap_index::keys::Kind::V4, 0, u32::MAX as u128);
+    }
+    assert!(v4_blocks >= 20, "{v4_blocks} blocks of addresses");
+    let wide = vec!["net 0.0.0.0/0"; 256].join(" or ");
+    let (a, st) = query(&files, &wide, Window::default(), true);
+    let (b, _) = query(&files, &wide, Window::default(), false);
+    assert!(a == b, "wide: index and scan differ");
+    println!(
+        "wide: {} key blocks looked up ({v4_blocks} of addresses in all)",
+        st.key_blocks
+    );
+    assert!(
+        st.key_blocks <= 1024 * files.len() as u64 && st.key_blocks < 256 * v4_blocks as u64 / 4,
+        "{} key blocks",
+        st.key_blocks
+    );
+    let (a, st) = query(&files, "host 198.18.1.7", Window::default(), true);
+    let (b, _) = query(&files, "host 198.18.1.7", Window::default(), false);
+    assert!(a == b);
+    assert!(st.key_blocks <= 4 * files.len() as u64, "{st:?}");
+}

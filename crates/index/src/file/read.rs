@@ -446,6 +446,12 @@ impl Index {
         first_above(lo).saturating_sub(1)..first_above(hi).min(blocks)
     }
 
+    /// Key blocks [`Index::mark`] of the same arguments reads (found in the
+    /// fences, nothing read).
+    pub fn blocks_in(&self, kind: Kind, lo: u128, hi: u128) -> usize {
+        self.blocks_of(kind, lo, hi).len()
+    }
+
     /// Asks the kernel to read what [`Index::mark`] of the same arguments
     /// will read (a hint: nothing is read or checked here).
     pub fn will_need_keys(&self, kind: Kind, lo: u128, hi: u128) {

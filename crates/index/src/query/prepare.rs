@@ -26,6 +26,8 @@ pub(super) struct Prepared {
     /// Groups in the file.
     pub groups: usize,
     pub runs: Vec<Run>,
+    /// Key blocks looked up in its index.
+    pub key_blocks: usize,
 }
 
 /// A run of consecutive candidate groups: the first, the one after the
@@ -86,49 +88,76 @@ fn runs_of(idx: &Index, cands: Option<&[bool]>, window: &Window) -> Result<Vec<R
     Ok(runs)
 }
 
-/// Candidate groups of `idx` for `e`: `None` means all of them.
-fn candidates(e: &Expr, idx: &Index) -> Result<Option<Vec<bool>>, IndexError> {
+/// Key blocks a query may decode in one file's index, over all of its
+/// terms: 256 keys each, ~0.5 ms of CPU all told. A term whose range
+/// spans more than what is left (`net 0.0.0.0/0`: every block of the
+/// addresses) counts as matching every group instead, so a filter of many
+/// wide terms (256 copies of `net 0.0.0.0/0 or`, from a client of ringcapd
+/// or `ringcap serve`) costs a scan of the file, which the query's deadline
+/// bounds, not 256 walks of the whole key table before any packet is read.
+/// Narrow terms (a host, a port, a flow) take a block or two each.
+const BLOCK_BUDGET: usize = 1024;
+
+/// Candidate groups of `idx` for `e`: `None` means all of them. `budget`:
+/// key blocks still allowed (see [`BLOCK_BUDGET`]).
+fn candidates(e: &Expr, idx: &Index, budget: &mut usize) -> Result<Option<Vec<bool>>, IndexError> {
     let n = idx.group_count();
     Ok(match e {
         Expr::All | Expr::Not(_) => None,
         Expr::Key { kind, lo, hi } => {
+            let cost = idx.blocks_in(*kind, *lo, *hi) + idx.blocks_in(Kind::Any, 0, 0);
+            if cost > *budget {
+                return Ok(None);
+            }
+            *budget -= cost;
             let mut v = vec![false; n];
             idx.mark(*kind, *lo, *hi, &mut v)?;
             idx.mark(Kind::Any, 0, 0, &mut v)?;
             Some(v)
         }
-        Expr::And(a, b) => match (candidates(a, idx)?, candidates(b, idx)?) {
+        Expr::And(a, b) => match (candidates(a, idx, budget)?, candidates(b, idx, budget)?) {
             (None, x) | (x, None) => x,
             (Some(mut x), Some(y)) => {
                 x.iter_mut().zip(y).for_each(|(a, b)| *a &= b);
                 Some(x)
             }
         },
-        Expr::Or(a, b) => match (candidates(a, idx)?, candidates(b, idx)?) {
-            (None, _) | (_, None) => None,
-            (Some(mut x), Some(y)) => {
-                x.iter_mut().zip(y).for_each(|(a, b)| *a |= b);
-                Some(x)
-            }
+        // Every group already: the other side is not looked up.
+        Expr::Or(a, b) => match candidates(a, idx, budget)? {
+            None => None,
+            Some(mut x) => match candidates(b, idx, budget)? {
+                None => None,
+                Some(y) => {
+                    x.iter_mut().zip(y).for_each(|(a, b)| *a |= b);
+                    Some(x)
+                }
+            },
         },
     })
 }
 
 /// Asks the kernel to read the key blocks [`candidates`] of the same
-/// arguments will read (a hint).
+/// arguments will read (a hint), within the same budget.
 fn will_need(e: &Expr, idx: &Index) {
-    fn keys(e: &Expr, idx: &Index) {
+    fn keys(e: &Expr, idx: &Index, budget: &mut usize) {
         match e {
             Expr::All | Expr::Not(_) => {}
-            Expr::Key { kind, lo, hi } => idx.will_need_keys(*kind, *lo, *hi),
+            Expr::Key { kind, lo, hi } => {
+                let cost = idx.blocks_in(*kind, *lo, *hi);
+                if cost <= *budget {
+                    *budget -= cost;
+                    idx.will_need_keys(*kind, *lo, *hi);
+                }
+            }
             Expr::And(a, b) | Expr::Or(a, b) => {
-                keys(a, idx);
-                keys(b, idx);
+                keys(a, idx, budget);
+                keys(b, idx, budget);
             }
         }
     }
     if !matches!(e, Expr::All | Expr::Not(_)) {
-        keys(e, idx);
+        let mut budget = BLOCK_BUDGET;
+        keys(e, idx, &mut budget);
         idx.will_need_keys(Kind::Any, 0, 0);
     }
 }
@@ -163,19 +192,20 @@ pub(super) fn prepare(
     for (path, idx) in paths.iter().zip(&opened) {
         cands.push(match idx {
             Ok(idx) if live(idx) => {
-                let c = candidates(&q.plan, idx).map_err(|e| file_err(path, e))?;
+                let mut budget = BLOCK_BUDGET;
+                let c = candidates(&q.plan, idx, &mut budget).map_err(|e| file_err(path, e))?;
                 for p in 0..idx.pages() {
                     if page_wanted(idx, p, c.as_deref(), &q.window) {
                         idx.will_need_page(p);
                     }
                 }
-                c
+                (c, BLOCK_BUDGET - budget)
             }
-            _ => None,
+            _ => (None, 0),
         });
     }
     let mut out = Vec::with_capacity(paths.len());
-    for ((path, idx), c) in paths.iter().zip(opened).zip(cands) {
+    for ((path, idx), (c, key_blocks)) in paths.iter().zip(opened).zip(cands) {
         out.push(match idx {
             Ok(idx) => {
                 let runs = if live(&idx) {
@@ -188,6 +218,7 @@ pub(super) fn prepare(
                     epochs: idx.epochs.clone(),
                     groups: idx.group_count(),
                     runs,
+                    key_blocks,
                 })
             }
             Err(e) => Err(e),

@@ -1,0 +1,192 @@
+//! Issue 27, retrieval under policy: what a hostile review of ringcapd's
+//! retrieval found, against a real ringcapd and the unprivileged `nobody`.
+//! The store's files are written here by root, so the answers are known
+//! byte for byte.
+//!
+//! - A pcapng file in an interface's store that also holds another
+//!   interface's packets (a capture of several interfaces into one file):
+//!   only the store's interface is served, never the other's.
+//! - A retrieval that reads and keeps nothing (a window between two
+//!   packets, over a file without an index) still meets the grant's
+//!   `max_time`: it was checked only when a packet was taken.
+//!
+//! Each was seen to fail with the daemon's check taken out (the taker's
+//! `admits`, its `tick`).
+
+mod common;
+
+use common::*;
+use ringcap_format::pcap;
+use ringcap_format::pcapng::{self, InterfaceDescription, EPB_DATA_OFFSET};
+use ringcap_format::TsResolution;
+use ringcap_testkit::capture::records;
+use ringcap_testkit::{frames, TempDir, Testbed};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn secs(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+fn grants(iface: &str, store: &Path, max_time: &str) -> String {
+    format!(
+        "[[store]]\ninterface = \"{iface}\"\ndir = \"{}\"\n\n[[grant]]\nusers = [\"nobody\"]\n\
+         interfaces = [\"{iface}\"]\n\n[grant.retrieve]\nmax_window = \"1h\"\nmax_time = \"{max_time}\"\n\
+         max_bytes = \"64M\"\n",
+        store.display()
+    )
+}
+
+fn store_dir() -> TempDir {
+    let dir = TempDir::new("retrieve-bounds");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// `ringcap query --daemon -i IF …` as nobody: success, stderr, the answer.
+fn query(tb: &Testbed, d: &Daemon, iface: &str, args: &[&str]) -> (bool, String, Vec<u8>) {
+    let out = open_dir("retrieve-bounds-out");
+    let file = out.join("answer.pcap");
+    let mut cmd = as_user(tb, NOBODY, &ringcap_bin());
+    cmd.args(["query", &d.arg(), "-i", iface])
+        .args(args)
+        .arg("-w")
+        .arg(&file)
+        .arg("");
+    let (st, _, err) = run_limited_out(&mut cmd, Duration::from_secs(60));
+    (st.success(), err, std::fs::read(&file).unwrap_or_default())
+}
+
+fn epb(interface: u32, ts: u64, frame: &[u8]) -> Vec<u8> {
+    let mut b = vec![0u8; pcapng::epb_len(frame.len())];
+    pcapng::write_epb_header(
+        &mut b,
+        interface,
+        ts,
+        frame.len() as u32,
+        frame.len() as u32,
+    );
+    b[EPB_DATA_OFFSET..EPB_DATA_OFFSET + frame.len()].copy_from_slice(frame);
+    pcapng::write_epb_trailer(&mut b, frame.len() as u32);
+    b
+}
+
+#[test]
+fn only_the_stores_interface_is_served() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let iface = tb.capture_if.clone();
+    let st = store_dir();
+    // One section, three interfaces: the store's, another named one, and
+    // an unnamed one after them; packets of all three interleaved.
+    let idb = |name| InterfaceDescription {
+        linktype: 1,
+        snaplen: 262_144,
+        name,
+        filter: None,
+        description: None,
+    };
+    let mut file = pcapng::section_header("Linux", "test", None);
+    for name in [iface.as_str(), "other0", ""] {
+        file.extend_from_slice(&pcapng::interface_description(&idb(name)));
+    }
+    let ep = tb.endpoints();
+    let t0 = now_ns();
+    let mut want = Vec::new();
+    for seq in 0..300u32 {
+        let on = seq % 3;
+        let frame = frames::udp4(&ep, seq, 5000 + on as u16, 6000, 100);
+        let ts = t0 + seq as u64 * 1000;
+        file.extend_from_slice(&epb(on, ts, &frame));
+        if on == 0 {
+            want.push((ts, frame.len() as u32, frame));
+        }
+    }
+    std::fs::write(st.join("cap-0001.pcapng"), &file).unwrap();
+    let d = Daemon::start(&tb, &grants(&iface, st.path(), "60s"));
+    let after = secs(t0);
+    let (ok, err, got) = query(&tb, &d, &iface, &["--after", &after]);
+    assert!(ok, "query: {err}");
+    let got = records(&got);
+    assert_eq!(got.len(), want.len(), "packets of other interfaces served");
+    assert!(
+        got == want,
+        "not the store interface's packets, byte for byte"
+    );
+    let log = d.stop();
+    assert_no_panic(&log, "ringcapd");
+}
+
+#[test]
+fn a_retrieval_that_keeps_nothing_meets_max_time() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let iface = tb.capture_if.clone();
+    let st = store_dir();
+    // ~450 MB of 60-byte packets without an index: scanned whole (~0.5 s
+    // from the page cache), well past a max_time of 0.1 s.
+    let path = st.join("cap-0001.pcap");
+    let t0 = now_ns();
+    let n = 6_000_000u64;
+    {
+        let mut w =
+            std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
+        w.write_all(&pcap::file_header(1, 262_144, TsResolution::Nano))
+            .unwrap();
+        let frame = frames::udp4(&tb.endpoints(), 1, 5000, 6000, 18);
+        let mut h = [0u8; pcap::RECORD_HEADER_LEN];
+        for i in 0..n {
+            pcap::write_record_header(
+                &mut h,
+                t0 + i * 2,
+                frame.len() as u32,
+                frame.len() as u32,
+                TsResolution::Nano,
+            );
+            w.write_all(&h).unwrap();
+            w.write_all(&frame).unwrap();
+        }
+        w.flush().unwrap();
+    }
+    // Warm: the scan is then CPU-bound and repeatable.
+    std::fs::read(&path).unwrap();
+    let d = Daemon::start(&tb, &grants(&iface, st.path(), "0.1s"));
+    // A window between two packets of the middle of the file.
+    let mid = t0 + n;
+    let (after, before) = (secs(mid + 1), secs(mid + 2));
+    let started = Instant::now();
+    let (ok, err, got) = query(&tb, &d, &iface, &["--after", &after, "--before", &before]);
+    let took = started.elapsed();
+    println!("took {took:?}: {}", err.trim());
+    assert!(
+        !ok && err.contains("max_time"),
+        "not cut by max_time: {err}"
+    );
+    assert!(got.is_empty() || records(&got).is_empty());
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !d.log.text().contains("retrieve-end") {
+        assert!(Instant::now() < deadline, "{}", d.log.text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        d.log.text().contains("max_time"),
+        "the audit log says why: {}",
+        d.log.text()
+    );
+    let log = d.stop();
+    assert_no_panic(&log, "ringcapd");
+}

@@ -45,7 +45,9 @@
 //! The store's directory must be a real directory (no symbolic link on its
 //! path: its canonical path is the configured one) owned by root or the
 //! daemon's user and writable by no one else, so no user can plant a file
-//! or a link in it; entries that are symbolic links are not read.
+//! or a link in it; entries that are symbolic links are not read. Its
+//! parents likewise (or sticky, as /tmp), so that no user can put another
+//! directory in its place while a retrieval runs.
 
 use crate::audit;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -118,7 +120,8 @@ pub fn check_store(dir: &Path) -> Result<(), String> {
         return Err(format!("store {} is not a directory", dir.display()));
     }
     let me = nix::unistd::geteuid().as_raw();
-    if m.uid() != 0 && m.uid() != me {
+    let owner_ok = |m: &std::fs::Metadata| m.uid() == 0 || m.uid() == me;
+    if !owner_ok(&m) {
         return Err(format!(
             "store {} is owned by uid {}, not root or ringcapd's user (uid {me})",
             dir.display(),
@@ -131,6 +134,25 @@ pub fn check_store(dir: &Path) -> Result<(), String> {
             dir.display(),
             m.mode() & 0o7777
         ));
+    }
+    // Its parents too: a user who may rename entries of a parent could put
+    // another directory (another interface's store) in its place while a
+    // retrieval runs. A sticky directory (/tmp) lets nobody rename others'
+    // entries.
+    for parent in dir.ancestors().skip(1) {
+        let p = std::fs::symlink_metadata(parent)
+            .map_err(|e| format!("store {}: {}: {e}", dir.display(), parent.display()))?;
+        let sticky = p.mode() & 0o1000 != 0;
+        if !owner_ok(&p) || (p.mode() & 0o022 != 0 && !sticky) {
+            return Err(format!(
+                "store {}: its parent {} is owned by uid {} with mode {:o}: every parent must be \
+                 root's (or ringcapd's user's) and writable only by it, or sticky",
+                dir.display(),
+                parent.display(),
+                p.uid(),
+                p.mode() & 0o7777
+            ));
+        }
     }
     Ok(())
 }

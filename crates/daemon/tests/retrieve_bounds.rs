@@ -190,3 +190,43 @@ fn a_retrieval_that_keeps_nothing_meets_max_time() {
     let log = d.stop();
     assert_no_panic(&log, "ringcapd");
 }
+
+/// A store whose parent others may write (and so rename the store, or put
+/// another directory in its place during a retrieval) is refused; under a
+/// sticky parent (as /tmp) it is served.
+#[test]
+fn a_store_under_a_parent_others_may_write_is_refused() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let iface = tb.capture_if.clone();
+    let parent = TempDir::new("retrieve-parent");
+    let store = parent.join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t0 = now_ns();
+    let frame = frames::udp4(&tb.endpoints(), 1, 5000, 6000, 18);
+    let mut file = pcap::file_header(1, 262_144, TsResolution::Nano).to_vec();
+    let mut h = [0u8; pcap::RECORD_HEADER_LEN];
+    let n = frame.len() as u32;
+    pcap::write_record_header(&mut h, t0, n, n, TsResolution::Nano);
+    file.extend_from_slice(&h);
+    file.extend_from_slice(&frame);
+    std::fs::write(store.join("cap-0001.pcap"), &file).unwrap();
+    let d = Daemon::start(&tb, &grants(&iface, &store, "60s"));
+    let after = secs(t0);
+    for (mode, served) in [(0o777, false), (0o1777, true), (0o755, true)] {
+        std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+        let (ok, err, got) = query(&tb, &d, &iface, &["--after", &after]);
+        if served {
+            assert!(ok, "mode {mode:o}: {err}");
+            assert_eq!(records(&got).len(), 1, "mode {mode:o}");
+        } else {
+            assert!(!ok && err.contains("parent"), "mode {mode:o}: {err}");
+            assert!(got.is_empty() || records(&got).is_empty());
+        }
+    }
+    let log = d.stop();
+    assert_no_panic(&log, "ringcapd");
+}

@@ -18,6 +18,13 @@
 //! when the indexer closes it or dies). If no temporary file can be made
 //! they stay in memory: an index is worth more than the bound.
 //!
+//! A file's tap makes its runs where it gathers its pairs, in the capture's
+//! writer thread, at the end of a group: sorting and coding 4 M pairs takes
+//! some tens of milliseconds, which the ring absorbs (at 300,000 64-byte
+//! packets a second, ~2 MB of it), every 2-4 M packets. Handing the chunks
+//! to the indexer's thread (nice 19) instead would keep even that off the
+//! capture's path; not done yet.
+//!
 //! A run of one kind is, for each key in increasing order: value − the
 //! previous key's value (LEB128 up to 128 bits, the first from 0), the
 //! number of groups, then the groups (group − previous group − 1, the first

@@ -73,6 +73,58 @@ fn a_client_gone_mid_stream_frees_its_query() {
     println!("{}", srv.log());
 }
 
+/// A client with a valid certificate that asks for a large answer and then
+/// reads nothing (a zero TCP window) holds its query only until the query's
+/// time (--max-time) is up: the query is cut, its slot is free, and the
+/// next query is answered whole.
+#[test]
+fn a_client_that_stops_reading_is_cut_at_max_time() {
+    if skip_without(&["openssl", "curl", "tcpdump"]) {
+        return;
+    }
+    let d = TempDir::new("serve-stall");
+    let dir = d.join("caps");
+    std::fs::create_dir_all(&dir).unwrap();
+    // ~20 MB: more than the server's queue and both sockets' buffers hold.
+    let files = mixed::write_series(&dir, &mut Rng(6), 8, 4000, 1_764_000_000_000_000_000);
+    index(&files);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let srv = Server::start(&[&dir], &certs, &["--max-queries", "1", "--max-time", "2"]);
+    let _stalled = Stalled::start(&certs, srv.port, "/query", "after 20000d ago");
+    assert!(
+        within(10, || srv.log().contains("streaming")),
+        "the stalled query did not start\n{}",
+        srv.log()
+    );
+    // The slot is taken while the stalled query waits; at --max-time it
+    // is cut and the slot is free again.
+    let t = std::time::Instant::now();
+    let mut last = (String::new(), Vec::new(), false);
+    let freed = within(8, || {
+        last = curl(&certs, srv.port, "/query", "host 198.18.0.7", &[]);
+        last.0 == "200"
+    });
+    assert!(
+        freed,
+        "the stalled client still holds the only query slot after {:?}: {} {}\n{}",
+        t.elapsed(),
+        last.0,
+        String::from_utf8_lossy(&last.1),
+        srv.log()
+    );
+    assert!(last.2, "the second answer is whole");
+    let want = tcpdump(&files, "host 198.18.0.7", 0, u64::MAX);
+    assert!(!want.is_empty());
+    assert_eq!(records(&last.1), want);
+    let log = srv.log();
+    assert!(
+        log.contains("\"after 20000d ago\"") && log.contains("cut after"),
+        "{log}"
+    );
+    println!("slot free after {:?}\n{log}", t.elapsed());
+}
+
 #[test]
 fn stenoread_gets_what_tcpdump_gives() {
     if skip_without(&["stenoread", "curl", "jq", "tcpdump", "date"]) {

@@ -4,6 +4,7 @@
 //!   time window (so stenographer's clients work unchanged).
 //! - [`server`]: HTTPS with client certificates, `POST /query` and
 //!   `POST /tcpdump`, answered by `ringcap-index` (index + libpcap), bounded.
+//! - [`stream`]: the answer's way to the client, bounded in time.
 //! - [`client`]: one query to many sensors, answers merged by time.
 //! - [`tls`]: the first-setup keys (stenographer's layout) and the rustls
 //!   configurations.
@@ -17,6 +18,7 @@
 pub mod client;
 pub mod server;
 pub mod steno;
+pub mod stream;
 pub mod tls;
 
 use std::net::SocketAddr;

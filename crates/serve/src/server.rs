@@ -14,29 +14,30 @@
 //! if its answer is larger, so a client gets a clear error instead of a
 //! silently short file. A client that goes away stops its query (the
 //! stream's channel closes, the writer fails, the query ends and frees its
-//! slot). Each request is logged with the client certificate's
+//! slot); so does one that stops reading once the query's time is up, and
+//! its connection is dropped after [`Limits::write_idle`] without progress
+//! (see [`crate::stream`]). Each request is logged with the client certificate's
 //! fingerprint, the query, and what was answered.
 
 use std::convert::Infallible;
-use std::io::{self, Write};
+use std::io;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
-use hyper::body::{Body, Frame, Incoming};
+use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use ringcap_index::query::Window;
 use ringcap_index::{load_index, plan, run, OutFormat, Output, Query, QueryError};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::Semaphore;
 
 use crate::steno;
+use crate::stream::{self, ChanWriter, Stream, WriteIdle, CHUNKS};
 
 /// What the server may be made to hold.
 #[derive(Debug, Clone)]
@@ -51,6 +52,9 @@ pub struct Limits {
     pub time: Duration,
     /// Bytes of a request body (the query).
     pub request: usize,
+    /// Time a write to a client may wait without progress (beyond: the
+    /// connection is dropped; a client that stops reading holds nothing).
+    pub write_idle: Duration,
 }
 
 impl Default for Limits {
@@ -61,6 +65,9 @@ impl Default for Limits {
             bytes: 4 << 30,
             time: Duration::from_secs(600),
             request: 16 << 10,
+            // Long enough for a slow or lossy path (TCP's own retransmission
+            // back-off reaches tens of seconds), short against 64 slots.
+            write_idle: Duration::from_secs(60),
         }
     }
 }
@@ -77,9 +84,6 @@ pub struct Service {
 
 const HANDSHAKE: Duration = Duration::from_secs(10);
 const REQUEST_READ: Duration = Duration::from_secs(10);
-/// Chunks of the answer queued towards a client: the query waits beyond.
-const CHUNKS: usize = 8;
-const CHUNK: usize = 256 << 10;
 
 /// Serves on `listener` until the process ends.
 pub async fn serve(
@@ -108,6 +112,7 @@ pub async fn serve(
             continue;
         };
         let (acceptor, svc, queries) = (acceptor.clone(), svc.clone(), queries.clone());
+        let tcp = WriteIdle::new(tcp, svc.limits.write_idle);
         tokio::spawn(async move {
             let _permit = permit;
             let tls = match tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await {
@@ -148,29 +153,13 @@ fn fingerprint(c: &[u8]) -> String {
     d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The answer's body: chunks from the query's thread, or an error that
-/// cuts the stream (hyper then closes the connection without ending the
-/// chunked body, so the client sees a failed transfer, not a short file).
-pub struct Stream(mpsc::Receiver<Result<Bytes, io::Error>>);
-
-impl Body for Stream {
-    type Data = Bytes;
-    type Error = io::Error;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        self.0.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data)))
-    }
-}
-
 /// A whole answer, or an error message.
 fn text(status: StatusCode, msg: &str) -> Response<Stream> {
-    let (tx, rx) = mpsc::channel(1);
+    let (tx, rx) = stream::channel(1);
     let body = Bytes::from(format!("{msg}\n"));
     let len = body.len();
-    let _ = tx.try_send(Ok(body));
-    let mut r = Response::new(Stream(rx));
+    tx.try_send(body);
+    let mut r = Response::new(rx);
     *r.status_mut() = status;
     let h = r.headers_mut();
     h.insert(
@@ -182,31 +171,6 @@ fn text(status: StatusCode, msg: &str) -> Response<Stream> {
         h.insert("retry-after", HeaderValue::from_static("1"));
     }
     r
-}
-
-/// Writes into the answer's channel; fails once the client is gone.
-struct ChanWriter {
-    tx: mpsc::Sender<Result<Bytes, io::Error>>,
-    buf: Vec<u8>,
-}
-
-impl Write for ChanWriter {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.buf.extend_from_slice(b);
-        if self.buf.len() >= CHUNK {
-            self.flush()?;
-        }
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
-        self.tx
-            .blocking_send(Ok(chunk))
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "client gone"))
-    }
 }
 
 fn now_ns() -> u64 {
@@ -361,8 +325,9 @@ async fn handle(
         }
     }
     (svc.log)(format!("{who}: {what}: streaming"));
-    let (tx, rx) = mpsc::channel(CHUNKS);
+    let (tx, rx) = stream::channel(CHUNKS);
     let log = svc.log.clone();
+    let rt = tokio::runtime::Handle::current();
     let who = who.to_string();
     let started = Instant::now();
     // The server's own bound too: the file a capture is still writing may
@@ -373,11 +338,10 @@ async fn handle(
     );
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let w = ChanWriter {
-            tx: tx.clone(),
-            buf: Vec::with_capacity(CHUNK),
-        };
-        let r = job.stream(Box::new(w), limits);
+        // The writer's copy of the channel is gone when `stream` returns,
+        // so `fail` below closes it (after recording why).
+        let w = ChanWriter::new(tx.clone(), job.stop.clone(), rt);
+        let r = job.stream(w, limits);
         deadline.abort();
         let secs = started.elapsed().as_secs_f64();
         match r {
@@ -386,11 +350,11 @@ async fn handle(
             )),
             Err(e) => {
                 log(format!("{who}: {what}: cut after {secs:.3} s: {e}"));
-                let _ = tx.blocking_send(Err(io::Error::other(e)));
+                tx.fail(e);
             }
         }
     });
-    let mut r = Response::new(Stream(rx));
+    let mut r = Response::new(rx);
     r.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
@@ -466,11 +430,11 @@ impl Job {
     /// `Steno-Limit-Packets`/`-Bytes`) end it early but whole.
     fn stream(
         &self,
-        w: Box<dyn Write>,
+        w: ChanWriter,
         (packets, bytes): (Option<u64>, Option<u64>),
     ) -> Result<(u64, u64), String> {
         let files = self.files()?;
-        let mut out = Output::new(w, OutFormat::Pcap);
+        let mut out = Output::new(Box::new(w), OutFormat::Pcap);
         out.limit(packets, bytes);
         let r = self.query(&mut out, &files);
         if let Err(e) = r {

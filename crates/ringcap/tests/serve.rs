@@ -125,6 +125,87 @@ fn a_client_that_stops_reading_is_cut_at_max_time() {
     println!("slot free after {:?}\n{log}", t.elapsed());
 }
 
+/// A filter of 700 terms (libpcap needs ~40 s to compile it here) is
+/// refused at once, before libpcap sees it and outside the async workers:
+/// two such POSTs at the same time as a small query do not delay it. The
+/// filter is compiled once per request, shared by the count (413 check)
+/// and the stream.
+#[test]
+fn huge_filters_are_refused_before_libpcap() {
+    if skip_without(&["curl", "tcpdump"]) {
+        return;
+    }
+    let d = TempDir::new("serve-huge");
+    let files = series(&d.join("caps"), 12, 4, 1_764_000_000_000_000_000);
+    index(&files);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let total: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    // Smaller than the files: every query is counted before it streams.
+    let srv = Server::start(
+        &[&d.join("caps")],
+        &certs,
+        &["--max-bytes", &(total / 2).to_string()],
+    );
+    let huge: String = (0..700)
+        .map(|i| format!("host 198.18.{}.{}", i / 250, i % 250))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    assert!(huge.len() < 16 << 10, "within the request limit");
+    let steno_huge: String = (0..40)
+        .map(|i| format!("ip proto {i}"))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let t = std::time::Instant::now();
+    let big: Vec<_> = [
+        ("/tcpdump", huge.clone()),
+        ("/tcpdump", huge),
+        ("/query", steno_huge),
+    ]
+    .into_iter()
+    .map(|(path, q)| {
+        let (certs, port) = (certs.clone(), srv.port);
+        std::thread::spawn(move || {
+            let (code, body, _) = curl(&certs, port, path, &q, &[]);
+            (
+                code,
+                String::from_utf8_lossy(&body).to_string(),
+                t.elapsed(),
+            )
+        })
+    })
+    .collect();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let small = std::time::Instant::now();
+    let (code, body, ok) = curl(&certs, srv.port, "/query", "host 198.18.0.7 and udp", &[]);
+    let small = small.elapsed();
+    assert!(ok && code == "200", "{code}\n{}", srv.log());
+    assert_eq!(
+        records(&body),
+        tcpdump(&files, "host 198.18.0.7 and udp", 0, u64::MAX)
+    );
+    for h in big {
+        let (code, body, took) = h.join().unwrap();
+        assert!(
+            code == "400" && body.contains("at most 64"),
+            "{code} {body}"
+        );
+        assert!(took.as_secs() < 5, "refused after {took:?}");
+    }
+    assert!(
+        small < std::time::Duration::from_secs(2),
+        "the small query took {small:?} beside the huge ones\n{}",
+        srv.log()
+    );
+    // Counted, then streamed: one compile for both.
+    let log = srv.log();
+    assert!(log.contains(", 1 filter compile(s)"), "{log}");
+    println!("small query: {small:?}\n{log}");
+}
+
 #[test]
 fn stenoread_gets_what_tcpdump_gives() {
     if skip_without(&["stenoread", "curl", "jq", "tcpdump", "date"]) {

@@ -5,6 +5,7 @@
 //! - [`server`]: HTTPS with client certificates, `POST /query` and
 //!   `POST /tcpdump`, answered by `ringcap-index` (index + libpcap), bounded.
 //! - [`stream`]: the answer's way to the client, bounded in time.
+//! - [`job`]: one query's work: the filter bounded, compiled once, run.
 //! - [`client`]: one query to many sensors, answers merged by time.
 //! - [`tls`]: the first-setup keys (stenographer's layout) and the rustls
 //!   configurations.
@@ -16,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod job;
 pub mod server;
 pub mod steno;
 pub mod stream;

@@ -20,7 +20,6 @@
 //! fingerprint, the query, and what was answered.
 
 use std::convert::Infallible;
-use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -33,9 +32,9 @@ use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use ringcap_index::query::Window;
-use ringcap_index::{load_index, plan, run, OutFormat, Output, Query, QueryError};
-use tokio::sync::Semaphore;
+use tokio::sync::{oneshot, Semaphore};
 
+use crate::job::{self, Job, Programs, Refusal};
 use crate::steno;
 use crate::stream::{self, ChanWriter, Stream, WriteIdle, CHUNKS};
 
@@ -276,11 +275,13 @@ async fn handle(
     } else {
         (text_q.trim().to_string(), window)
     };
-    if let Err(e) =
-        ringcap_stages::compile(&filter, 1, 262_144, ringcap_stages::filter::Target::Offline)
-    {
+    // Measured in Rust before libpcap sees it (its compile time grows
+    // steeply with the number of terms; see job::MAX_PRIMITIVES).
+    if let Err(e) = job::check_size(&filter) {
         return bad(StatusCode::BAD_REQUEST, format!("filter: {e}"));
     }
+    // The slot first: whatever the query costs from here on (libpcap's
+    // compile included) is counted against the limit of queries.
     let Ok(permit) = queries.clone().try_acquire_owned() else {
         return bad(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -300,53 +301,65 @@ async fn handle(
             stop.store(true, Ordering::Relaxed);
         })
     };
-    // Count first when the files in the window could answer more than the
-    // limit (and the client did not ask for less).
     let max_bytes = svc.limits.bytes;
     let job = Job {
         dirs: svc.dirs.clone(),
-        filter: filter.clone(),
+        filter,
         window,
-        stop: stop.clone(),
+        stop,
     };
-    if limit_bytes.is_none_or(|b| b > max_bytes) {
-        let j = job.clone();
-        let counted = tokio::task::spawn_blocking(move || j.count(max_bytes)).await;
-        match counted {
-            Ok(Ok(())) => {}
-            Ok(Err(Refusal(status, msg))) => {
-                deadline.abort();
-                return bad(status, format!("{what}: {msg}"));
-            }
-            Err(e) => {
-                deadline.abort();
-                return bad(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"));
-            }
-        }
-    }
-    (svc.log)(format!("{who}: {what}: streaming"));
-    let (tx, rx) = stream::channel(CHUNKS);
-    let log = svc.log.clone();
-    let rt = tokio::runtime::Handle::current();
-    let who = who.to_string();
-    let started = Instant::now();
+    // Count first when the files in the window could answer more than the
+    // limit (and the client did not ask for less).
+    let count = limit_bytes.is_none_or(|b| b > max_bytes);
     // The server's own bound too: the file a capture is still writing may
     // have grown since the count (it is read up to its size when opened).
     let limits = (
         limit_packets,
         Some(limit_bytes.map_or(max_bytes, |b| b.min(max_bytes))),
     );
+    let (tx, rx) = stream::channel(CHUNKS);
+    let (head_tx, head_rx) = oneshot::channel();
+    let log = svc.log.clone();
+    let rt = tokio::runtime::Handle::current();
+    let (who_s, what_s) = (who.to_string(), what.clone());
+    // One blocking thread does all of the query: the compile (once, shared
+    // by the count and the stream), the count, then the stream; the answer's
+    // status comes back before the stream starts.
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
+        let (who, what) = (who_s, what_s);
+        let head = Programs::new(&job.filter)
+            .map_err(|e| Refusal(StatusCode::BAD_REQUEST, e))
+            .and_then(|mut p| {
+                if count {
+                    job.count(&mut p, max_bytes)?;
+                }
+                Ok(p)
+            });
+        let mut programs = match head {
+            Ok(p) => p,
+            Err(r) => {
+                deadline.abort();
+                let _ = head_tx.send(Err(r));
+                return;
+            }
+        };
+        if head_tx.send(Ok(())).is_err() {
+            deadline.abort();
+            return;
+        }
+        log(format!("{who}: {what}: streaming"));
+        let started = Instant::now();
         // The writer's copy of the channel is gone when `stream` returns,
         // so `fail` below closes it (after recording why).
         let w = ChanWriter::new(tx.clone(), job.stop.clone(), rt);
-        let r = job.stream(w, limits);
+        let r = job.stream(&mut programs, Box::new(w), limits);
         deadline.abort();
         let secs = started.elapsed().as_secs_f64();
+        let compiles = programs.compiles;
         match r {
             Ok((n, bytes)) => log(format!(
-                "{who}: {what}: 200 {n} packets, {bytes} bytes, {secs:.3} s"
+                "{who}: {what}: 200 {n} packets, {bytes} bytes, {secs:.3} s, {compiles} filter compile(s)"
             )),
             Err(e) => {
                 log(format!("{who}: {what}: cut after {secs:.3} s: {e}"));
@@ -354,95 +367,20 @@ async fn handle(
             }
         }
     });
+    match head_rx.await {
+        Ok(Ok(())) => {}
+        Ok(Err(Refusal(status, msg))) => return bad(status, format!("{what}: {msg}")),
+        Err(_) => {
+            return bad(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("{what}: the query failed"),
+            )
+        }
+    }
     let mut r = Response::new(rx);
     r.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     );
     r
-}
-
-struct Refusal(StatusCode, String);
-
-/// One query's work, run on a blocking thread.
-#[derive(Clone)]
-struct Job {
-    dirs: Vec<PathBuf>,
-    filter: String,
-    window: Window,
-    stop: Arc<AtomicBool>,
-}
-
-impl Job {
-    fn files(&self) -> Result<Vec<PathBuf>, String> {
-        ringcap_index::dir::capture_files(&self.dirs, &mut |_| {})
-    }
-
-    fn query(&self, out: &mut Output, files: &[PathBuf]) -> Result<(), QueryError> {
-        let q = Query {
-            filter: &self.filter,
-            plan: plan(&self.filter),
-            window: self.window,
-            use_index: true,
-            stop: Some(&self.stop),
-        };
-        run(&q, files, out, &mut |_| {}).map(|_| ())
-    }
-
-    /// Refuses (413) an answer larger than `max` bytes; counts only when
-    /// the files in the window hold more than that.
-    fn count(&self, max: u64) -> Result<(), Refusal> {
-        let files = self
-            .files()
-            .map_err(|e| Refusal(StatusCode::INTERNAL_SERVER_ERROR, e))?;
-        // An answer's pcap records are never larger than the files'.
-        let bound: u64 = files
-            .iter()
-            .map(|f| match load_index(f) {
-                Ok(i) if !self.window.overlaps(i.summary.min_ts, i.summary.max_ts) => 0,
-                _ => std::fs::metadata(f).map_or(0, |m| m.len()),
-            })
-            .sum();
-        if bound <= max {
-            return Ok(());
-        }
-        let mut out = Output::new(Box::new(io::sink()), OutFormat::Pcap);
-        out.limit(None, Some(max));
-        match self.query(&mut out, &files) {
-            Ok(()) => Ok(()),
-            Err(_) if out.limited => Err(Refusal(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "the answer is larger than {max} bytes (this server's limit); \
-                     narrow the query (a host, a port, before/after)"
-                ),
-            )),
-            Err(QueryError::Stopped) => Err(Refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the query takes longer than this server allows; narrow it".into(),
-            )),
-            Err(QueryError::Filter(e)) => Err(Refusal(StatusCode::BAD_REQUEST, e)),
-            Err(e) => Err(Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
-        }
-    }
-
-    /// Streams the answer; the client's own limits (stenographer's
-    /// `Steno-Limit-Packets`/`-Bytes`) end it early but whole.
-    fn stream(
-        &self,
-        w: ChanWriter,
-        (packets, bytes): (Option<u64>, Option<u64>),
-    ) -> Result<(u64, u64), String> {
-        let files = self.files()?;
-        let mut out = Output::new(Box::new(w), OutFormat::Pcap);
-        out.limit(packets, bytes);
-        let r = self.query(&mut out, &files);
-        if let Err(e) = r {
-            if !out.limited {
-                return Err(e.to_string());
-            }
-        }
-        out.finish(1).map_err(|e| e.to_string())?;
-        Ok((out.packets, out.bytes))
-    }
 }

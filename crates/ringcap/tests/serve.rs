@@ -206,6 +206,84 @@ fn huge_filters_are_refused_before_libpcap() {
     println!("small query: {small:?}\n{log}");
 }
 
+/// Connections that never start their TLS handshake cannot take every
+/// slot: one address holds at most 8 handshakes (the rest of its
+/// connections are closed at once, logged as a count, not a line each),
+/// another address is served meanwhile, and the idle handshakes are
+/// dropped after 3 s, after which the first address is served too.
+#[test]
+fn idle_handshakes_cannot_take_every_slot() {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    if skip_without(&["curl", "tcpdump"]) {
+        return;
+    }
+    let d = TempDir::new("serve-idle");
+    let files = series(&d.join("caps"), 13, 3, 1_764_000_000_000_000_000);
+    index(&files);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let srv = Server::start(&[&d.join("caps")], &certs, &[]);
+    let q = "host 198.18.0.7 and udp";
+    let want = tcpdump(&files, q, 0, u64::MAX);
+    // As many idle connections as the server has slots, from 127.0.0.1.
+    let t = Instant::now();
+    let idle: Vec<std::net::TcpStream> = (0..64)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", srv.port)).unwrap())
+        .collect();
+    // Another address (all of 127/8 is this machine's) is served at once.
+    let (code, body, ok) = curl(&certs, srv.port, "/query", q, &["--interface", "127.0.0.2"]);
+    assert!(
+        ok && code == "200",
+        "another address refused while 127.0.0.1 idles: {code}\n{}",
+        srv.log()
+    );
+    assert_eq!(records(&body), want);
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // Every idle connection is closed by the server: the refused ones at
+    // once, the ones in their handshake at its deadline (3 s).
+    for mut s in idle {
+        s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+        let mut b = [0u8; 16];
+        match s.read(&mut b) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!(
+                "an idle connection still open after {:?}: {other:?}",
+                t.elapsed()
+            ),
+        }
+    }
+    let closed = t.elapsed();
+    assert!(
+        closed < Duration::from_secs(6),
+        "idle handshakes held {closed:?}"
+    );
+    let (code, body, ok) = curl(&certs, srv.port, "/query", q, &[]);
+    assert!(ok && code == "200", "{code}\n{}", srv.log());
+    assert_eq!(records(&body), want);
+    let log = srv.log();
+    assert_eq!(log.matches("TLS handshake timed out").count(), 8, "{log}");
+    // 56 refusals, in a line or two (at most one a second, with a count).
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("refused")).collect();
+    let n: u64 = lines
+        .iter()
+        .map(|l| {
+            let l = l.trim_start_matches("ringcap serve: ");
+            if l.starts_with("connection refused:") {
+                1
+            } else {
+                l.split(' ')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0)
+            }
+        })
+        .sum();
+    assert!(n == 56 && lines.len() <= 3, "{n} refusals in {lines:?}");
+    println!("idle connections closed after {closed:?}\n{log}");
+}
+
 #[test]
 fn stenoread_gets_what_tcpdump_gives() {
     if skip_without(&["stenoread", "curl", "jq", "tcpdump", "date"]) {

@@ -6,6 +6,7 @@
 //!   `POST /tcpdump`, answered by `ringcap-index` (index + libpcap), bounded.
 //! - [`stream`]: the answer's way to the client, bounded in time.
 //! - [`job`]: one query's work: the filter bounded, compiled once, run.
+//! - [`admit`]: connection slots before a certificate is shown.
 //! - [`client`]: one query to many sensors, answers merged by time.
 //! - [`tls`]: the first-setup keys (stenographer's layout) and the rustls
 //!   configurations.
@@ -16,6 +17,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admit;
 pub mod client;
 pub mod job;
 pub mod server;

@@ -6,7 +6,8 @@
 //!
 //! Everything a client sends is hostile until checked, and everything it
 //! can make the server hold is bounded: connections (the TLS handshake
-//! has a deadline, one request per connection), the request (head and
+//! has a deadline and each address a few handshakes at once, see
+//! [`crate::admit`]; one request per connection), the request (head and
 //! body sizes, read deadline), queries running at once (beyond: 503),
 //! the time a query may take (beyond: the stream is cut), and the bytes
 //! it may answer: when the files in the window could hold more than the
@@ -34,6 +35,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use ringcap_index::query::Window;
 use tokio::sync::{oneshot, Semaphore};
 
+use crate::admit::{Handshakes, Refusals};
 use crate::job::{self, Job, Programs, Refusal};
 use crate::steno;
 use crate::stream::{self, ChanWriter, Stream, WriteIdle, CHUNKS};
@@ -81,7 +83,14 @@ pub struct Service {
     pub log: Arc<dyn Fn(String) + Send + Sync>,
 }
 
-const HANDSHAKE: Duration = Duration::from_secs(10);
+/// Time a TLS handshake may take: a client on the far side of the world
+/// needs a few round trips; an idle connection holds a slot until then.
+const HANDSHAKE: Duration = Duration::from_secs(3);
+/// Connections one address may have in their handshake at once (of the
+/// 64 slots), so that one address cannot take them all.
+const HANDSHAKES_PER_PEER: usize = 8;
+/// Refused connections are logged at most this often (with a count).
+const REFUSAL_LOG: Duration = Duration::from_secs(1);
 const REQUEST_READ: Duration = Duration::from_secs(10);
 
 /// Serves on `listener` until the process ends.
@@ -93,8 +102,20 @@ pub async fn serve(
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let conns = Arc::new(Semaphore::new(svc.limits.connections));
     let queries = Arc::new(Semaphore::new(svc.limits.queries));
+    let handshakes = Handshakes::default();
+    let mut refused = Refusals::new(REFUSAL_LOG);
     loop {
-        let (tcp, peer) = match listener.accept().await {
+        // Refusals not yet logged are logged when due, even if no other
+        // connection comes.
+        let due = refused.due();
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now).into()), if due.is_some() => {
+                refused.flush(&*svc.log);
+                continue;
+            }
+        };
+        let (tcp, peer) = match accepted {
             Ok(x) => x,
             Err(e) => {
                 // Out of descriptors, most likely: wait rather than spin.
@@ -103,18 +124,27 @@ pub async fn serve(
                 continue;
             }
         };
+        let Some(handshaking) = handshakes.enter(peer.ip(), HANDSHAKES_PER_PEER) else {
+            refused.note(
+                format!("{peer}: {HANDSHAKES_PER_PEER} connections from its address in their TLS handshake"),
+                &*svc.log,
+            );
+            continue;
+        };
         let Ok(permit) = conns.clone().try_acquire_owned() else {
-            (svc.log)(format!(
-                "{peer}: refused: {} connections open",
-                svc.limits.connections
-            ));
+            refused.note(
+                format!("{peer}: {} connections open", svc.limits.connections),
+                &*svc.log,
+            );
             continue;
         };
         let (acceptor, svc, queries) = (acceptor.clone(), svc.clone(), queries.clone());
         let tcp = WriteIdle::new(tcp, svc.limits.write_idle);
         tokio::spawn(async move {
             let _permit = permit;
-            let tls = match tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await {
+            let tls = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await;
+            drop(handshaking);
+            let tls = match tls {
                 Ok(Ok(t)) => t,
                 Ok(Err(e)) => {
                     (svc.log)(format!("{peer}: TLS refused: {e}"));

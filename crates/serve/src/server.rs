@@ -308,7 +308,12 @@ async fn handle(
     // Measured in Rust before libpcap sees it (its compile time grows
     // steeply with the number of terms; see job::MAX_PRIMITIVES).
     if let Err(e) = job::check_size(&filter) {
-        return bad(StatusCode::BAD_REQUEST, format!("filter: {e}"));
+        let what = if steno {
+            "the query as a tcpdump filter ('ip proto N' is two terms there)"
+        } else {
+            "filter"
+        };
+        return bad(StatusCode::BAD_REQUEST, format!("{what}: {e}"));
     }
     // The slot first: whatever the query costs from here on (libpcap's
     // compile included) is counted against the limit of queries.
@@ -323,6 +328,7 @@ async fn handle(
     };
     let what = format!("{text_q:?} = '{filter}' {window:?}");
     let stop = Arc::new(AtomicBool::new(false));
+    let stop_for_gone = stop.clone();
     let deadline = {
         let stop = stop.clone();
         let t = svc.limits.time;
@@ -397,7 +403,13 @@ async fn handle(
             }
         }
     });
-    match head_rx.await {
+    // A client gone before the status is known (hyper drops this future)
+    // stops the compile and count too, instead of leaving them to run out
+    // their time in the slot.
+    let gone = StopOnDrop(Some(stop_for_gone));
+    let head = head_rx.await;
+    gone.disarm();
+    match head {
         Ok(Ok(())) => {}
         Ok(Err(Refusal(status, msg))) => return bad(status, format!("{what}: {msg}")),
         Err(_) => {
@@ -413,4 +425,21 @@ async fn handle(
         HeaderValue::from_static("application/octet-stream"),
     );
     r
+}
+
+/// Sets a query's stop flag when dropped, unless disarmed.
+struct StopOnDrop(Option<Arc<AtomicBool>>);
+
+impl StopOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(s) = &self.0 {
+            s.store(true, Ordering::Relaxed);
+        }
+    }
 }

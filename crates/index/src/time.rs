@@ -104,7 +104,11 @@ fn rfc3339(s: &str) -> Option<u64> {
     }
     let offset_s = match rest {
         "Z" | "z" => 0,
-        r if r.len() == 6 && (r.starts_with('+') || r.starts_with('-')) && &r[3..4] == ":" => {
+        // Byte 3 checked as a byte: a str slice there could cut a character.
+        r if r.len() == 6
+            && (r.starts_with('+') || r.starts_with('-'))
+            && r.as_bytes()[3] == b':' =>
+        {
             let (oh, om) = (num(r, 1, 2)?, num(r, 4, 2)?);
             if oh > 23 || om > 59 {
                 return None;
@@ -152,6 +156,7 @@ mod tests {
             "2025-11-26T14:00:00",
             "yesterday",
             "1e9",
+            "2025-11-26T14:00:00+0é00",
         ] {
             assert!(parse_time(bad).is_err(), "{bad}");
         }

@@ -73,6 +73,217 @@ fn a_client_gone_mid_stream_frees_its_query() {
     println!("{}", srv.log());
 }
 
+/// A client with a valid certificate that asks for a large answer and then
+/// reads nothing (a zero TCP window) holds its query only until the query's
+/// time (--max-time) is up: the query is cut, its slot is free, and the
+/// next query is answered whole.
+#[test]
+fn a_client_that_stops_reading_is_cut_at_max_time() {
+    if skip_without(&["openssl", "curl", "tcpdump"]) {
+        return;
+    }
+    let d = TempDir::new("serve-stall");
+    let dir = d.join("caps");
+    std::fs::create_dir_all(&dir).unwrap();
+    // ~20 MB: more than the server's queue and both sockets' buffers hold.
+    let files = mixed::write_series(&dir, &mut Rng(6), 8, 4000, 1_764_000_000_000_000_000);
+    index(&files);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let srv = Server::start(&[&dir], &certs, &["--max-queries", "1", "--max-time", "2"]);
+    let _stalled = Stalled::start(&certs, srv.port, "/query", "after 20000d ago");
+    assert!(
+        within(10, || srv.log().contains("streaming")),
+        "the stalled query did not start\n{}",
+        srv.log()
+    );
+    // The slot is taken while the stalled query waits; at --max-time it
+    // is cut and the slot is free again.
+    let t = std::time::Instant::now();
+    let mut last = (String::new(), Vec::new(), false);
+    let freed = within(8, || {
+        last = curl(&certs, srv.port, "/query", "host 198.18.0.7", &[]);
+        last.0 == "200"
+    });
+    assert!(
+        freed,
+        "the stalled client still holds the only query slot after {:?}: {} {}\n{}",
+        t.elapsed(),
+        last.0,
+        String::from_utf8_lossy(&last.1),
+        srv.log()
+    );
+    assert!(last.2, "the second answer is whole");
+    let want = tcpdump(&files, "host 198.18.0.7", 0, u64::MAX);
+    assert!(!want.is_empty());
+    assert_eq!(records(&last.1), want);
+    let log = srv.log();
+    assert!(
+        log.contains("\"after 20000d ago\"") && log.contains("cut after"),
+        "{log}"
+    );
+    println!("slot free after {:?}\n{log}", t.elapsed());
+}
+
+/// A filter of 700 terms (libpcap needs ~40 s to compile it here) is
+/// refused at once, before libpcap sees it and outside the async workers:
+/// two such POSTs at the same time as a small query do not delay it. The
+/// filter is compiled once per request, shared by the count (413 check)
+/// and the stream.
+#[test]
+fn huge_filters_are_refused_before_libpcap() {
+    if skip_without(&["curl", "tcpdump"]) {
+        return;
+    }
+    let d = TempDir::new("serve-huge");
+    let files = series(&d.join("caps"), 12, 4, 1_764_000_000_000_000_000);
+    index(&files);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let total: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    // Smaller than the files: every query is counted before it streams.
+    let srv = Server::start(
+        &[&d.join("caps")],
+        &certs,
+        &["--max-bytes", &(total / 2).to_string()],
+    );
+    let huge: String = (0..700)
+        .map(|i| format!("host 198.18.{}.{}", i / 250, i % 250))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    assert!(huge.len() < 16 << 10, "within the request limit");
+    let steno_huge: String = (0..40)
+        .map(|i| format!("ip proto {i}"))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let t = std::time::Instant::now();
+    let big: Vec<_> = [
+        ("/tcpdump", huge.clone()),
+        ("/tcpdump", huge),
+        ("/query", steno_huge),
+    ]
+    .into_iter()
+    .map(|(path, q)| {
+        let (certs, port) = (certs.clone(), srv.port);
+        std::thread::spawn(move || {
+            let (code, body, _) = curl(&certs, port, path, &q, &[]);
+            (
+                code,
+                String::from_utf8_lossy(&body).to_string(),
+                t.elapsed(),
+            )
+        })
+    })
+    .collect();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let small = std::time::Instant::now();
+    let (code, body, ok) = curl(&certs, srv.port, "/query", "host 198.18.0.7 and udp", &[]);
+    let small = small.elapsed();
+    assert!(ok && code == "200", "{code}\n{}", srv.log());
+    assert_eq!(
+        records(&body),
+        tcpdump(&files, "host 198.18.0.7 and udp", 0, u64::MAX)
+    );
+    for h in big {
+        let (code, body, took) = h.join().unwrap();
+        assert!(
+            code == "400" && body.contains("at most 64"),
+            "{code} {body}"
+        );
+        assert!(took.as_secs() < 5, "refused after {took:?}");
+    }
+    assert!(
+        small < std::time::Duration::from_secs(2),
+        "the small query took {small:?} beside the huge ones\n{}",
+        srv.log()
+    );
+    // Counted, then streamed: one compile for both.
+    let log = srv.log();
+    assert!(log.contains(", 1 filter compile(s)"), "{log}");
+    println!("small query: {small:?}\n{log}");
+}
+
+/// Connections that never start their TLS handshake cannot take every
+/// slot: one address holds at most 8 handshakes (the rest of its
+/// connections are closed at once, logged as a count, not a line each),
+/// another address is served meanwhile, and the idle handshakes are
+/// dropped after 3 s, after which the first address is served too.
+#[test]
+fn idle_handshakes_cannot_take_every_slot() {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    if skip_without(&["curl", "tcpdump"]) {
+        return;
+    }
+    let d = TempDir::new("serve-idle");
+    let files = series(&d.join("caps"), 13, 3, 1_764_000_000_000_000_000);
+    index(&files);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let srv = Server::start(&[&d.join("caps")], &certs, &[]);
+    let q = "host 198.18.0.7 and udp";
+    let want = tcpdump(&files, q, 0, u64::MAX);
+    // As many idle connections as the server has slots, from 127.0.0.1.
+    let t = Instant::now();
+    let idle: Vec<std::net::TcpStream> = (0..64)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", srv.port)).unwrap())
+        .collect();
+    // Another address (all of 127/8 is this machine's) is served at once.
+    let (code, body, ok) = curl(&certs, srv.port, "/query", q, &["--interface", "127.0.0.2"]);
+    assert!(
+        ok && code == "200",
+        "another address refused while 127.0.0.1 idles: {code}\n{}",
+        srv.log()
+    );
+    assert_eq!(records(&body), want);
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // Every idle connection is closed by the server: the refused ones at
+    // once, the ones in their handshake at its deadline (3 s).
+    for mut s in idle {
+        s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+        let mut b = [0u8; 16];
+        match s.read(&mut b) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!(
+                "an idle connection still open after {:?}: {other:?}",
+                t.elapsed()
+            ),
+        }
+    }
+    let closed = t.elapsed();
+    assert!(
+        closed < Duration::from_secs(6),
+        "idle handshakes held {closed:?}"
+    );
+    let (code, body, ok) = curl(&certs, srv.port, "/query", q, &[]);
+    assert!(ok && code == "200", "{code}\n{}", srv.log());
+    assert_eq!(records(&body), want);
+    let log = srv.log();
+    assert_eq!(log.matches("TLS handshake timed out").count(), 8, "{log}");
+    // 56 refusals, in a line or two (at most one a second, with a count).
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("refused")).collect();
+    let n: u64 = lines
+        .iter()
+        .map(|l| {
+            let l = l.trim_start_matches("ringcap serve: ");
+            if l.starts_with("connection refused:") {
+                1
+            } else {
+                l.split(' ')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0)
+            }
+        })
+        .sum();
+    assert!(n == 56 && lines.len() <= 3, "{n} refusals in {lines:?}");
+    println!("idle connections closed after {closed:?}\n{log}");
+}
+
 #[test]
 fn stenoread_gets_what_tcpdump_gives() {
     if skip_without(&["stenoread", "curl", "jq", "tcpdump", "date"]) {

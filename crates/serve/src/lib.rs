@@ -4,6 +4,9 @@
 //!   time window (so stenographer's clients work unchanged).
 //! - [`server`]: HTTPS with client certificates, `POST /query` and
 //!   `POST /tcpdump`, answered by `ringcap-index` (index + libpcap), bounded.
+//! - [`stream`]: the answer's way to the client, bounded in time.
+//! - [`job`]: one query's work: the filter bounded, compiled once, run.
+//! - [`admit`]: connection slots before a certificate is shown.
 //! - [`client`]: one query to many sensors, answers merged by time.
 //! - [`tls`]: the first-setup keys (stenographer's layout) and the rustls
 //!   configurations.
@@ -14,9 +17,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admit;
 pub mod client;
+pub mod job;
 pub mod server;
 pub mod steno;
+pub mod stream;
 pub mod tls;
 
 use std::net::SocketAddr;

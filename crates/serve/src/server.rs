@@ -6,7 +6,8 @@
 //!
 //! Everything a client sends is hostile until checked, and everything it
 //! can make the server hold is bounded: connections (the TLS handshake
-//! has a deadline, one request per connection), the request (head and
+//! has a deadline and each address a few handshakes at once, see
+//! [`crate::admit`]; one request per connection), the request (head and
 //! body sizes, read deadline), queries running at once (beyond: 503),
 //! the time a query may take (beyond: the stream is cut), and the bytes
 //! it may answer: when the files in the window could hold more than the
@@ -14,29 +15,30 @@
 //! if its answer is larger, so a client gets a clear error instead of a
 //! silently short file. A client that goes away stops its query (the
 //! stream's channel closes, the writer fails, the query ends and frees its
-//! slot). Each request is logged with the client certificate's
+//! slot); so does one that stops reading once the query's time is up, and
+//! its connection is dropped after [`Limits::write_idle`] without progress
+//! (see [`crate::stream`]). Each request is logged with the client certificate's
 //! fingerprint, the query, and what was answered.
 
 use std::convert::Infallible;
-use std::io::{self, Write};
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
-use hyper::body::{Body, Frame, Incoming};
+use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use ringcap_index::query::Window;
-use ringcap_index::{load_index, plan, run, OutFormat, Output, Query, QueryError};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{oneshot, Semaphore};
 
+use crate::admit::{Handshakes, Refusals};
+use crate::job::{self, Job, Programs, Refusal};
 use crate::steno;
+use crate::stream::{self, ChanWriter, Stream, WriteIdle, CHUNKS};
 
 /// What the server may be made to hold.
 #[derive(Debug, Clone)]
@@ -51,6 +53,9 @@ pub struct Limits {
     pub time: Duration,
     /// Bytes of a request body (the query).
     pub request: usize,
+    /// Time a write to a client may wait without progress (beyond: the
+    /// connection is dropped; a client that stops reading holds nothing).
+    pub write_idle: Duration,
 }
 
 impl Default for Limits {
@@ -61,6 +66,9 @@ impl Default for Limits {
             bytes: 4 << 30,
             time: Duration::from_secs(600),
             request: 16 << 10,
+            // Long enough for a slow or lossy path (TCP's own retransmission
+            // back-off reaches tens of seconds), short against 64 slots.
+            write_idle: Duration::from_secs(60),
         }
     }
 }
@@ -75,11 +83,15 @@ pub struct Service {
     pub log: Arc<dyn Fn(String) + Send + Sync>,
 }
 
-const HANDSHAKE: Duration = Duration::from_secs(10);
+/// Time a TLS handshake may take: a client on the far side of the world
+/// needs a few round trips; an idle connection holds a slot until then.
+const HANDSHAKE: Duration = Duration::from_secs(3);
+/// Connections one address may have in their handshake at once (of the
+/// 64 slots), so that one address cannot take them all.
+const HANDSHAKES_PER_PEER: usize = 8;
+/// Refused connections are logged at most this often (with a count).
+const REFUSAL_LOG: Duration = Duration::from_secs(1);
 const REQUEST_READ: Duration = Duration::from_secs(10);
-/// Chunks of the answer queued towards a client: the query waits beyond.
-const CHUNKS: usize = 8;
-const CHUNK: usize = 256 << 10;
 
 /// Serves on `listener` until the process ends.
 pub async fn serve(
@@ -90,8 +102,20 @@ pub async fn serve(
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let conns = Arc::new(Semaphore::new(svc.limits.connections));
     let queries = Arc::new(Semaphore::new(svc.limits.queries));
+    let handshakes = Handshakes::default();
+    let mut refused = Refusals::new(REFUSAL_LOG);
     loop {
-        let (tcp, peer) = match listener.accept().await {
+        // Refusals not yet logged are logged when due, even if no other
+        // connection comes.
+        let due = refused.due();
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now).into()), if due.is_some() => {
+                refused.flush(&*svc.log);
+                continue;
+            }
+        };
+        let (tcp, peer) = match accepted {
             Ok(x) => x,
             Err(e) => {
                 // Out of descriptors, most likely: wait rather than spin.
@@ -100,17 +124,27 @@ pub async fn serve(
                 continue;
             }
         };
+        let Some(handshaking) = handshakes.enter(peer.ip(), HANDSHAKES_PER_PEER) else {
+            refused.note(
+                format!("{peer}: {HANDSHAKES_PER_PEER} connections from its address in their TLS handshake"),
+                &*svc.log,
+            );
+            continue;
+        };
         let Ok(permit) = conns.clone().try_acquire_owned() else {
-            (svc.log)(format!(
-                "{peer}: refused: {} connections open",
-                svc.limits.connections
-            ));
+            refused.note(
+                format!("{peer}: {} connections open", svc.limits.connections),
+                &*svc.log,
+            );
             continue;
         };
         let (acceptor, svc, queries) = (acceptor.clone(), svc.clone(), queries.clone());
+        let tcp = WriteIdle::new(tcp, svc.limits.write_idle);
         tokio::spawn(async move {
             let _permit = permit;
-            let tls = match tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await {
+            let tls = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await;
+            drop(handshaking);
+            let tls = match tls {
                 Ok(Ok(t)) => t,
                 Ok(Err(e)) => {
                     (svc.log)(format!("{peer}: TLS refused: {e}"));
@@ -148,29 +182,13 @@ fn fingerprint(c: &[u8]) -> String {
     d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The answer's body: chunks from the query's thread, or an error that
-/// cuts the stream (hyper then closes the connection without ending the
-/// chunked body, so the client sees a failed transfer, not a short file).
-pub struct Stream(mpsc::Receiver<Result<Bytes, io::Error>>);
-
-impl Body for Stream {
-    type Data = Bytes;
-    type Error = io::Error;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        self.0.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data)))
-    }
-}
-
 /// A whole answer, or an error message.
 fn text(status: StatusCode, msg: &str) -> Response<Stream> {
-    let (tx, rx) = mpsc::channel(1);
+    let (tx, rx) = stream::channel(1);
     let body = Bytes::from(format!("{msg}\n"));
     let len = body.len();
-    let _ = tx.try_send(Ok(body));
-    let mut r = Response::new(Stream(rx));
+    tx.try_send(body);
+    let mut r = Response::new(rx);
     *r.status_mut() = status;
     let h = r.headers_mut();
     h.insert(
@@ -182,31 +200,6 @@ fn text(status: StatusCode, msg: &str) -> Response<Stream> {
         h.insert("retry-after", HeaderValue::from_static("1"));
     }
     r
-}
-
-/// Writes into the answer's channel; fails once the client is gone.
-struct ChanWriter {
-    tx: mpsc::Sender<Result<Bytes, io::Error>>,
-    buf: Vec<u8>,
-}
-
-impl Write for ChanWriter {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.buf.extend_from_slice(b);
-        if self.buf.len() >= CHUNK {
-            self.flush()?;
-        }
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
-        self.tx
-            .blocking_send(Ok(chunk))
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "client gone"))
-    }
 }
 
 fn now_ns() -> u64 {
@@ -312,11 +305,18 @@ async fn handle(
     } else {
         (text_q.trim().to_string(), window)
     };
-    if let Err(e) =
-        ringcap_stages::compile(&filter, 1, 262_144, ringcap_stages::filter::Target::Offline)
-    {
-        return bad(StatusCode::BAD_REQUEST, format!("filter: {e}"));
+    // Measured in Rust before libpcap sees it (its compile time grows
+    // steeply with the number of terms; see job::MAX_PRIMITIVES).
+    if let Err(e) = job::check_size(&filter) {
+        let what = if steno {
+            "the query as a tcpdump filter ('ip proto N' is two terms there)"
+        } else {
+            "filter"
+        };
+        return bad(StatusCode::BAD_REQUEST, format!("{what}: {e}"));
     }
+    // The slot first: whatever the query costs from here on (libpcap's
+    // compile included) is counted against the limit of queries.
     let Ok(permit) = queries.clone().try_acquire_owned() else {
         return bad(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -328,6 +328,7 @@ async fn handle(
     };
     let what = format!("{text_q:?} = '{filter}' {window:?}");
     let stop = Arc::new(AtomicBool::new(false));
+    let stop_for_gone = stop.clone();
     let deadline = {
         let stop = stop.clone();
         let t = svc.limits.time;
@@ -336,61 +337,89 @@ async fn handle(
             stop.store(true, Ordering::Relaxed);
         })
     };
-    // Count first when the files in the window could answer more than the
-    // limit (and the client did not ask for less).
     let max_bytes = svc.limits.bytes;
     let job = Job {
         dirs: svc.dirs.clone(),
-        filter: filter.clone(),
+        filter,
         window,
-        stop: stop.clone(),
+        stop,
     };
-    if limit_bytes.is_none_or(|b| b > max_bytes) {
-        let j = job.clone();
-        let counted = tokio::task::spawn_blocking(move || j.count(max_bytes)).await;
-        match counted {
-            Ok(Ok(())) => {}
-            Ok(Err(Refusal(status, msg))) => {
-                deadline.abort();
-                return bad(status, format!("{what}: {msg}"));
-            }
-            Err(e) => {
-                deadline.abort();
-                return bad(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"));
-            }
-        }
-    }
-    (svc.log)(format!("{who}: {what}: streaming"));
-    let (tx, rx) = mpsc::channel(CHUNKS);
-    let log = svc.log.clone();
-    let who = who.to_string();
-    let started = Instant::now();
+    // Count first when the files in the window could answer more than the
+    // limit (and the client did not ask for less).
+    let count = limit_bytes.is_none_or(|b| b > max_bytes);
     // The server's own bound too: the file a capture is still writing may
     // have grown since the count (it is read up to its size when opened).
     let limits = (
         limit_packets,
         Some(limit_bytes.map_or(max_bytes, |b| b.min(max_bytes))),
     );
+    let (tx, rx) = stream::channel(CHUNKS);
+    let (head_tx, head_rx) = oneshot::channel();
+    let log = svc.log.clone();
+    let rt = tokio::runtime::Handle::current();
+    let (who_s, what_s) = (who.to_string(), what.clone());
+    // One blocking thread does all of the query: the compile (once, shared
+    // by the count and the stream), the count, then the stream; the answer's
+    // status comes back before the stream starts.
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let w = ChanWriter {
-            tx: tx.clone(),
-            buf: Vec::with_capacity(CHUNK),
+        let (who, what) = (who_s, what_s);
+        let head = Programs::new(&job.filter)
+            .map_err(|e| Refusal(StatusCode::BAD_REQUEST, e))
+            .and_then(|mut p| {
+                if count {
+                    job.count(&mut p, max_bytes)?;
+                }
+                Ok(p)
+            });
+        let mut programs = match head {
+            Ok(p) => p,
+            Err(r) => {
+                deadline.abort();
+                let _ = head_tx.send(Err(r));
+                return;
+            }
         };
-        let r = job.stream(Box::new(w), limits);
+        if head_tx.send(Ok(())).is_err() {
+            deadline.abort();
+            return;
+        }
+        log(format!("{who}: {what}: streaming"));
+        let started = Instant::now();
+        // The writer's copy of the channel is gone when `stream` returns,
+        // so `fail` below closes it (after recording why).
+        let w = ChanWriter::new(tx.clone(), job.stop.clone(), rt);
+        let r = job.stream(&mut programs, Box::new(w), limits);
         deadline.abort();
         let secs = started.elapsed().as_secs_f64();
+        let compiles = programs.compiles;
         match r {
             Ok((n, bytes)) => log(format!(
-                "{who}: {what}: 200 {n} packets, {bytes} bytes, {secs:.3} s"
+                "{who}: {what}: 200 {n} packets, {bytes} bytes, {secs:.3} s, {compiles} filter compile(s)"
             )),
             Err(e) => {
                 log(format!("{who}: {what}: cut after {secs:.3} s: {e}"));
-                let _ = tx.blocking_send(Err(io::Error::other(e)));
+                tx.fail(e);
             }
         }
     });
-    let mut r = Response::new(Stream(rx));
+    // A client gone before the status is known (hyper drops this future)
+    // stops the compile and count too, instead of leaving them to run out
+    // their time in the slot.
+    let gone = StopOnDrop(Some(stop_for_gone));
+    let head = head_rx.await;
+    gone.disarm();
+    match head {
+        Ok(Ok(())) => {}
+        Ok(Err(Refusal(status, msg))) => return bad(status, format!("{what}: {msg}")),
+        Err(_) => {
+            return bad(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("{what}: the query failed"),
+            )
+        }
+    }
+    let mut r = Response::new(rx);
     r.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
@@ -398,87 +427,19 @@ async fn handle(
     r
 }
 
-struct Refusal(StatusCode, String);
+/// Sets a query's stop flag when dropped, unless disarmed.
+struct StopOnDrop(Option<Arc<AtomicBool>>);
 
-/// One query's work, run on a blocking thread.
-#[derive(Clone)]
-struct Job {
-    dirs: Vec<PathBuf>,
-    filter: String,
-    window: Window,
-    stop: Arc<AtomicBool>,
+impl StopOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
 }
 
-impl Job {
-    fn files(&self) -> Result<Vec<PathBuf>, String> {
-        ringcap_index::dir::capture_files(&self.dirs, &mut |_| {})
-    }
-
-    fn query(&self, out: &mut Output, files: &[PathBuf]) -> Result<(), QueryError> {
-        let q = Query {
-            filter: &self.filter,
-            plan: plan(&self.filter),
-            window: self.window,
-            use_index: true,
-            stop: Some(&self.stop),
-        };
-        run(&q, files, out, &mut |_| {}).map(|_| ())
-    }
-
-    /// Refuses (413) an answer larger than `max` bytes; counts only when
-    /// the files in the window hold more than that.
-    fn count(&self, max: u64) -> Result<(), Refusal> {
-        let files = self
-            .files()
-            .map_err(|e| Refusal(StatusCode::INTERNAL_SERVER_ERROR, e))?;
-        // An answer's pcap records are never larger than the files'.
-        let bound: u64 = files
-            .iter()
-            .map(|f| match load_index(f) {
-                Ok(i) if !self.window.overlaps(i.summary.min_ts, i.summary.max_ts) => 0,
-                _ => std::fs::metadata(f).map_or(0, |m| m.len()),
-            })
-            .sum();
-        if bound <= max {
-            return Ok(());
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(s) = &self.0 {
+            s.store(true, Ordering::Relaxed);
         }
-        let mut out = Output::new(Box::new(io::sink()), OutFormat::Pcap);
-        out.limit(None, Some(max));
-        match self.query(&mut out, &files) {
-            Ok(()) => Ok(()),
-            Err(_) if out.limited => Err(Refusal(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "the answer is larger than {max} bytes (this server's limit); \
-                     narrow the query (a host, a port, before/after)"
-                ),
-            )),
-            Err(QueryError::Stopped) => Err(Refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the query takes longer than this server allows; narrow it".into(),
-            )),
-            Err(QueryError::Filter(e)) => Err(Refusal(StatusCode::BAD_REQUEST, e)),
-            Err(e) => Err(Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
-        }
-    }
-
-    /// Streams the answer; the client's own limits (stenographer's
-    /// `Steno-Limit-Packets`/`-Bytes`) end it early but whole.
-    fn stream(
-        &self,
-        w: Box<dyn Write>,
-        (packets, bytes): (Option<u64>, Option<u64>),
-    ) -> Result<(u64, u64), String> {
-        let files = self.files()?;
-        let mut out = Output::new(w, OutFormat::Pcap);
-        out.limit(packets, bytes);
-        let r = self.query(&mut out, &files);
-        if let Err(e) = r {
-            if !out.limited {
-                return Err(e.to_string());
-            }
-        }
-        out.finish(1).map_err(|e| e.to_string())?;
-        Ok((out.packets, out.bytes))
     }
 }

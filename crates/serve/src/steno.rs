@@ -277,16 +277,18 @@ impl Parser<'_> {
 
 /// `N` followed by s, m, h or d, in nanoseconds.
 fn duration_ns(w: &str) -> Option<u64> {
-    let (n, unit) = w.split_at(w.len().checked_sub(1)?);
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+    // On bytes: the last character may be more than one byte long, and a
+    // str cut inside a character panics.
+    let (unit, n) = w.as_bytes().split_last()?;
+    if n.is_empty() || !n.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let n: u64 = n.parse().ok()?;
+    let n: u64 = std::str::from_utf8(n).ok()?.parse().ok()?;
     let s = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
+        b's' => 1,
+        b'm' => 60,
+        b'h' => 3600,
+        b'd' => 86_400,
         _ => return None,
     };
     n.checked_mul(s)?.checked_mul(1_000_000_000)
@@ -461,5 +463,66 @@ mod tests {
         }
         let deep = "(".repeat(100) + "port 1" + &")".repeat(100);
         assert!(translate(&deep, NOW).is_err());
+    }
+
+    /// Text that is not ASCII where a time is expected is an error, never
+    /// a panic (these once sliced a str inside a character).
+    #[test]
+    fn non_ascii_times_are_errors() {
+        for q in [
+            "after 1é",
+            "before 1é ago",
+            "after é",
+            "after 2026-11-26T14:00:00+0é00",
+            "after 2026-11-26T14:00:00+é:00",
+            "after 2026-11-26T14:00:00.é",
+            "after 2026-11-26T14:0é:00Z",
+            "after 2026-11-26Té4:00:00Z",
+        ] {
+            assert!(translate(q, NOW).is_err(), "{q}");
+        }
+        for t in [
+            "2026-11-26T14:00:00+0é00",
+            "2026-11-26T14:00:00-é:00",
+            "2026-11-26T14:00:00é",
+            "2026-11-26T14:00:00.5+01:0é",
+        ] {
+            assert!(ringcap_index::time::parse_time(t).is_err(), "{t}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// No text makes the translation or the time parser panic.
+        #[test]
+        fn never_panics(s in "\\PC{0,40}", pick in 0usize..4) {
+            let prefix = ["", "after ", "before ", "after 2026-11-26T14:00:00"][pick];
+            let q = format!("{prefix}{s}");
+            let _ = translate(&q, NOW);
+            let _ = ringcap_index::time::parse_time(&q);
+            let _ = ringcap_index::time::parse_time(&s);
+        }
+
+        /// Times shaped like RFC 3339 with any characters in any place.
+        #[test]
+        fn rfc3339_shapes_never_panic(
+            chars in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::char::range('0', '9'),
+                    proptest::strategy::Just('-'),
+                    proptest::strategy::Just(':'),
+                    proptest::strategy::Just('+'),
+                    proptest::strategy::Just('T'),
+                    proptest::strategy::Just('.'),
+                    proptest::strategy::Just('Z'),
+                    proptest::char::any(),
+                ],
+                18..30,
+            )
+        ) {
+            let t: String = chars.into_iter().collect();
+            let _ = ringcap_index::time::parse_time(&t);
+            let _ = translate(&format!("after {t}"), NOW);
+        }
     }
 }

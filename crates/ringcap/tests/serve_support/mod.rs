@@ -249,3 +249,46 @@ pub fn curl(
     body.truncate(code_at);
     (code, body, o.status.success())
 }
+
+/// A TLS client (openssl s_client, with the client certificate) that sends
+/// `POST path` with `query` and then reads nothing: its stdout is a pipe
+/// nobody reads, so once the pipe is full it stops reading the socket and
+/// the server's writes meet a zero TCP window. Killed on drop.
+pub struct Stalled(Child);
+
+impl Stalled {
+    pub fn start(certs: &Path, port: u16, path: &str, query: &str) -> Stalled {
+        use std::io::Write;
+        let mut child = Command::new("openssl")
+            .args(["s_client", "-quiet", "-connect"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("-cert")
+            .arg(certs.join("client_cert.pem"))
+            .arg("-key")
+            .arg(certs.join("client_key.pem"))
+            .arg("-CAfile")
+            .arg(certs.join("ca_cert.pem"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run openssl s_client");
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n{query}",
+            query.len()
+        );
+        // stdin stays open (held in the child handle): the client does not
+        // hang up, it only stops reading.
+        let stdin = child.stdin.as_mut().unwrap();
+        stdin.write_all(req.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        Stalled(child)
+    }
+}
+
+impl Drop for Stalled {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -28,7 +28,7 @@ use ringcap_testkit::{frames, TempDir, Testbed};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use ringcap_testkit::capture::{records, Rec};
 
@@ -51,17 +51,6 @@ fn pcap_bytes(recs: &[Rec], snap: u32) -> Vec<u8> {
         b.extend_from_slice(d);
     }
     b
-}
-
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
-
-fn secs(ns: u64) -> String {
-    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
 }
 
 /// Root's capture of the testbed's traffic into rotated, indexed files.
@@ -172,28 +161,6 @@ fn reload(d: &mut Daemon, tb: &Testbed, store: &Path, grant_extra: &str, retriev
     assert!(d.reload_raw(&text), "reload:\n{text}");
 }
 
-/// `ringcap query --daemon -i IF …` as nobody: exit status, stderr and the
-/// answer's bytes.
-fn query(
-    tb: &Testbed,
-    d: &Daemon,
-    iface: &str,
-    args: &[&str],
-    filter: &str,
-) -> (bool, String, Vec<u8>) {
-    let out = open_dir("retrieve-out");
-    let file = out.join("answer.pcap");
-    let mut cmd = as_user(tb, NOBODY, &ringcap_bin());
-    cmd.args(["query", &d.arg(), "-i", iface])
-        .args(args)
-        .arg("-w")
-        .arg(&file)
-        .arg(filter);
-    let (st, _, err) = run_limited_out(&mut cmd, Duration::from_secs(60));
-    let bytes = std::fs::read(&file).unwrap_or_default();
-    (st.success(), err, bytes)
-}
-
 #[test]
 fn stored_packets_under_policy() {
     if !can_run() {
@@ -226,7 +193,7 @@ fn stored_packets_under_policy() {
     assert!(!tcpdump(&st.files, "tcp").is_empty(), "the store holds TCP");
     let want = tcpdump(&st.files, &format!("({FRAMEWORK}) and ({filter})"));
     assert!(want.len() > 400, "{} packets", want.len());
-    let (ok, err, got) = query(&tb, &d, &iface, &["--after", &after, "-v"], filter);
+    let (ok, err, got) = retrieve_as_nobody(&tb, &d, &iface, &["--after", &after, "-v"], filter);
     assert!(ok, "query: {err}");
     println!("{}", err.trim());
     let got_recs = records(&got);
@@ -286,7 +253,7 @@ fn stored_packets_under_policy() {
         .expect("ringcap capture -r --anonymize --mask");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let want_masked = records(&std::fs::read(&masked).unwrap());
-    let (ok, err, got) = query(&tb, &d, &iface, &["--after", &after], filter);
+    let (ok, err, got) = retrieve_as_nobody(&tb, &d, &iface, &["--after", &after], filter);
     assert!(ok, "masked query: {err}");
     let got_masked = records(&got);
     assert_eq!(got_masked.len(), want_masked.len());
@@ -314,7 +281,7 @@ fn stored_packets_under_policy() {
         want_ex.len(),
         want.len()
     );
-    let (ok, err, got) = query(
+    let (ok, err, got) = retrieve_as_nobody(
         &tb,
         &d,
         &iface,
@@ -328,12 +295,12 @@ fn stored_packets_under_policy() {
     );
 
     // 3. An interface the grant does not allow: refused, nothing written.
-    let (ok, err, got) = query(&tb, &d, "lo", &["--after", &after], "");
+    let (ok, err, got) = retrieve_as_nobody(&tb, &d, "lo", &["--after", &after], "");
     assert!(!ok && err.contains("interfaces"), "{err}");
     assert!(got.is_empty());
 
     // 4. A window wider than max_window (1 h): refused before anything is read.
-    let (ok, err, got) = query(&tb, &d, &iface, &["--after", "0"], filter);
+    let (ok, err, got) = retrieve_as_nobody(&tb, &d, &iface, &["--after", "0"], filter);
     assert!(!ok && err.contains("retrieve.max_window"), "{err}");
     assert!(got.is_empty());
 
@@ -346,7 +313,7 @@ fn stored_packets_under_policy() {
         &format!("max_snaplen = {SNAP}"),
         "max_bytes = 5000",
     );
-    let (ok, err, got) = query(&tb, &d, &iface, &["--after", &after], filter);
+    let (ok, err, got) = retrieve_as_nobody(&tb, &d, &iface, &["--after", &after], filter);
     assert!(!ok && err.contains("max_bytes"), "{err}");
     assert!(got.len() <= 5000 && got.len() > 4000, "{} bytes", got.len());
     let cut = records(&got);
@@ -362,7 +329,7 @@ fn stored_packets_under_policy() {
     let link = links.join("store");
     std::os::unix::fs::symlink(st.dir.path(), &link).unwrap();
     reload(&mut d, &tb, &link, "", "max_bytes = \"8M\"");
-    let (ok, err, got) = query(&tb, &d, &iface, &["--after", &after], filter);
+    let (ok, err, got) = retrieve_as_nobody(&tb, &d, &iface, &["--after", &after], filter);
     assert!(!ok && err.contains("symbolic link"), "{err}");
     assert!(got.is_empty());
 
@@ -396,7 +363,7 @@ fn stored_packets_under_policy() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (ok, err, _) = query(&tb, &d, &iface, &["--after", &after], filter);
+    let (ok, err, _) = retrieve_as_nobody(&tb, &d, &iface, &["--after", &after], filter);
     assert!(!ok && err.contains("retrieve.max_queries"), "{err}");
     slow.wait_timeout(Duration::from_secs(20)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -411,7 +378,7 @@ fn stored_packets_under_policy() {
     let noticed = started.elapsed();
     println!("client gone noticed after {noticed:?}");
     assert!(noticed < Duration::from_secs(15), "{noticed:?}");
-    let (ok, err, got) = query(&tb, &d, &iface, &["--after", &after], filter);
+    let (ok, err, got) = retrieve_as_nobody(&tb, &d, &iface, &["--after", &after], filter);
     assert!(ok, "the slot is free again: {err}");
     assert_eq!(records(&got).len(), want.len());
     let log = d.stop();
@@ -440,7 +407,8 @@ fn packets_being_written_are_queryable_within_2_s() {
     tb.send_from_peer(&sent, 2000).expect("send");
     let sent_at = Instant::now();
     let (lag, answer) = loop {
-        let (ok, err, got) = query(&tb, &d, &tb.capture_if, &["--after", &after], filter);
+        let (ok, err, got) =
+            retrieve_as_nobody(&tb, &d, &tb.capture_if, &["--after", &after], filter);
         assert!(ok, "{err}");
         if records(&got).len() >= sent.len() {
             break (sent_at.elapsed(), got);
@@ -503,7 +471,8 @@ fn tagged_stored_frames_are_judged_as_live() {
         .filter(|r| matches!(u16::from_be_bytes([r.2[12], r.2[13]]), 0x8100 | 0x88a8))
         .count();
     assert!(tagged_kept > 10, "{tagged_kept} tagged frames expected");
-    let (ok, err, got) = query(&tb, &d, &tb.capture_if, &["--after", &secs(st.t0)], filter);
+    let (ok, err, got) =
+        retrieve_as_nobody(&tb, &d, &tb.capture_if, &["--after", &secs(st.t0)], filter);
     assert!(ok, "{err}");
     let got = records(&got);
     assert_eq!(got.len(), want.len(), "packets");

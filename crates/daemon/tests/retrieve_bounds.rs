@@ -24,18 +24,7 @@ use ringcap_testkit::{frames, TempDir, Testbed};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
-
-fn secs(ns: u64) -> String {
-    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
-}
+use std::time::{Duration, Instant};
 
 fn grants(iface: &str, store: &Path, max_time: &str) -> String {
     format!(
@@ -50,20 +39,6 @@ fn store_dir() -> TempDir {
     let dir = TempDir::new("retrieve-bounds");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     dir
-}
-
-/// `ringcap query --daemon -i IF …` as nobody: success, stderr, the answer.
-fn query(tb: &Testbed, d: &Daemon, iface: &str, args: &[&str]) -> (bool, String, Vec<u8>) {
-    let out = open_dir("retrieve-bounds-out");
-    let file = out.join("answer.pcap");
-    let mut cmd = as_user(tb, NOBODY, &ringcap_bin());
-    cmd.args(["query", &d.arg(), "-i", iface])
-        .args(args)
-        .arg("-w")
-        .arg(&file)
-        .arg("");
-    let (st, _, err) = run_limited_out(&mut cmd, Duration::from_secs(60));
-    (st.success(), err, std::fs::read(&file).unwrap_or_default())
 }
 
 fn epb(interface: u32, ts: u64, frame: &[u8]) -> Vec<u8> {
@@ -116,7 +91,7 @@ fn only_the_stores_interface_is_served() {
     std::fs::write(st.join("cap-0001.pcapng"), &file).unwrap();
     let d = Daemon::start(&tb, &grants(&iface, st.path(), "60s"));
     let after = secs(t0);
-    let (ok, err, got) = query(&tb, &d, &iface, &["--after", &after]);
+    let (ok, err, got) = retrieve_as_nobody(&tb, &d, &iface, &["--after", &after], "");
     assert!(ok, "query: {err}");
     let got = records(&got);
     assert_eq!(got.len(), want.len(), "packets of other interfaces served");
@@ -168,7 +143,13 @@ fn a_retrieval_that_keeps_nothing_meets_max_time() {
     let mid = t0 + n;
     let (after, before) = (secs(mid + 1), secs(mid + 2));
     let started = Instant::now();
-    let (ok, err, got) = query(&tb, &d, &iface, &["--after", &after, "--before", &before]);
+    let (ok, err, got) = retrieve_as_nobody(
+        &tb,
+        &d,
+        &iface,
+        &["--after", &after, "--before", &before],
+        "",
+    );
     let took = started.elapsed();
     println!("took {took:?}: {}", err.trim());
     assert!(
@@ -218,7 +199,7 @@ fn a_store_under_a_parent_others_may_write_is_refused() {
     let after = secs(t0);
     for (mode, served) in [(0o777, false), (0o1777, true), (0o755, true)] {
         std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(mode)).unwrap();
-        let (ok, err, got) = query(&tb, &d, &iface, &["--after", &after]);
+        let (ok, err, got) = retrieve_as_nobody(&tb, &d, &iface, &["--after", &after], "");
         if served {
             assert!(ok, "mode {mode:o}: {err}");
             assert_eq!(records(&got).len(), 1, "mode {mode:o}");

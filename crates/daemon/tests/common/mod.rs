@@ -840,3 +840,38 @@ pub fn check_binding_injection(
         "{what}: the peer received other frames"
     );
 }
+
+/// Nanoseconds since the epoch now.
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// `ns` as seconds since the epoch with 9 decimals (`--after`/`--before`).
+pub fn secs(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// `ringcap query --daemon -i IF ARGS… FILTER` as nobody: success, stderr
+/// and the answer's bytes.
+pub fn retrieve_as_nobody(
+    tb: &Testbed,
+    d: &Daemon,
+    iface: &str,
+    args: &[&str],
+    filter: &str,
+) -> (bool, String, Vec<u8>) {
+    let out = open_dir("retrieve-out");
+    let file = out.join("answer.pcap");
+    let mut cmd = as_user(tb, NOBODY, &ringcap_bin());
+    cmd.args(["query", &d.arg(), "-i", iface])
+        .args(args)
+        .arg("-w")
+        .arg(&file)
+        .arg(filter);
+    let (st, _, err) = run_limited_out(&mut cmd, Duration::from_secs(60));
+    let bytes = std::fs::read(&file).unwrap_or_default();
+    (st.success(), err, bytes)
+}

@@ -163,8 +163,9 @@ pub struct Query<'a> {
     /// Use the indexes (false: scan every file).
     pub use_index: bool,
     /// Set from another thread to stop the query (a time limit, a client
-    /// gone): checked before each packet, so a query that reads much and
-    /// writes little stops too.
+    /// gone): checked with [`Taker::tick`], before each file and every
+    /// [`TICK`] records read, so a query that reads much and writes little
+    /// stops too.
     pub stop: Option<&'a AtomicBool>,
 }
 
@@ -259,6 +260,15 @@ pub trait Taker {
 /// Records read between two [`Taker::tick`]s.
 pub const TICK: u64 = 512;
 
+/// Where a query may be stopped from outside: its flag ([`Query::stop`])
+/// and its taker's checks ([`Taker::tick`]).
+fn stop_point(q: &Query, taker: &mut dyn Taker) -> Result<(), QueryError> {
+    if q.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+        return Err(QueryError::Stopped);
+    }
+    taker.tick()
+}
+
 /// [`run`]'s taker: the query's filter compiled per link type.
 struct FilterTaker<'a, 'q> {
     q: &'a Query<'q>,
@@ -312,7 +322,7 @@ pub fn run_with(
     let mut st = QueryStats::default();
     let mut sources = Vec::new();
     for batch in files.chunks(HEADS_AHEAD) {
-        taker.tick()?;
+        stop_point(q, taker)?;
         let (growing, done): (Vec<&PathBuf>, Vec<&PathBuf>) =
             batch.iter().partition(|p| is_growing(p));
         for path in growing {
@@ -356,7 +366,7 @@ pub fn run_with(
         }
     }
     for s in &sources {
-        taker.tick()?;
+        stop_point(q, taker)?;
         st.files += 1;
         st.file_bytes += std::fs::metadata(&s.path).map_or(0, |m| m.len());
         if let Some(size) = s.growing {
@@ -515,12 +525,9 @@ fn read_until(
     let mut linktypes = admitted(rd, taker);
     let mut scratch = Vec::new();
     while rd.offset() < to {
-        if q.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
-            return Err(QueryError::Stopped);
-        }
         st.read += 1;
         if st.read.is_multiple_of(TICK) {
-            taker.tick()?;
+            stop_point(q, taker)?;
         }
         let known = linktypes.len();
         let (lt, ts, wire) = {

@@ -98,6 +98,18 @@ fn runs_of(idx: &Index, cands: Option<&[bool]>, window: &Window) -> Result<Vec<R
 /// Narrow terms (a host, a port, a flow) take a block or two each.
 const BLOCK_BUDGET: usize = 1024;
 
+/// Takes from `budget` the key blocks a lookup of `kind` in `lo..=hi`
+/// reads (and those of the undescribable packets'); false, leaving it, if
+/// they are more than it holds.
+fn spend(idx: &Index, kind: Kind, lo: u128, hi: u128, budget: &mut usize) -> bool {
+    let cost = idx.blocks_in(kind, lo, hi) + idx.blocks_in(Kind::Any, 0, 0);
+    let ok = cost <= *budget;
+    if ok {
+        *budget -= cost;
+    }
+    ok
+}
+
 /// Candidate groups of `idx` for `e`: `None` means all of them. `budget`:
 /// key blocks still allowed (see [`BLOCK_BUDGET`]).
 fn candidates(e: &Expr, idx: &Index, budget: &mut usize) -> Result<Option<Vec<bool>>, IndexError> {
@@ -105,11 +117,9 @@ fn candidates(e: &Expr, idx: &Index, budget: &mut usize) -> Result<Option<Vec<bo
     Ok(match e {
         Expr::All | Expr::Not(_) => None,
         Expr::Key { kind, lo, hi } => {
-            let cost = idx.blocks_in(*kind, *lo, *hi) + idx.blocks_in(Kind::Any, 0, 0);
-            if cost > *budget {
+            if !spend(idx, *kind, *lo, *hi, budget) {
                 return Ok(None);
             }
-            *budget -= cost;
             let mut v = vec![false; n];
             idx.mark(*kind, *lo, *hi, &mut v)?;
             idx.mark(Kind::Any, 0, 0, &mut v)?;
@@ -143,9 +153,7 @@ fn will_need(e: &Expr, idx: &Index) {
         match e {
             Expr::All | Expr::Not(_) => {}
             Expr::Key { kind, lo, hi } => {
-                let cost = idx.blocks_in(*kind, *lo, *hi);
-                if cost <= *budget {
-                    *budget -= cost;
+                if spend(idx, *kind, *lo, *hi, budget) {
                     idx.will_need_keys(*kind, *lo, *hi);
                 }
             }

@@ -262,9 +262,11 @@ fn idle_handshakes_cannot_take_every_slot() {
     let (code, body, ok) = curl(&certs, srv.port, "/query", q, &[]);
     assert!(ok && code == "200", "{code}\n{}", srv.log());
     assert_eq!(records(&body), want);
+    // 56 refusals and 8 handshakes timed out, in a few lines (at most one a
+    // second, with a count), not a line each; the last is logged within a
+    // second even with no connection after it.
+    std::thread::sleep(Duration::from_millis(1200));
     let log = srv.log();
-    assert_eq!(log.matches("TLS handshake timed out").count(), 8, "{log}");
-    // 56 refusals, in a line or two (at most one a second, with a count).
     let lines: Vec<&str> = log.lines().filter(|l| l.contains("refused")).collect();
     let n: u64 = lines
         .iter()
@@ -280,8 +282,68 @@ fn idle_handshakes_cannot_take_every_slot() {
             }
         })
         .sum();
-    assert!(n == 56 && lines.len() <= 3, "{n} refusals in {lines:?}");
+    assert!(n == 64 && lines.len() <= 4, "{n} refusals in {lines:?}");
+    assert!(log.contains("TLS handshake timed out"), "{log}");
     println!("idle connections closed after {closed:?}\n{log}");
+}
+
+/// A name in a client's filter is not looked up in DNS (the client would
+/// choose a resolver's and a domain's traffic from the sensor, and hold a
+/// query slot for the resolver's timeout): in a namespace whose resolver is
+/// a witness on 127.0.0.1:53, tcpdump's libpcap asks it for a name (the
+/// control: the witness sees lookups), `ringcap serve`'s does not, and
+/// answers "unknown host" at once; a name of /etc/hosts still works.
+#[test]
+fn names_in_client_filters_are_not_looked_up_in_dns() {
+    use std::time::{Duration, Instant};
+    ringcap_testkit::skip_unless_netns!();
+    if skip_without(&["curl", "tcpdump", "python3"]) {
+        return;
+    }
+    let tb = ringcap_testkit::Testbed::new().unwrap();
+    let ns = tb.capture_ns.as_str();
+    let _conf = NetnsResolvConf::new(ns, "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n");
+    let dns = DnsWitness::start(ns);
+    let wrap = ["ip", "netns", "exec", ns];
+    let id = std::process::id();
+    let control = format!("ringcap-control-{id}.example");
+    let o = wrapped(&wrap, "tcpdump")
+        .args(["-d", &format!("host {control}")])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the control name resolved");
+    assert!(
+        within(5, || dns.seen(&control)),
+        "the witness saw no lookup from tcpdump: the test cannot see one from serve"
+    );
+    let d = TempDir::new("serve-dns");
+    let files = series(&d.join("caps"), 14, 2, 1_764_000_000_000_000_000);
+    index(&files);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let srv = Server::start_in(&wrap, &[&d.join("caps")], &certs, &[]);
+    let probe = format!("ringcap-probe-{id}.example");
+    for (path, q) in [
+        ("/tcpdump", format!("host {probe}")),
+        ("/tcpdump", format!("udp and {probe}")),
+        ("/tcpdump", format!("net {probe}")),
+    ] {
+        let t = Instant::now();
+        let (code, body, _) = curl_in(&wrap, &certs, srv.port, path, &q, &[]);
+        let body = String::from_utf8_lossy(&body);
+        assert!(code == "400" && body.contains(&probe), "{q}: {code} {body}");
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "{q}: {:?}",
+            t.elapsed()
+        );
+    }
+    let q = "host localhost or host 198.18.0.7";
+    let (code, body, ok) = curl_in(&wrap, &certs, srv.port, "/tcpdump", q, &[]);
+    assert!(ok && code == "200", "{code}\n{}", srv.log());
+    assert_eq!(records(&body), tcpdump(&files, q, 0, u64::MAX));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!dns.seen(&probe), "serve looked {probe} up in DNS");
 }
 
 #[test]
@@ -448,8 +510,13 @@ fn refusals_and_limits() {
         !o.status.success() && o.stdout.is_empty(),
         "other CA: {o:?}"
     );
-    let log = srv.log();
-    assert_eq!(log.matches("TLS refused").count(), 2, "{log}");
+    // Both logged, the second within a second of the first (refusals are
+    // logged at most once a second, with a count).
+    assert!(
+        within(3, || srv.log().matches("TLS refused").count() == 2),
+        "{}",
+        srv.log()
+    );
     // The right certificate: a small answer, whole.
     let (code, body, ok) = curl(&certs, srv.port, "/query", "host 198.18.0.7 and udp", &[]);
     assert!(ok && code == "200", "{code}");

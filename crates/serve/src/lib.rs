@@ -29,13 +29,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Runs the service on `listen` until the process ends; `ready` hears the
-/// address bound (port 0 picks one).
+/// address bound (port 0 picks one). Names in clients' filters are looked
+/// up in local files only, never in DNS
+/// ([`ringcap_stages::names::resolve_names_locally`]): a process that cannot
+/// ensure this does not serve.
 pub fn run(
     listen: SocketAddr,
     tls: Arc<rustls::ServerConfig>,
     svc: server::Service,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String> {
+    ringcap_stages::names::resolve_names_locally()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(svc.limits.queries * 2 + 2)

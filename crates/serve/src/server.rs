@@ -23,7 +23,7 @@
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -93,6 +93,14 @@ const HANDSHAKES_PER_PEER: usize = 8;
 const REFUSAL_LOG: Duration = Duration::from_secs(1);
 const REQUEST_READ: Duration = Duration::from_secs(10);
 
+/// Counts a connection refused (logged at most once per [`REFUSAL_LOG`]).
+fn note_refusal(refused: &Mutex<Refusals>, why: String, log: &dyn Fn(String)) {
+    refused
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .note(why, log)
+}
+
 /// Serves on `listener` until the process ends.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -103,15 +111,22 @@ pub async fn serve(
     let conns = Arc::new(Semaphore::new(svc.limits.connections));
     let queries = Arc::new(Semaphore::new(svc.limits.queries));
     let handshakes = Handshakes::default();
-    let mut refused = Refusals::new(REFUSAL_LOG);
+    // Connections refused before or in their handshake: one line a
+    // second with a count, however many a client makes fail.
+    let refused = Arc::new(Mutex::new(Refusals::new(REFUSAL_LOG)));
     loop {
         // Refusals not yet logged are logged when due, even if no other
-        // connection comes.
-        let due = refused.due();
+        // connection comes (checked again at least once a second: a
+        // handshake's task may have added one meanwhile).
+        let due = refused.lock().unwrap_or_else(|e| e.into_inner()).due();
+        let wake = due.unwrap_or_else(|| Instant::now() + REFUSAL_LOG);
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now).into()), if due.is_some() => {
-                refused.flush(&*svc.log);
+            _ = tokio::time::sleep_until(wake.into()) => {
+                let mut r = refused.lock().unwrap_or_else(|e| e.into_inner());
+                if r.due().is_some_and(|d| d <= Instant::now()) {
+                    r.flush(&*svc.log);
+                }
                 continue;
             }
         };
@@ -125,20 +140,23 @@ pub async fn serve(
             }
         };
         let Some(handshaking) = handshakes.enter(peer.ip(), HANDSHAKES_PER_PEER) else {
-            refused.note(
+            note_refusal(
+                &refused,
                 format!("{peer}: {HANDSHAKES_PER_PEER} connections from its address in their TLS handshake"),
                 &*svc.log,
             );
             continue;
         };
         let Ok(permit) = conns.clone().try_acquire_owned() else {
-            refused.note(
+            note_refusal(
+                &refused,
                 format!("{peer}: {} connections open", svc.limits.connections),
                 &*svc.log,
             );
             continue;
         };
         let (acceptor, svc, queries) = (acceptor.clone(), svc.clone(), queries.clone());
+        let refused = refused.clone();
         let tcp = WriteIdle::new(tcp, svc.limits.write_idle);
         tokio::spawn(async move {
             let _permit = permit;
@@ -147,11 +165,15 @@ pub async fn serve(
             let tls = match tls {
                 Ok(Ok(t)) => t,
                 Ok(Err(e)) => {
-                    (svc.log)(format!("{peer}: TLS refused: {e}"));
+                    note_refusal(&refused, format!("{peer}: TLS refused: {e}"), &*svc.log);
                     return;
                 }
                 Err(_) => {
-                    (svc.log)(format!("{peer}: TLS handshake timed out"));
+                    note_refusal(
+                        &refused,
+                        format!("{peer}: TLS handshake timed out"),
+                        &*svc.log,
+                    );
                     return;
                 }
             };

@@ -10,6 +10,7 @@
 
 pub mod bpf;
 pub mod filter;
+pub mod names;
 pub mod rate;
 pub mod sample;
 pub mod session;

@@ -28,7 +28,12 @@ pub struct Server {
 
 impl Server {
     pub fn start(dirs: &[&Path], certs: &Path, extra: &[&str]) -> Server {
-        let mut c = Command::new(bin());
+        Server::start_in(&[], dirs, certs, extra)
+    }
+
+    /// Started by `wrap` (`ip netns exec NS`, ...) when not empty.
+    pub fn start_in(wrap: &[&str], dirs: &[&Path], certs: &Path, extra: &[&str]) -> Server {
+        let mut c = wrapped(wrap, &bin().to_string_lossy());
         c.arg("serve");
         for d in dirs {
             c.arg("-d").arg(d);
@@ -222,7 +227,31 @@ pub fn curl(
     data: &str,
     extra: &[&str],
 ) -> (String, Vec<u8>, bool) {
-    let o = Command::new("curl")
+    curl_in(&[], certs, port, path, data, extra)
+}
+
+/// `program`, run by `wrap` (`ip netns exec NS`, ...) when not empty.
+pub fn wrapped(wrap: &[&str], program: &str) -> Command {
+    match wrap.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+/// [`curl`] run by `wrap`.
+pub fn curl_in(
+    wrap: &[&str],
+    certs: &Path,
+    port: u16,
+    path: &str,
+    data: &str,
+    extra: &[&str],
+) -> (String, Vec<u8>, bool) {
+    let o = wrapped(wrap, "curl")
         .arg("--cert")
         .arg(certs.join("client_cert.pem"))
         .arg("--key")
@@ -290,5 +319,88 @@ impl Drop for Stalled {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// `/etc/netns/NS/resolv.conf`, which `ip netns exec NS` mounts over
+/// /etc/resolv.conf; the directory is removed on drop.
+pub struct NetnsResolvConf(PathBuf);
+
+impl NetnsResolvConf {
+    pub fn new(ns: &str, text: &str) -> NetnsResolvConf {
+        let dir = Path::new("/etc/netns").join(ns);
+        std::fs::create_dir_all(&dir).unwrap();
+        let guard = NetnsResolvConf(dir);
+        std::fs::write(guard.0.join("resolv.conf"), text).unwrap();
+        guard
+    }
+}
+
+impl Drop for NetnsResolvConf {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A DNS "server" on 127.0.0.1:53 in a namespace that answers nothing and
+/// records the name of every query it gets (for at most 120 s); killed on
+/// drop.
+pub struct DnsWitness {
+    child: Child,
+    names: Arc<Mutex<Vec<String>>>,
+}
+
+impl DnsWitness {
+    pub fn start(ns: &str) -> DnsWitness {
+        let script = r#"
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 53))
+print("ready", flush=True)
+end = time.time() + 120
+while time.time() < end:
+    s.settimeout(max(0.1, end - time.time()))
+    try:
+        d, _ = s.recvfrom(4096)
+    except socket.timeout:
+        break
+    i, labels = 12, []
+    while i < len(d) and d[i] != 0 and len(labels) < 64:
+        labels.append(d[i + 1:i + 1 + d[i]].decode("ascii", "replace"))
+        i += 1 + d[i]
+    print(".".join(labels), flush=True)
+"#;
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns, "python3", "-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start python3");
+        let names = Arc::new(Mutex::new(Vec::new()));
+        let (n, out) = (names.clone(), child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                n.lock().unwrap().push(line);
+            }
+        });
+        let w = DnsWitness { child, names };
+        assert!(
+            within(10, || w.seen("ready")),
+            "the DNS witness did not start"
+        );
+        w
+    }
+
+    /// True if a query for `name` (or the line `name`) was seen.
+    pub fn seen(&self, name: &str) -> bool {
+        self.names.lock().unwrap().iter().any(|l| l == name)
+    }
+}
+
+impl Drop for DnsWitness {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

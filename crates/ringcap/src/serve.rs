@@ -13,6 +13,7 @@ use ringcap_index::{query::Window, OutFormat};
 use ringcap_serve::server::{Limits, Service};
 
 use crate::failure::Failure;
+use crate::privileges;
 
 /// `ringcap serve`.
 #[derive(Debug, Args)]
@@ -25,7 +26,7 @@ by the CA of --certs is required.
 
 Example:
   ringcap serve-keys --certs /etc/ringcap/certs --host sensor1.example
-  ringcap serve -d /srv/pcap --certs /etc/ringcap/certs --listen 0.0.0.0:1234
+  ringcap serve -d /srv/pcap --certs /etc/ringcap/certs --listen 0.0.0.0:1234 -Z ringcap
   STENOGRAPHER_CONFIG=/etc/ringcap/certs/config stenoread 'host 198.18.0.1 and after 1h ago' -w out.pcap")]
 pub struct ServeArgs {
     /// Directory of capture files to answer from (repeat for several).
@@ -46,6 +47,11 @@ pub struct ServeArgs {
     /// Seconds one query may take (beyond: its stream is cut).
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub max_time: u64,
+    /// Become USER once the address is bound and the keys are read: the
+    /// filters clients send are then parsed (by libpcap) and the files read
+    /// without root. USER must be able to read the directories and files.
+    #[arg(short = 'Z', long = "user", value_name = "USER")]
+    pub user: Option<String>,
 }
 
 /// `ringcap serve-keys`.
@@ -97,8 +103,30 @@ pub fn serve(args: &ServeArgs) -> Result<i32, Failure> {
         },
         log: Arc::new(|m| eprintln!("ringcap serve: {m}")),
     };
-    ringcap_serve::run(args.listen, tls, svc, |a| {
-        eprintln!("ringcap serve: listening on {a}")
+    let user = match &args.user {
+        Some(u) => Some(privileges::lookup(u).map_err(Failure::usage)?),
+        None => None,
+    };
+    let dirs = args.dirs.clone();
+    ringcap_serve::run(args.listen, tls, svc, move |a| {
+        match user {
+            Some(ids) => {
+                privileges::drop_to(ids)?;
+                // Said now rather than as every query's failure.
+                for d in &dirs {
+                    std::fs::read_dir(d).map_err(|e| {
+                        format!("{}: not readable as uid {}: {e}", d.display(), ids.uid)
+                    })?;
+                }
+            }
+            None if nix::unistd::geteuid().is_root() => eprintln!(
+                "ringcap serve: running as root: clients' filters are parsed by libpcap in \
+                 this process; -Z USER serves as an unprivileged user"
+            ),
+            None => {}
+        }
+        eprintln!("ringcap serve: listening on {a}");
+        Ok(())
     })
     .map_err(Failure::runtime)?;
     Ok(0)

@@ -346,6 +346,74 @@ fn names_in_client_filters_are_not_looked_up_in_dns() {
     assert!(!dns.seen(&probe), "serve looked {probe} up in DNS");
 }
 
+/// `-Z nobody`: serve binds and reads its keys as root, then runs (parses
+/// clients' filters, reads the files) as nobody, every id of the process;
+/// answers are unchanged; a store nobody cannot read stops it at start
+/// with the reason instead of failing every query.
+#[test]
+fn serve_runs_as_the_user_given() {
+    use std::os::unix::fs::PermissionsExt;
+    if !ringcap_testkit::netns::is_root() {
+        ringcap_testkit::skip("-Z needs root");
+        return;
+    }
+    if skip_without(&["curl", "tcpdump"]) {
+        return;
+    }
+    let d = TempDir::new("serve-user");
+    let caps = d.join("caps");
+    let files = series(&caps, 15, 2, 1_764_000_000_000_000_000);
+    index(&files);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let srv = Server::start(&[&caps], &certs, &["-Z", "nobody"]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", srv.pid())).unwrap();
+    let ids = |field: &str| -> Vec<String> {
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+        line.split_whitespace()
+            .skip(1)
+            .map(str::to_string)
+            .collect()
+    };
+    let nobody = String::from_utf8(
+        Command::new("id")
+            .args(["-u", "nobody"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    assert!(ids("Uid:").iter().all(|u| *u == nobody), "{status}");
+    assert!(ids("Gid:").iter().all(|g| g != "0"), "{status}");
+    assert_eq!(
+        ids("Groups:").iter().filter(|g| *g == "0").count(),
+        0,
+        "{status}"
+    );
+    let q = "host 198.18.0.7 and udp";
+    let (code, body, ok) = curl(&certs, srv.port, "/tcpdump", q, &[]);
+    assert!(ok && code == "200", "{code}\n{}", srv.log());
+    assert_eq!(records(&body), tcpdump(&files, q, 0, u64::MAX));
+    drop(srv);
+    std::fs::set_permissions(&caps, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let o = Command::new(bin())
+        .arg("serve")
+        .arg("-d")
+        .arg(&caps)
+        .arg("--certs")
+        .arg(&certs)
+        .args(["--listen", "127.0.0.1:0", "-Z", "nobody"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("not readable as uid") && !err.contains("listening"),
+        "{err}"
+    );
+}
+
 #[test]
 fn stenoread_gets_what_tcpdump_gives() {
     if skip_without(&["stenoread", "curl", "jq", "tcpdump", "date"]) {

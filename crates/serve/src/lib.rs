@@ -29,7 +29,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Runs the service on `listen` until the process ends; `ready` hears the
-/// address bound (port 0 picks one). Names in clients' filters are looked
+/// address bound (port 0 picks one) before the first connection is taken
+/// (where privileges are dropped; its error ends the run). Names in clients' filters are looked
 /// up in local files only, never in DNS
 /// ([`ringcap_stages::names::resolve_names_locally`]): a process that cannot
 /// ensure this does not serve.
@@ -37,7 +38,7 @@ pub fn run(
     listen: SocketAddr,
     tls: Arc<rustls::ServerConfig>,
     svc: server::Service,
-    ready: impl FnOnce(SocketAddr),
+    ready: impl FnOnce(SocketAddr) -> Result<(), String>,
 ) -> Result<(), String> {
     ringcap_stages::names::resolve_names_locally()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -50,7 +51,7 @@ pub fn run(
         let l = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| format!("listening on {listen}: {e}"))?;
-        ready(l.local_addr().map_err(|e| e.to_string())?);
+        ready(l.local_addr().map_err(|e| e.to_string())?)?;
         server::serve(l, tls, Arc::new(svc)).await;
         Ok(())
     })

@@ -76,6 +76,10 @@ impl Server {
     pub fn log(&self) -> String {
         self.log.lock().unwrap().join("\n")
     }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for Server {

@@ -19,6 +19,18 @@ pub fn tcpdump(files: &[PathBuf], filter: &str, after: u64, before: u64) -> Vec<
     all
 }
 
+/// The lines `r` gives, gathered by a thread as they come.
+fn lines_of(r: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let l = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines().map_while(Result::ok) {
+            l.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
 /// A running `ringcap serve`, killed on drop.
 pub struct Server {
     child: Child,
@@ -48,13 +60,7 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start ringcap serve");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (l, err) = (log.clone(), child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                l.lock().unwrap().push(line);
-            }
-        });
+        let log = lines_of(child.stderr.take().unwrap());
         let t = Instant::now();
         let port = loop {
             let p = log.lock().unwrap().iter().find_map(|l| {
@@ -381,13 +387,7 @@ while time.time() < end:
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start python3");
-        let names = Arc::new(Mutex::new(Vec::new()));
-        let (n, out) = (names.clone(), child.stdout.take().unwrap());
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                n.lock().unwrap().push(line);
-            }
-        });
+        let names = lines_of(child.stdout.take().unwrap());
         let w = DnsWitness { child, names };
         assert!(
             within(10, || w.seen("ready")),

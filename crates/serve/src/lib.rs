@@ -30,8 +30,8 @@ use std::sync::Arc;
 
 /// Runs the service on `listen` until the process ends; `ready` hears the
 /// address bound (port 0 picks one) before the first connection is taken
-/// (where privileges are dropped; its error ends the run). Names in clients' filters are looked
-/// up in local files only, never in DNS
+/// (privileges are dropped there; its error ends the run). Names in
+/// clients' filters are looked up in local files only, never in DNS
 /// ([`ringcap_stages::names::resolve_names_locally`]): a process that cannot
 /// ensure this does not serve.
 pub fn run(

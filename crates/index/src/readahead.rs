@@ -6,10 +6,19 @@
 //! depending on the one before: over 40 files of the retrieval bench that
 //! was ~240 reads in a row, most of a cold query's time. Hints only: a
 //! failure changes nothing but speed, and what they bring in is bounded.
+//!
+//! The hints are given by one thread of the process, not the query's: the
+//! kernel does the work of a hint inside the call (it walks the page cache
+//! over the range, allocates the pages missing and queues their reads), 8 %
+//! of a warm port query's time over 10 GB (perf), time the query need not
+//! wait for. At most [`QUEUED`] hints wait for that thread (each holds its
+//! file open); beyond, the query gives its hint itself.
 
 use std::fs::File;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::{Arc, OnceLock};
 
 use rustix::fs::{fadvise, Advice};
 
@@ -36,6 +45,56 @@ const CAPTURE_HEAD: u64 = 64 << 10;
 /// file is read.
 pub const RUNS_AHEAD: u64 = 32 << 20;
 
+/// Hints waiting for the hinting thread, at most.
+const QUEUED: usize = 256;
+
+/// What the hinting thread is asked to do.
+enum Hint {
+    /// The heads of these captures and of their indexes.
+    Heads(Vec<PathBuf>),
+    /// Ranges (from, length) of an open file.
+    Ranges(Arc<File>, Vec<(u64, u64)>),
+}
+
+impl Hint {
+    fn give(self) {
+        match self {
+            Hint::Heads(captures) => {
+                for c in captures {
+                    for (path, len) in [(index_path(&c), INDEX_HEAD), (c, CAPTURE_HEAD)] {
+                        if let Ok(f) = File::open(path) {
+                            will_need(&f, 0, len);
+                        }
+                    }
+                }
+            }
+            Hint::Ranges(f, ranges) => {
+                for (from, len) in ranges {
+                    will_need(&f, from, len);
+                }
+            }
+        }
+    }
+
+    /// Given by the hinting thread, or here if it is busy or cannot run.
+    fn send(self) {
+        static THREAD: OnceLock<Option<SyncSender<Hint>>> = OnceLock::new();
+        let tx = THREAD.get_or_init(|| {
+            let (tx, rx) = sync_channel::<Hint>(QUEUED);
+            std::thread::Builder::new()
+                .name("ringcap-hints".into())
+                .spawn(move || rx.into_iter().for_each(Hint::give))
+                .ok()
+                .map(|_| tx)
+        });
+        match tx.as_ref().map(|tx| tx.try_send(self)) {
+            Some(Ok(())) => {}
+            Some(Err(TrySendError::Full(h) | TrySendError::Disconnected(h))) => h.give(),
+            None => {}
+        }
+    }
+}
+
 fn will_need(f: &File, from: u64, len: u64) {
     if let Some(len) = NonZeroU64::new(len) {
         let _ = fadvise(f, from, Some(len), Advice::WillNeed);
@@ -45,14 +104,7 @@ fn will_need(f: &File, from: u64, len: u64) {
 /// Asks for the heads of the indexes of `captures` and their own first
 /// bytes, all at once.
 pub fn hint_heads(captures: &[PathBuf]) {
-    for c in captures {
-        if let Ok(f) = File::open(index_path(c)) {
-            will_need(&f, 0, INDEX_HEAD);
-        }
-        if let Ok(f) = File::open(c) {
-            will_need(&f, 0, CAPTURE_HEAD);
-        }
-    }
+    Hint::Heads(captures.to_vec()).send();
 }
 
 /// Asks for the runs `(from, to)` of `capture` while `budget` (bytes)
@@ -62,14 +114,16 @@ pub fn hint_runs(capture: &Path, runs: impl Iterator<Item = (u64, u64)>, budget:
         return;
     }
     let Ok(f) = File::open(capture) else { return };
+    let mut ranges = Vec::new();
     for (from, to) in runs {
         let len = to.saturating_sub(from).min(*budget);
-        will_need(&f, from, len);
+        ranges.push((from, len));
         *budget -= len;
         if *budget == 0 {
-            return;
+            break;
         }
     }
+    Hint::Ranges(Arc::new(f), ranges).send();
 }
 
 /// Read-ahead for the runs of candidate groups of the file being read: the
@@ -77,7 +131,7 @@ pub fn hint_runs(capture: &Path, runs: impl Iterator<Item = (u64, u64)>, budget:
 /// each small run, most of it for nothing), and the runs the reader will
 /// read next, up to [`READ_AHEAD`] bytes, are asked for all at once.
 pub struct ReadAhead {
-    file: Option<File>,
+    file: Option<Arc<File>>,
     /// Where the hints reach (a file offset).
     until: u64,
 }
@@ -89,7 +143,10 @@ impl ReadAhead {
         if let Some(f) = &file {
             let _ = fadvise(f, 0, None, Advice::Random);
         }
-        ReadAhead { file, until: 0 }
+        ReadAhead {
+            file: file.map(Arc::new),
+            until: 0,
+        }
     }
 
     /// `runs` (from, to) start with the one about to be read.
@@ -101,6 +158,7 @@ impl ReadAhead {
         if self.until > here + READ_AHEAD / 2 {
             return;
         }
+        let mut ranges = Vec::new();
         for (from, to) in std::iter::once(first).chain(runs) {
             if from >= here + READ_AHEAD {
                 break;
@@ -109,8 +167,11 @@ impl ReadAhead {
                 continue;
             }
             let from = from.max(self.until);
-            will_need(f, from, to.saturating_sub(from));
+            ranges.push((from, to.saturating_sub(from)));
             self.until = to;
+        }
+        if !ranges.is_empty() {
+            Hint::Ranges(f.clone(), ranges).send();
         }
     }
 }

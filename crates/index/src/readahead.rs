@@ -87,10 +87,12 @@ impl Hint {
                 .ok()
                 .map(|_| tx)
         });
-        match tx.as_ref().map(|tx| tx.try_send(self)) {
-            Some(Ok(())) => {}
-            Some(Err(TrySendError::Full(h) | TrySendError::Disconnected(h))) => h.give(),
-            None => {}
+        match tx {
+            Some(tx) => match tx.try_send(self) {
+                Ok(()) => {}
+                Err(TrySendError::Full(h) | TrySendError::Disconnected(h)) => h.give(),
+            },
+            None => self.give(),
         }
     }
 }

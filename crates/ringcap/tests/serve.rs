@@ -303,11 +303,11 @@ fn names_in_client_filters_are_not_looked_up_in_dns() {
     let tb = ringcap_testkit::Testbed::new().unwrap();
     let ns = tb.capture_ns.as_str();
     let _conf = NetnsResolvConf::new(ns, "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n");
-    let dns = DnsWitness::start(ns);
-    let wrap = ["ip", "netns", "exec", ns];
+    let dns = DnsWitness::start(&tb);
     let id = std::process::id();
     let control = format!("ringcap-control-{id}.example");
-    let o = wrapped(&wrap, "tcpdump")
+    let o = tb
+        .in_capture_ns("tcpdump")
         .args(["-d", &format!("host {control}")])
         .output()
         .unwrap();
@@ -321,7 +321,7 @@ fn names_in_client_filters_are_not_looked_up_in_dns() {
     index(&files);
     let certs = d.join("certs");
     keys(&certs, 1);
-    let srv = Server::start_in(&wrap, &[&d.join("caps")], &certs, &[]);
+    let srv = Server::start_in(Some(&tb), &[&d.join("caps")], &certs, &[]);
     let probe = format!("ringcap-probe-{id}.example");
     for (path, q) in [
         ("/tcpdump", format!("host {probe}")),
@@ -329,7 +329,7 @@ fn names_in_client_filters_are_not_looked_up_in_dns() {
         ("/tcpdump", format!("net {probe}")),
     ] {
         let t = Instant::now();
-        let (code, body, _) = curl_in(&wrap, &certs, srv.port, path, &q, &[]);
+        let (code, body, _) = curl_in(Some(&tb), &certs, srv.port, path, &q, &[]);
         let body = String::from_utf8_lossy(&body);
         assert!(code == "400" && body.contains(&probe), "{q}: {code} {body}");
         assert!(
@@ -339,7 +339,7 @@ fn names_in_client_filters_are_not_looked_up_in_dns() {
         );
     }
     let q = "host localhost or host 198.18.0.7";
-    let (code, body, ok) = curl_in(&wrap, &certs, srv.port, "/tcpdump", q, &[]);
+    let (code, body, ok) = curl_in(Some(&tb), &certs, srv.port, "/tcpdump", q, &[]);
     assert!(ok && code == "200", "{code}\n{}", srv.log());
     assert_eq!(records(&body), tcpdump(&files, q, 0, u64::MAX));
     std::thread::sleep(Duration::from_millis(300));

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::mixed::{self, Rng};
 use crate::storage_support::bin;
 pub use ringcap_testkit::capture::records;
+use ringcap_testkit::Testbed;
 
 /// `tcpdump -r` of each file in turn (nanoseconds), in `[after, before)`.
 pub fn tcpdump(files: &[PathBuf], filter: &str, after: u64, before: u64) -> Vec<mixed::Rec> {
@@ -40,12 +41,12 @@ pub struct Server {
 
 impl Server {
     pub fn start(dirs: &[&Path], certs: &Path, extra: &[&str]) -> Server {
-        Server::start_in(&[], dirs, certs, extra)
+        Server::start_in(None, dirs, certs, extra)
     }
 
-    /// Started by `wrap` (`ip netns exec NS`, ...) when not empty.
-    pub fn start_in(wrap: &[&str], dirs: &[&Path], certs: &Path, extra: &[&str]) -> Server {
-        let mut c = wrapped(wrap, &bin().to_string_lossy());
+    /// Started in the testbed's capture namespace.
+    pub fn start_in(tb: Option<&Testbed>, dirs: &[&Path], certs: &Path, extra: &[&str]) -> Server {
+        let mut c = in_ns(tb, &bin().to_string_lossy());
         c.arg("serve");
         for d in dirs {
             c.arg("-d").arg(d);
@@ -237,31 +238,27 @@ pub fn curl(
     data: &str,
     extra: &[&str],
 ) -> (String, Vec<u8>, bool) {
-    curl_in(&[], certs, port, path, data, extra)
+    curl_in(None, certs, port, path, data, extra)
 }
 
-/// `program`, run by `wrap` (`ip netns exec NS`, ...) when not empty.
-pub fn wrapped(wrap: &[&str], program: &str) -> Command {
-    match wrap.split_first() {
-        Some((first, rest)) => {
-            let mut c = Command::new(first);
-            c.args(rest).arg(program);
-            c
-        }
+/// `program`, in the testbed's capture namespace when there is one.
+pub fn in_ns(tb: Option<&Testbed>, program: &str) -> Command {
+    match tb {
+        Some(tb) => tb.in_capture_ns(program),
         None => Command::new(program),
     }
 }
 
-/// [`curl`] run by `wrap`.
+/// [`curl`] in the testbed's capture namespace.
 pub fn curl_in(
-    wrap: &[&str],
+    tb: Option<&Testbed>,
     certs: &Path,
     port: u16,
     path: &str,
     data: &str,
     extra: &[&str],
 ) -> (String, Vec<u8>, bool) {
-    let o = wrapped(wrap, "curl")
+    let o = in_ns(tb, "curl")
         .arg("--cert")
         .arg(certs.join("client_cert.pem"))
         .arg("--key")
@@ -352,7 +349,7 @@ impl Drop for NetnsResolvConf {
     }
 }
 
-/// A DNS "server" on 127.0.0.1:53 in a namespace that answers nothing and
+/// A DNS "server" on 127.0.0.1:53 in the testbed's capture namespace that answers nothing and
 /// records the name of every query it gets (for at most 120 s); killed on
 /// drop.
 pub struct DnsWitness {
@@ -361,7 +358,7 @@ pub struct DnsWitness {
 }
 
 impl DnsWitness {
-    pub fn start(ns: &str) -> DnsWitness {
+    pub fn start(tb: &Testbed) -> DnsWitness {
         let script = r#"
 import socket, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -380,8 +377,9 @@ while time.time() < end:
         i += 1 + d[i]
     print(".".join(labels), flush=True)
 "#;
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", ns, "python3", "-c", script])
+        let mut child = tb
+            .in_capture_ns("python3")
+            .args(["-c", script])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -1,8 +1,10 @@
 """Phase `retrieval` (issue 27): finding packets again.
 
-- Capture CPU per packet with the index on (the default: each published
-  file is indexed by a background thread of the same process, counted in its
-  rusage) and off (`--no-index`), same traffic, same run.
+- Capture CPU per packet with the index on (the default: the keys are
+  taken from the writer's bytes as it writes them, and a thread of the same
+  process sorts them and writes each file's index when it is published, all
+  counted in the process's rusage) and off (`--no-index`), same traffic,
+  same run.
 - Rotated files of many flows (>= 100,000, IMIX sizes, TCP and UDP): index
   bytes as a share of pcap bytes, and the CPU to build them (`ringcap index`).
 - Selective queries (one flow, one host, one port) over those files: `ringcap
@@ -20,19 +22,10 @@
   until `ringcap query -d` returns all of them (the query reads the partial
   file up to its last whole record). Goal <= 2 s; stenographer: 1-2 minutes.
 
-Measured here (2026-11-26, `bench/run --quick --only-retrieval --force`,
-release build, load average 3.4-5 from other builds, steal ~4 %; 300,000
-packets, 3 runs each, all lossless), capture CPU per packet, index off / on:
-64 B snap 64: 110-137 / 1081-2012 ns (median 123 / 1440, +1074 %);
-1500 B whole: 495-524 / 2077-2808 ns (median 501 / 2397, +378 %). Far from
-the +15 % goal: the background indexer reads each published file back
-(O_DIRECT files from the disk) and builds its key table at ~1.2 us per
-packet (`ringcap index` of the 1 GB set: 1212 ns CPU/packet), and trafgen's
-traffic (random addresses and ports) gives every packet new keys. Not cheap
-to fix within issue 27's last hours: the candidates are indexing from the
-writer's own buffers while they are in memory (no read back) and a cheaper
-key table (no per-key hash map). Capture to queryable in the same run:
-median 1.025 s, max 1.062 s (the capture's --flush-interval, 1 s).
+Results and what changed between them are in bench/README.md ("Latest
+results"); the numbers of the first version (an indexer reading each
+published file back, a hash map per key) are kept there too. Where the
+goals stand is said next to each run.
 """
 
 import os

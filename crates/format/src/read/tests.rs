@@ -5,8 +5,9 @@ use super::*;
 use crate::pcap::{file_header, write_record_header};
 use crate::pcapng::{
     epb_len, interface_description, interface_statistics, section_header, write_epb_header,
-    write_epb_trailer, InterfaceDescription, InterfaceStatistics,
+    write_epb_trailer, InterfaceDescription, InterfaceStatistics, BT_EPB, BT_IDB, BT_PB, BT_SPB,
 };
+use crate::TsResolution;
 
 /// A small deterministic random generator (xorshift64*).
 pub(crate) struct Rng(pub(crate) u64);

@@ -270,6 +270,17 @@ impl<R: Read> Reader<R> {
         )))
     }
 
+    /// The source being read.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
+    /// The source being read (reading from it directly skips what the
+    /// reader has not consumed yet).
+    pub fn get_mut(&mut self) -> &mut R {
+        &mut self.inner
+    }
+
     /// The interfaces met so far: for pcap the one the file header describes, for
     /// pcapng one per IDB read so far, across all sections.
     pub fn interfaces(&self) -> &[Interface] {

@@ -33,7 +33,7 @@ pub enum Command {
     /// Build the index of capture files (pcap/pcapng written by anything), for `ringcap query`.
     Index(crate::query::IndexArgs),
     /// Find packets in capture files by tcpdump filter and time window, through their indexes.
-    Query(crate::query::QueryArgs),
+    Query(Box<crate::query::QueryArgs>),
     /// Serve stored packets over HTTPS with client certificates: stenographer's POST /query (stenoread works unchanged) and a tcpdump-filter endpoint.
     Serve(crate::serve::ServeArgs),
     /// Make the keys of `ringcap serve` (CA, server and client certificates, stenographer's layout and config).

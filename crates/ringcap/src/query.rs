@@ -17,7 +17,7 @@ use std::fs;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use ringcap_index::background::{Indexer, RetireIndexes};
@@ -91,6 +91,14 @@ pub struct QueryArgs {
     /// With --sensor: the client certificate's name in --certs.
     #[arg(long, value_name = "NAME", default_value = "client")]
     pub client: String,
+    /// With --sensor: fail when a sensor sends nothing for this long (a
+    /// sensor scanning files without an index sends nothing until a match).
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub sensor_idle: u64,
+    /// With --sensor: fail when the whole query takes longer (the default is
+    /// just over `ringcap serve`'s own limit, --max-time 600).
+    #[arg(long, value_name = "SECS", default_value_t = 660)]
+    pub sensor_timeout: u64,
     /// Ask ringcapd for the stored packets of an interface (-i), as an
     /// unprivileged user, with what its policy allows (the socket:
     /// --daemon=PATH, else $RINGCAP_DAEMON, else /run/ringcapd/ringcapd.sock).
@@ -272,10 +280,21 @@ fn query_sensors(args: &QueryArgs) -> Result<i32, Failure> {
         "pcapng" => OutFormat::Pcapng,
         f => return Err(Failure::usage(format!("--format {f}: use pcap or pcapng"))),
     };
+    if args.sensor_idle == 0 || args.sensor_timeout == 0 {
+        return Err(Failure::usage(
+            "query: --sensor-idle and --sensor-timeout take seconds above 0",
+        ));
+    }
+    let limits = ringcap_serve::client::Limits {
+        idle: Duration::from_secs(args.sensor_idle),
+        total: Duration::from_secs(args.sensor_timeout),
+        ..Default::default()
+    };
     crate::serve::query_sensors(
         &args.sensors,
         args.certs.as_ref(),
         &args.client,
+        limits,
         &args.rest.join(" "),
         window,
         format,

@@ -4,7 +4,7 @@
 
 use std::io::{self, IsTerminal, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -133,11 +133,16 @@ pub fn serve(args: &ServeArgs) -> Result<i32, Failure> {
 }
 
 /// `ringcap query --sensor URL...`: the query goes to the sensors, their
-/// answers are merged by time.
+/// answers are merged by time. A file given to -w is written under a
+/// hidden name beside it and renamed when the merge is whole: a failed
+/// query leaves no file that looks like an answer (on standard output, the
+/// stream just ends, and the exit status says it failed).
+#[allow(clippy::too_many_arguments)]
 pub fn query_sensors(
     sensors: &[String],
     certs: Option<&PathBuf>,
     client: &str,
+    limits: ringcap_serve::client::Limits,
     filter: &str,
     window: Window,
     format: OutFormat,
@@ -152,24 +157,81 @@ pub fn query_sensors(
         .collect::<Result<Vec<_>, _>>()
         .map_err(Failure::usage)?;
     let tls = ringcap_serve::tls::client_config(certs, client).map_err(Failure::usage)?;
-    let mut w: Box<dyn Write> = match write {
+    let run = |w: &mut dyn Write| {
+        ringcap_serve::client::query_sensors(&sensors, tls, limits, filter, window, format, w)
+    };
+    // Whether -w FILE is written under a hidden name and renamed.
+    let mut renamed = false;
+    let result = match write {
         Some("-") | None => {
             if write.is_none() && io::stdout().is_terminal() {
                 return Err(Failure::usage(
                     "query: standard output is a terminal; give -w FILE (or -w - to force)",
                 ));
             }
-            Box::new(io::BufWriter::with_capacity(1 << 20, io::stdout().lock()))
+            run(&mut io::BufWriter::with_capacity(
+                1 << 20,
+                io::stdout().lock(),
+            ))
         }
-        Some(path) => Box::new(io::BufWriter::with_capacity(
-            1 << 20,
-            std::fs::File::create(path).map_err(|e| Failure::usage(format!("{path}: {e}")))?,
-        )),
+        // A FIFO or a device (`-w /dev/stdout`) is written as it is.
+        Some(path) if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) => {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| Failure::usage(format!("{path}: {e}")))?;
+            run(&mut io::BufWriter::with_capacity(1 << 20, f))
+        }
+        Some(path) => {
+            renamed = true;
+            let path = Path::new(path);
+            let tmp = hidden_beside(path);
+            let f = std::fs::File::create(&tmp)
+                .map_err(|e| Failure::usage(format!("{}: {e}", tmp.display())))?;
+            let mut w = io::BufWriter::with_capacity(1 << 20, f);
+            let r = run(&mut w);
+            let kept = r.is_ok()
+                && w.into_inner()
+                    .map_err(|e| e.into_error())
+                    .and_then(|f| f.sync_all())
+                    .and_then(|()| std::fs::rename(&tmp, path))
+                    .map_err(|e| eprintln!("ringcap: {}: {e}", path.display()))
+                    .is_ok();
+            if !kept {
+                let _ = std::fs::remove_file(&tmp);
+                if r.is_ok() {
+                    return Err(Failure::runtime(format!("{}: not written", path.display())));
+                }
+            }
+            r
+        }
     };
-    let m = ringcap_serve::client::query_sensors(&sensors, tls, filter, window, format, &mut *w)
-        .map_err(Failure::runtime)?;
-    for (s, n) in sensors.iter().zip(&m.per_sensor) {
-        eprintln!("ringcap: sensor {} ({}): {n} packets", s.name, s.url);
+    let (per_sensor, waited) = match &result {
+        Ok(m) => (&m.per_sensor, None),
+        Err(f) => (&f.merged.per_sensor, Some(&f.waited)),
+    };
+    for (i, (s, n)) in sensors.iter().zip(per_sensor).enumerate() {
+        match waited.and_then(|w| w.get(i)) {
+            Some(w) => eprintln!(
+                "ringcap: sensor {} ({}): {n} packets before the failure; waited {w} s for its data",
+                s.name, s.url
+            ),
+            None => eprintln!("ringcap: sensor {} ({}): {n} packets", s.name, s.url),
+        }
     }
-    Ok(0)
+    match result {
+        Ok(_) => Ok(0),
+        Err(f) => Err(Failure::runtime(match (write, renamed) {
+            (Some(p), true) => format!("{}; {p} not written", f.message),
+            _ => format!("{}; the output is not a whole answer", f.message),
+        })),
+    }
+}
+
+/// A hidden name beside `path` for writing it whole before it appears.
+fn hidden_beside(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "query".into(), |n| n.to_string_lossy());
+    path.with_file_name(format!(".{name}.{}.incomplete", std::process::id()))
 }

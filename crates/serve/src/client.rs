@@ -9,15 +9,30 @@
 //! bounded channel (8 chunks): a slow merge slows the sensors' streams
 //! instead of piling their answers up in memory. A sensor that refuses
 //! (4xx/5xx) or whose stream is cut makes the whole query fail, naming it.
+//!
+//! A sensor's answer is hostile until read (a sensor may be compromised, or
+//! just broken), and one sensor must not make the client hang, run out of
+//! memory, or write what `tcpdump -r` of the answers would not give
+//! ([`Limits`]): connecting, the TLS handshake and the answer's head are
+//! timed, so is each wait for its data ([`Limits::idle`]) and the whole
+//! query ([`Limits::total`]); an error answer is read up to 4 KiB; a sensor
+//! sends at most [`BETWEEN_PACKETS`] bytes between two packets (so neither a
+//! huge record nor a flood of interface blocks is held), packets of at most
+//! [`MAX_CAPLEN`] bytes, no captured length above its wire length, at most
+//! [`MAX_INTERFACES`] interfaces, and only pcap or pcapng. Its text (an
+//! error answer) is printed with control characters escaped. A failed merge
+//! says what each sensor had sent ([`Failed`]).
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use ringcap_format::pcapng::{self, InterfaceDescription};
+use ringcap_format::read::FileFormat;
 use ringcap_format::{pcap, Reader, TsResolution};
 use ringcap_index::query::Window;
 use ringcap_index::OutFormat;
@@ -64,73 +79,181 @@ pub fn parse_sensor(s: &str) -> Result<Sensor, String> {
     })
 }
 
+/// How long a query waits for its sensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connecting to a sensor, the TLS handshake, and the head of its
+    /// answer: each at most this.
+    pub connect: Duration,
+    /// A sensor that sends nothing for this long while its data is wanted
+    /// fails the query (a sensor scanning files without an index sends
+    /// nothing until it finds a match).
+    pub idle: Duration,
+    /// The whole query.
+    pub total: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            connect: Duration::from_secs(30),
+            idle: Duration::from_secs(120),
+            // Just over `ringcap serve`'s own limit on a query (600 s).
+            total: Duration::from_secs(660),
+        }
+    }
+}
+
+/// Largest packet taken from a sensor: the snap length of the output.
+pub const MAX_CAPLEN: usize = 262_144;
+/// Bytes a sensor may send between two packets (its file header and
+/// interface blocks, and the packet): more fails the query.
+pub const BETWEEN_PACKETS: u64 = 8 << 20;
+/// Interfaces a sensor's answer may declare.
+pub const MAX_INTERFACES: usize = 256;
+/// Bytes of an error answer read (and shown).
+const ERROR_BODY: usize = 4096;
+
 type Chunks = mpsc::Receiver<Result<Bytes, String>>;
 
-/// Reads a sensor's answer as it arrives.
+/// Reads a sensor's answer as it arrives, within the query's deadline and
+/// [`BETWEEN_PACKETS`] bytes of the last packet taken.
 struct ChanRead {
     rx: Chunks,
     cur: Bytes,
+    rt: tokio::runtime::Handle,
+    deadline: tokio::time::Instant,
+    /// Bytes read since the merge last took a packet of this sensor.
+    since_packet: u64,
+    /// Time spent waiting for this sensor's data.
+    waited: Duration,
 }
 
 impl Read for ChanRead {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while !self.cur.has_remaining() {
-            match self.rx.blocking_recv() {
-                Some(Ok(b)) => self.cur = b,
-                Some(Err(e)) => return Err(io::Error::other(e)),
-                None => return Ok(0),
+            let t = Instant::now();
+            // The timer is made inside the runtime (it needs its clock).
+            let (deadline, rx) = (self.deadline, &mut self.rx);
+            let got = self
+                .rt
+                .block_on(async { tokio::time::timeout_at(deadline, rx.recv()).await });
+            self.waited += t.elapsed();
+            match got {
+                Err(_) => {
+                    return Err(io::Error::other(
+                        "no whole answer within the query's time limit",
+                    ))
+                }
+                Ok(Some(Ok(b))) => self.cur = b,
+                Ok(Some(Err(e))) => return Err(io::Error::other(e)),
+                Ok(None) => return Ok(0),
             }
         }
-        let n = buf.len().min(self.cur.remaining());
+        if self.since_packet >= BETWEEN_PACKETS {
+            return Err(io::Error::other(format!(
+                "sent more than {} MiB without a packet",
+                BETWEEN_PACKETS >> 20
+            )));
+        }
+        let left = (BETWEEN_PACKETS - self.since_packet) as usize;
+        let n = buf.len().min(self.cur.remaining()).min(left);
         self.cur.copy_to_slice(&mut buf[..n]);
+        self.since_packet += n as u64;
         Ok(n)
     }
+}
+
+/// `s` with its control characters escaped (a sensor's text on a terminal).
+fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn enc(s: &str) -> String {
     s.replace(':', "%3A").replace('+', "%2B")
 }
 
+/// `fut`, or an error saying what took longer than `limit`.
+async fn within<T>(
+    limit: Duration,
+    what: &str,
+    fut: impl std::future::Future<Output = T>,
+) -> Result<T, String> {
+    tokio::time::timeout(limit, fut)
+        .await
+        .map_err(|_| format!("{what}: nothing within {} s", limit.as_secs()))
+}
+
 async fn fetch(
     s: Sensor,
     tls: Arc<rustls::ClientConfig>,
+    limits: Limits,
     path: String,
     filter: String,
     tx: mpsc::Sender<Result<Bytes, String>>,
 ) {
     let r: Result<(), String> = async {
-        let tcp = tokio::net::TcpStream::connect((s.host.as_str(), s.port))
-            .await
-            .map_err(|e| format!("connecting: {e}"))?;
+        let tcp = within(
+            limits.connect,
+            "connecting",
+            tokio::net::TcpStream::connect((s.host.as_str(), s.port)),
+        )
+        .await?
+        .map_err(|e| format!("connecting: {e}"))?;
         let name = rustls::pki_types::ServerName::try_from(s.host.clone())
             .map_err(|e| format!("host: {e}"))?;
-        let tls = tokio_rustls::TlsConnector::from(tls)
-            .connect(name, tcp)
-            .await
+        let connect = tokio_rustls::TlsConnector::from(tls).connect(name, tcp);
+        let tls = within(limits.connect, "TLS handshake", connect)
+            .await?
             .map_err(|e| format!("TLS: {e}"))?;
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
             .map_err(|e| format!("HTTP: {e}"))?;
         tokio::spawn(conn);
+        let host = if s.host.contains(':') {
+            format!("[{}]:{}", s.host, s.port)
+        } else {
+            format!("{}:{}", s.host, s.port)
+        };
         let req = Request::post(path)
-            .header("host", format!("{}:{}", s.host, s.port))
+            .header("host", host)
             .body(Full::new(Bytes::from(filter)))
             .map_err(|e| e.to_string())?;
-        let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
+        let resp = within(limits.connect, "the answer's head", send.send_request(req))
+            .await?
+            .map_err(|e| e.to_string())?;
         let status = resp.status();
         let mut body = resp.into_body();
         if !status.is_success() {
-            let b = body
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-                .unwrap_or_default();
-            return Err(format!(
-                "{status}: {}",
-                String::from_utf8_lossy(&b[..b.len().min(4096)]).trim()
-            ));
+            // The start of the reason only: an answer that does not end is
+            // not waited for, nor held.
+            let mut b = Vec::new();
+            while b.len() < ERROR_BODY {
+                match tokio::time::timeout(limits.idle, body.frame()).await {
+                    Ok(Some(Ok(f))) => {
+                        if let Ok(d) = f.into_data() {
+                            b.extend_from_slice(&d[..d.len().min(ERROR_BODY - b.len())]);
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            let why = printable(String::from_utf8_lossy(&b).trim());
+            return Err(format!("{status}: {why}"));
         }
-        while let Some(f) = body.frame().await {
+        loop {
+            let f = tokio::time::timeout(limits.idle, body.frame())
+                .await
+                .map_err(|_| format!("sent nothing for {} s", limits.idle.as_secs()))?;
+            let Some(f) = f else { break };
             let f = f.map_err(|e| format!("the answer was cut: {e}"))?;
             if let Ok(d) = f.into_data() {
                 if tx.send(Ok(d)).await.is_err() {
@@ -155,45 +278,118 @@ pub struct Merged {
     pub per_sensor: Vec<u64>,
 }
 
+/// A merge that failed: why, and what had been written (the output holds
+/// those packets, and is not a whole answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    /// What went wrong, naming the sensor.
+    pub message: String,
+    /// Packets written from each sensor before.
+    pub merged: Merged,
+    /// Seconds the merge waited for each sensor's data: a sensor cut by
+    /// its server for not being read (`ringcap serve` drops a client that
+    /// reads nothing for 60 s) may have been waiting behind a slower one.
+    pub waited: Vec<u64>,
+}
+
 struct Head {
     ts: u64,
     wire: u32,
     data: Vec<u8>,
     linktype: u32,
+    /// The sensor's interface (its number in the sensor's answer).
+    iface: usize,
 }
 
-fn next(rd: &mut Reader<ChanRead>, name: &str) -> Result<Option<Head>, String> {
-    let p = rd
-        .next_packet()
-        .map_err(|e| format!("sensor {name}: {e}"))?;
-    Ok(p.map(|p| Head {
-        ts: p.ts_ns,
-        wire: p.wire_len,
-        data: p.data.to_vec(),
-        linktype: 0,
-    })
-    .map(|mut h| {
-        let i = rd.interfaces();
-        h.linktype = i.first().map_or(1, |i| i.linktype);
-        h
+fn next(rd: &mut Reader<ChanRead>) -> Result<Option<Head>, String> {
+    let Some(p) = rd.next_packet().map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    if p.data.len() > MAX_CAPLEN {
+        return Err(format!(
+            "a packet of {} bytes (more than {MAX_CAPLEN})",
+            p.data.len()
+        ));
+    }
+    if p.data.len() as u64 > p.wire_len as u64 {
+        return Err(format!(
+            "a packet of {} bytes captured of {} on the wire",
+            p.data.len(),
+            p.wire_len
+        ));
+    }
+    let (ts, wire, data, i) = (p.ts_ns, p.wire_len, p.data.to_vec(), p.interface);
+    if rd.interfaces().len() > MAX_INTERFACES {
+        return Err(format!("more than {MAX_INTERFACES} interfaces"));
+    }
+    let linktype = rd.interfaces().get(i).map_or(1, |i| i.linktype);
+    let iface = i;
+    rd.get_mut().since_packet = 0;
+    Ok(Some(Head {
+        ts,
+        wire,
+        data,
+        linktype,
+        iface,
     }))
 }
 
 /// Sends `filter` with `window` to every sensor and merges the answers
-/// into `out`.
+/// into `out`, within `limits`.
 pub fn query_sensors(
     sensors: &[Sensor],
     tls: Arc<rustls::ClientConfig>,
+    limits: Limits,
     filter: &str,
     window: Window,
     format: OutFormat,
     out: &mut dyn Write,
-) -> Result<Merged, String> {
+) -> Result<Merged, Failed> {
+    let mut merged = Merged {
+        per_sensor: vec![0; sensors.len()],
+    };
+    let mut readers = Vec::new();
+    let r = merge(
+        sensors,
+        tls,
+        limits,
+        (filter, window, format),
+        out,
+        &mut merged,
+        &mut readers,
+    );
+    let waited = (0..sensors.len())
+        .map(|i| {
+            readers
+                .get(i)
+                .map_or(0, |r: &Reader<ChanRead>| r.get_ref().waited.as_secs())
+        })
+        .collect();
+    match r {
+        Ok(()) => Ok(merged),
+        Err(message) => Err(Failed {
+            message,
+            merged,
+            waited,
+        }),
+    }
+}
+
+fn merge(
+    sensors: &[Sensor],
+    tls: Arc<rustls::ClientConfig>,
+    limits: Limits,
+    (filter, window, format): (&str, Window, OutFormat),
+    out: &mut dyn Write,
+    merged: &mut Merged,
+    readers: &mut Vec<Reader<ChanRead>>,
+) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| format!("runtime: {e}"))?;
+    let deadline = tokio::time::Instant::now() + limits.total;
     let mut params = Vec::new();
     if let Some(a) = window.after {
         params.push(format!(
@@ -216,29 +412,36 @@ pub fn query_sensors(
         rt.spawn(fetch(
             s.clone(),
             tls.clone(),
+            limits,
             path.clone(),
             filter.to_string(),
             tx,
         ));
         rxs.push(rx);
     }
-    let mut readers = Vec::new();
-    for (rx, s) in rxs.into_iter().zip(sensors) {
+    let named = |i: usize, e: &dyn std::fmt::Display| {
+        format!("sensor {} ({}): {e}", sensors[i].name, sensors[i].url)
+    };
+    for (i, rx) in rxs.into_iter().enumerate() {
         let rd = Reader::new(ChanRead {
             rx,
             cur: Bytes::new(),
+            rt: rt.handle().clone(),
+            deadline,
+            since_packet: 0,
+            waited: Duration::ZERO,
         })
-        .map_err(|e| format!("sensor {} ({}): {e}", s.name, s.url))?;
+        .map_err(|e| named(i, &e))?;
+        if !matches!(rd.format(), FileFormat::Pcap { .. } | FileFormat::Pcapng) {
+            return Err(named(i, &"its answer is neither pcap nor pcapng"));
+        }
         readers.push(rd);
     }
     let mut heads = Vec::new();
-    for (rd, s) in readers.iter_mut().zip(sensors) {
-        heads.push(next(rd, &s.name)?);
+    for (i, rd) in readers.iter_mut().enumerate() {
+        heads.push(next(rd).map_err(|e| named(i, &e))?);
     }
     let mut w = MergeOut::new(out, format, sensors).map_err(|e| format!("writing: {e}"))?;
-    let mut merged = Merged {
-        per_sensor: vec![0; sensors.len()],
-    };
     // Ties keep the sensors' order: min_by_key returns the first minimum.
     while let Some(i) = (0..heads.len())
         .filter(|&i| heads[i].is_some())
@@ -247,10 +450,10 @@ pub fn query_sensors(
         let h = heads[i].take().expect("a head");
         w.packet(i, &h).map_err(|e| format!("writing: {e}"))?;
         merged.per_sensor[i] += 1;
-        heads[i] = next(&mut readers[i], &sensors[i].name)?;
+        heads[i] = next(&mut readers[i]).map_err(|e| named(i, &e))?;
     }
     w.finish().map_err(|e| format!("writing: {e}"))?;
-    Ok(merged)
+    Ok(())
 }
 
 /// The merged stream.
@@ -258,8 +461,9 @@ struct MergeOut<'a> {
     w: &'a mut dyn Write,
     format: OutFormat,
     names: Vec<(String, String)>,
-    /// pcapng: (sensor, link type) of each IDB written; pcap: the one link type.
-    idbs: Vec<(usize, u32)>,
+    /// pcapng: (sensor, its interface) of each IDB written; pcap: the
+    /// first packet's, for its link type.
+    idbs: Vec<(usize, usize, u32)>,
     buf: Vec<u8>,
 }
 
@@ -285,16 +489,22 @@ impl<'a> MergeOut<'a> {
         let caplen = h.data.len() as u32;
         match self.format {
             OutFormat::Pcap => {
+                if h.ts / 1_000_000_000 > u32::MAX as u64 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "a timestamp after 2106, which pcap cannot hold: use --format pcapng",
+                    ));
+                }
                 match self.idbs.first() {
                     None => {
                         self.w.write_all(&pcap::file_header(
                             h.linktype,
-                            262_144,
+                            MAX_CAPLEN as u32,
                             TsResolution::Nano,
                         ))?;
-                        self.idbs.push((sensor, h.linktype));
+                        self.idbs.push((sensor, h.iface, h.linktype));
                     }
-                    Some(&(_, lt)) if lt != h.linktype => {
+                    Some(&(_, _, lt)) if lt != h.linktype => {
                         return Err(io::Error::new(
                             io::ErrorKind::InvalidData,
                             "sensors answer different link types: use --format pcapng",
@@ -308,7 +518,7 @@ impl<'a> MergeOut<'a> {
                 self.w.write_all(&h.data)
             }
             OutFormat::Pcapng => {
-                let key = (sensor, h.linktype);
+                let key = (sensor, h.iface, h.linktype);
                 let id = match self.idbs.iter().position(|&k| k == key) {
                     Some(i) => i,
                     None => {
@@ -320,7 +530,7 @@ impl<'a> MergeOut<'a> {
                         self.w.write_all(&pcapng::interface_description(
                             &InterfaceDescription {
                                 linktype: lt,
-                                snaplen: 262_144,
+                                snaplen: MAX_CAPLEN as u32,
                                 name,
                                 filter: None,
                                 description: Some(&d),
@@ -344,7 +554,7 @@ impl<'a> MergeOut<'a> {
     fn finish(&mut self) -> io::Result<()> {
         if self.format == OutFormat::Pcap && self.idbs.is_empty() {
             self.w
-                .write_all(&pcap::file_header(1, 262_144, TsResolution::Nano))?;
+                .write_all(&pcap::file_header(1, MAX_CAPLEN as u32, TsResolution::Nano))?;
         }
         self.w.flush()
     }

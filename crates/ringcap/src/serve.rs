@@ -67,15 +67,30 @@ pub struct ServeKeysArgs {
     #[arg(long, default_value_t = 1234)]
     pub port: u16,
     /// Only issue another client certificate, NAME_cert.pem and NAME_key.pem.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "sensor")]
     pub client: Option<String>,
+    /// Only issue a server certificate for another sensor, named NAME (as
+    /// clients dial it), into --out: copy that directory to the sensor and
+    /// run `ringcap serve --certs` on it (it holds no CA key).
+    #[arg(long, value_name = "NAME", requires = "out")]
+    pub sensor: Option<String>,
+    /// With --sensor: the directory for that sensor's keys.
+    #[arg(long, value_name = "DIR", requires = "sensor")]
+    pub out: Option<PathBuf>,
 }
 
 /// `ringcap serve-keys`.
 pub fn serve_keys(args: &ServeKeysArgs) -> Result<i32, Failure> {
-    match &args.client {
-        Some(n) => ringcap_serve::tls::add_client(&args.certs, n).map_err(Failure::usage)?,
-        None => ringcap_serve::tls::make_keys(&args.certs, &args.host, args.port)
+    match (&args.client, &args.sensor, &args.out) {
+        (Some(n), _, _) => {
+            ringcap_serve::tls::add_client(&args.certs, n).map_err(Failure::usage)?
+        }
+        (None, Some(name), Some(out)) => {
+            ringcap_serve::tls::add_sensor(&args.certs, name, out).map_err(Failure::usage)?;
+            println!("keys of sensor {name} in {}", out.display());
+            return Ok(0);
+        }
+        _ => ringcap_serve::tls::make_keys(&args.certs, &args.host, args.port)
             .map_err(Failure::usage)?,
     }
     println!("keys in {}", args.certs.display());

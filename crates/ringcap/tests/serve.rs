@@ -717,3 +717,68 @@ fn two_sensors_merged_like_tcpdump_of_all_files() {
     let other = format!("127.0.0.1:{}", sb.port);
     assert!(names.lines().any(|l| l == other), "{names}");
 }
+
+/// `serve-keys --sensor NAME --out DIR` gives a sensor a certificate for its
+/// own name from the one CA, without the CA's key: the client's directory
+/// reaches it, and a sensor cannot answer for another's name.
+#[test]
+fn each_sensor_has_its_own_certificate() {
+    if skip_without(&["tcpdump"]) {
+        return;
+    }
+    let d = TempDir::new("serve-sensor-keys");
+    let t0 = 1_764_000_000_000_000_000u64;
+    let files = sorted_series(&d.join("caps"), 31, 2, t0);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let issue = |name: &str, out: &str| {
+        Command::new(bin())
+            .args(["serve-keys", "--certs"])
+            .arg(&certs)
+            .args(["--sensor", name, "--out"])
+            .arg(d.join(out))
+            .output()
+            .unwrap()
+    };
+    for (name, out) in [("127.0.0.2", "s2"), ("127.0.0.3", "s3")] {
+        let o = issue(name, out);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(!d.join(out).join("ca_key.pem").exists());
+        let mode = std::fs::metadata(d.join(out).join("server_key.pem"))
+            .unwrap()
+            .permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o600
+        );
+    }
+    // Made once.
+    assert!(!issue("127.0.0.2", "s2").status.success());
+    let ask = |port: u16| {
+        let out = d.join("out.pcap");
+        let _ = std::fs::remove_file(&out);
+        let o = Command::new(bin())
+            .args(["query", "--certs"])
+            .arg(&certs)
+            .args(["--sensor", &format!("https://127.0.0.2:{port}"), "-w"])
+            .arg(&out)
+            .arg("udp")
+            .output()
+            .unwrap();
+        (o, out)
+    };
+    let own = Server::start_on("127.0.0.2", &[&d.join("caps")], &d.join("s2"));
+    let (o, out) = ask(own.port);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}\n{}", own.log());
+    let want = tcpdump(&files, "udp", 0, u64::MAX);
+    assert!(!want.is_empty());
+    assert_eq!(records(&std::fs::read(&out).unwrap()), want);
+    // 127.0.0.3's certificate on 127.0.0.2: refused by the client.
+    let other = Server::start_on("127.0.0.2", &[&d.join("caps")], &d.join("s3"));
+    let (o, out) = ask(other.port);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("TLS") && err.contains("127.0.0.2"), "{err}");
+    assert!(!out.exists());
+}

@@ -127,6 +127,36 @@ pub fn make_keys(dir: &Path, host: &str, port: u16) -> Result<(), String> {
     write_file(&dir.join("config"), &config, 0o644)
 }
 
+/// Issues a server certificate for another sensor, named `name` only (a
+/// DNS name or an address, as clients dial it), into `out`: its
+/// `server_cert.pem`, `server_key.pem` (0600) and the CA's `ca_cert.pem`,
+/// without the CA's key, so that `ringcap serve --certs OUT` runs on that
+/// sensor and one client directory (the CA's) reaches every sensor, while
+/// no sensor can make certificates for another's name.
+pub fn add_sensor(dir: &Path, name: &str, out: &Path) -> Result<(), String> {
+    let ca = load_ca(dir)?;
+    fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    for f in ["server_cert.pem", "server_key.pem", "ca_cert.pem"] {
+        if out.join(f).exists() {
+            return Err(format!(
+                "{}: exists; keys are made once",
+                out.join(f).display()
+            ));
+        }
+    }
+    let (c, k) = leaf(
+        &[name.to_string()],
+        name,
+        ExtendedKeyUsagePurpose::ServerAuth,
+        &ca,
+    )?;
+    let p = dir.join("ca_cert.pem");
+    let ca_pem = fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    write_file(&out.join("ca_cert.pem"), &ca_pem, 0o644)?;
+    write_file(&out.join("server_key.pem"), &k, 0o600)?;
+    write_file(&out.join("server_cert.pem"), &c, 0o644)
+}
+
 /// Issues another client certificate, `NAME_cert.pem` and `NAME_key.pem`
 /// (`client` makes stenocurl's `client_cert.pem`/`client_key.pem`).
 pub fn add_client(dir: &Path, name: &str) -> Result<(), String> {

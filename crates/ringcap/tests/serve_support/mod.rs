@@ -46,6 +46,21 @@ impl Server {
 
     /// Started in the testbed's capture namespace.
     pub fn start_in(tb: Option<&Testbed>, dirs: &[&Path], certs: &Path, extra: &[&str]) -> Server {
+        Server::launch(tb, "127.0.0.1", dirs, certs, extra)
+    }
+
+    /// Listening on `ip` (a loopback address: 127.0.0.0/8).
+    pub fn start_on(ip: &str, dirs: &[&Path], certs: &Path) -> Server {
+        Server::launch(None, ip, dirs, certs, &[])
+    }
+
+    fn launch(
+        tb: Option<&Testbed>,
+        ip: &str,
+        dirs: &[&Path],
+        certs: &Path,
+        extra: &[&str],
+    ) -> Server {
         let mut c = in_ns(tb, &bin().to_string_lossy());
         c.arg("serve");
         for d in dirs {
@@ -54,7 +69,7 @@ impl Server {
         let mut child = c
             .arg("--certs")
             .arg(certs)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", &format!("{ip}:0")])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -65,7 +80,7 @@ impl Server {
         let t = Instant::now();
         let port = loop {
             let p = log.lock().unwrap().iter().find_map(|l| {
-                l.strip_prefix("ringcap serve: listening on 127.0.0.1:")
+                l.strip_prefix(&format!("ringcap serve: listening on {ip}:"))
                     .and_then(|p| p.parse().ok())
             });
             if let Some(p) = p {

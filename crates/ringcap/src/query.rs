@@ -99,6 +99,10 @@ pub struct QueryArgs {
     /// just over `ringcap serve`'s own limit, --max-time 600).
     #[arg(long, value_name = "SECS", default_value_t = 660)]
     pub sensor_timeout: u64,
+    /// With --sensor: a sensor that fails is left out (what it sent before
+    /// stays; the failure is said) instead of failing the query.
+    #[arg(long)]
+    pub partial: bool,
     /// Ask ringcapd for the stored packets of an interface (-i), as an
     /// unprivileged user, with what its policy allows (the socket:
     /// --daemon=PATH, else $RINGCAP_DAEMON, else /run/ringcapd/ringcapd.sock).
@@ -288,6 +292,7 @@ fn query_sensors(args: &QueryArgs) -> Result<i32, Failure> {
     let limits = ringcap_serve::client::Limits {
         idle: Duration::from_secs(args.sensor_idle),
         total: Duration::from_secs(args.sensor_timeout),
+        partial: args.partial,
         ..Default::default()
     };
     crate::serve::query_sensors(

@@ -221,11 +221,16 @@ pub fn query_sensors(
             r
         }
     };
-    let (per_sensor, waited) = match &result {
-        Ok(m) => (&m.per_sensor, None),
-        Err(f) => (&f.merged.per_sensor, Some(&f.waited)),
+    let (merged, waited) = match &result {
+        Ok(m) => (m, None),
+        Err(f) => (&f.merged, Some(&f.waited)),
     };
-    for (i, (s, n)) in sensors.iter().zip(per_sensor).enumerate() {
+    for (i, s) in sensors.iter().enumerate() {
+        let n = merged.per_sensor[i];
+        if let Some(why) = &merged.failed[i] {
+            eprintln!("ringcap: {why}; left out after {n} packets (its later packets are missing)");
+            continue;
+        }
         match waited.and_then(|w| w.get(i)) {
             Some(w) => eprintln!(
                 "ringcap: sensor {} ({}): {n} packets before the failure; waited {w} s for its data",

@@ -255,3 +255,43 @@ fn each_link_type_of_a_sensor_keeps_its_interface() {
     assert!(got[0].starts_with("0\teth:ethertype:ip"), "{lines}");
     assert!(got[1].starts_with("1\traw:ip"), "{lines}");
 }
+
+#[test]
+fn partial_leaves_a_failed_sensor_out_and_says_so() {
+    if skip_without(&["python3", "prlimit", "tcpdump"]) {
+        return;
+    }
+    let (_d, certs, out) = setup("sensor-partial");
+    let good = Fake::start(&certs, "good", 5);
+    let cut = Fake::start(&certs, "cut", 0);
+    let stall = Fake::start(&certs, "stall", 0);
+    let f = out.join("a.pcap");
+    let sensors = [good.url("good"), cut.url("cut"), stall.url("slow")];
+    let (o, _) = query(&certs, &sensors, &f, &["--partial", "--sensor-idle", "2"]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    // The good sensor's 5 packets and the 3 the cut one sent before its cut.
+    let t = Command::new("tcpdump").arg("-nr").arg(&f).output().unwrap();
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&t.stdout).lines().count(),
+        8,
+        "{err}"
+    );
+    assert!(err.contains("sensor good (https://127.0.0.1:") && err.contains("): 5 packets"));
+    assert!(err.contains("sensor cut (https://127.0.0.1:"), "{err}");
+    assert!(err.contains("the answer was cut"), "{err}");
+    assert!(err.contains("left out after 3 packets"), "{err}");
+    assert!(
+        err.contains("sent nothing for 2 s; left out after 0 packets"),
+        "{err}"
+    );
+    // Every sensor failing is still a failure.
+    let (o, _) = query(
+        &certs,
+        &[cut.url("cut"), stall.url("slow")],
+        &f,
+        &["--partial", "--sensor-idle", "2"],
+    );
+    failed_cleanly(&o, "cut", "every sensor failed", &out, &["a.pcap"]);
+}

@@ -91,6 +91,9 @@ pub struct Limits {
     pub idle: Duration,
     /// The whole query.
     pub total: Duration,
+    /// A sensor that fails is left out (what it sent before stays in the
+    /// answer) instead of failing the query; [`Merged::failed`] says why.
+    pub partial: bool,
 }
 
 impl Default for Limits {
@@ -100,6 +103,7 @@ impl Default for Limits {
             idle: Duration::from_secs(120),
             // Just over `ringcap serve`'s own limit on a query (600 s).
             total: Duration::from_secs(660),
+            partial: false,
         }
     }
 }
@@ -265,9 +269,8 @@ async fn fetch(
     }
     .await;
     if let Err(e) = r {
-        let _ = tx
-            .send(Err(format!("sensor {} ({}): {e}", s.name, s.url)))
-            .await;
+        // Named by the merge, which reads it.
+        let _ = tx.send(Err(e)).await;
     }
 }
 
@@ -276,6 +279,9 @@ async fn fetch(
 pub struct Merged {
     /// Packets from each sensor, in the order given.
     pub per_sensor: Vec<u64>,
+    /// With [`Limits::partial`]: why each sensor that was left out failed
+    /// (its packets after that are missing from the answer).
+    pub failed: Vec<Option<String>>,
 }
 
 /// A merge that failed: why, and what had been written (the output holds
@@ -347,6 +353,7 @@ pub fn query_sensors(
 ) -> Result<Merged, Failed> {
     let mut merged = Merged {
         per_sensor: vec![0; sensors.len()],
+        failed: vec![None; sensors.len()],
     };
     let mut readers = Vec::new();
     let r = merge(
@@ -362,6 +369,7 @@ pub fn query_sensors(
         .map(|i| {
             readers
                 .get(i)
+                .and_then(Option::as_ref)
                 .map_or(0, |r: &Reader<ChanRead>| r.get_ref().waited.as_secs())
         })
         .collect();
@@ -382,7 +390,7 @@ fn merge(
     (filter, window, format): (&str, Window, OutFormat),
     out: &mut dyn Write,
     merged: &mut Merged,
-    readers: &mut Vec<Reader<ChanRead>>,
+    readers: &mut Vec<Option<Reader<ChanRead>>>,
 ) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -422,6 +430,17 @@ fn merge(
     let named = |i: usize, e: &dyn std::fmt::Display| {
         format!("sensor {} ({}): {e}", sensors[i].name, sensors[i].url)
     };
+    // A sensor's failure: the query's, or (partial) the sensor left out.
+    let give_up = |i: usize, e: String, merged: &mut Merged| {
+        if !limits.partial {
+            return Err(e);
+        }
+        merged.failed[i] = Some(e);
+        if merged.failed.iter().all(Option::is_some) {
+            return Err("every sensor failed".to_string());
+        }
+        Ok(())
+    };
     for (i, rx) in rxs.into_iter().enumerate() {
         let rd = Reader::new(ChanRead {
             rx,
@@ -431,15 +450,30 @@ fn merge(
             since_packet: 0,
             waited: Duration::ZERO,
         })
-        .map_err(|e| named(i, &e))?;
-        if !matches!(rd.format(), FileFormat::Pcap { .. } | FileFormat::Pcapng) {
-            return Err(named(i, &"its answer is neither pcap nor pcapng"));
-        }
-        readers.push(rd);
+        .map_err(|e| named(i, &e))
+        .and_then(|rd| match rd.format() {
+            FileFormat::Pcap { .. } | FileFormat::Pcapng => Ok(rd),
+            _ => Err(named(i, &"its answer is neither pcap nor pcapng")),
+        });
+        readers.push(match rd {
+            Ok(rd) => Some(rd),
+            Err(e) => {
+                give_up(i, e, merged)?;
+                None
+            }
+        });
     }
     let mut heads = Vec::new();
     for (i, rd) in readers.iter_mut().enumerate() {
-        heads.push(next(rd).map_err(|e| named(i, &e))?);
+        let head = match rd.as_mut().map(next) {
+            None => None,
+            Some(Ok(h)) => h,
+            Some(Err(e)) => {
+                give_up(i, named(i, &e), merged)?;
+                None
+            }
+        };
+        heads.push(head);
     }
     let mut w = MergeOut::new(out, format, sensors).map_err(|e| format!("writing: {e}"))?;
     // Ties keep the sensors' order: min_by_key returns the first minimum.
@@ -450,7 +484,14 @@ fn merge(
         let h = heads[i].take().expect("a head");
         w.packet(i, &h).map_err(|e| format!("writing: {e}"))?;
         merged.per_sensor[i] += 1;
-        heads[i] = next(&mut readers[i]).map_err(|e| named(i, &e))?;
+        heads[i] = match readers[i].as_mut().map(next) {
+            None => None,
+            Some(Ok(h)) => h,
+            Some(Err(e)) => {
+                give_up(i, named(i, &e), merged)?;
+                None
+            }
+        };
     }
     w.finish().map_err(|e| format!("writing: {e}"))?;
     Ok(())

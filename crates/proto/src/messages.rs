@@ -26,6 +26,12 @@
 pub use crate::flows::{FlowRequest, FlowSettings};
 use serde::{Deserialize, Deserializer, Serialize};
 
+mod inject;
+mod response;
+
+pub use inject::{InjectFrame, InjectReport, InjectStatus};
+pub use response::Response;
+
 /// Which way a message goes; the header's kind field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u16)]
@@ -289,208 +295,6 @@ pub struct DumpRequest {
     pub rotate_bytes: Option<u64>,
 }
 
-/// The daemon's answer to a request (daemon → client).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Response {
-    /// The session is open, with the settings actually in force.
-    ///
-    /// Sent with exactly [`ACCEPTED_FDS`](crate::ACCEPTED_FDS) descriptors,
-    /// in this order:
-    /// 0. ([`ACCEPTED_FD_RING`](crate::ACCEPTED_FD_RING)) the ring's data
-    ///    memfd (sealed; map it read-only),
-    /// 1. ([`ACCEPTED_FD_CONSUMER`](crate::ACCEPTED_FD_CONSUMER)) the
-    ///    consumer-position memfd (the client writes its read position there;
-    ///    the daemon treats it as untrusted),
-    /// 2. ([`ACCEPTED_FD_EVENT`](crate::ACCEPTED_FD_EVENT)) an eventfd the
-    ///    daemon signals after a batch of records.
-    Accepted {
-        /// The daemon's id for this session (as shown by `Sessions`).
-        session: u64,
-        /// What the policy made of the request.
-        effective: Effective,
-        /// The shared-memory ring's geometry.
-        ring: RingInfo,
-    },
-    /// The request was refused by the policy.
-    Refused {
-        /// Index of the grant that refused it, if one matched at all.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        grant: Option<u32>,
-        /// The rule that refused it (e.g. `grant[0].interfaces`).
-        rule: String,
-        /// Why, in words.
-        reason: String,
-    },
-    /// The session's counters.
-    Stats {
-        /// Counters since the session started.
-        counters: SessionCounters,
-    },
-    /// The request was carried out.
-    #[serde(deserialize_with = "no_fields")]
-    Ok,
-    /// The request could not be carried out (or could not be decoded).
-    Error {
-        /// What went wrong, in words.
-        message: String,
-    },
-    /// The session ended (on `Close`, its duration or count limit, a policy
-    /// reload that no longer allows it, or an error).
-    Ended {
-        /// Why, in words.
-        reason: String,
-        /// Final counters.
-        counters: SessionCounters,
-    },
-    /// A dump file was closed and is ready to fetch.
-    DumpPublished {
-        /// Its bare file name.
-        name: String,
-    },
-    /// The caller's dump files.
-    Dumps {
-        /// The files, in the daemon's order (oldest first).
-        files: Vec<DumpFile>,
-    },
-    /// A dump file, opened read-only.
-    ///
-    /// Sent with exactly [`DUMP_FDS`](crate::DUMP_FDS) descriptor: a
-    /// read-only descriptor of the file.
-    Dump {
-        /// Its bare file name.
-        name: String,
-        /// Its size when it was opened.
-        bytes: u64,
-    },
-    /// Sessions the caller may see.
-    Sessions {
-        /// One entry per session.
-        sessions: Vec<SessionInfo>,
-        /// Sessions the caller may see that did not fit in this reply (the
-        /// reply is bounded whatever other users run; absent when 0).
-        #[serde(default, skip_serializing_if = "is_zero")]
-        more: u64,
-    },
-    /// Transmit reports, in the order the frames were given (at most
-    /// [`MAX_REPORTS`](crate::validate::MAX_REPORTS) per message; ask again
-    /// for more).
-    InjectReports {
-        /// The reports.
-        reports: Vec<InjectReport>,
-    },
-    /// A retrieval was admitted: the answer follows on the pipe.
-    ///
-    /// Sent with exactly [`RETRIEVING_FDS`](crate::RETRIEVING_FDS)
-    /// descriptor: the read end of a pipe carrying a pcap stream
-    /// (nanosecond timestamps), which ends (EOF) when the answer is complete
-    /// or cut; [`Response::Retrieved`] then says which.
-    Retrieving {
-        /// What the policy made of the request (one interface).
-        effective: Effective,
-        /// The window in force: packets at or after this time (ns)...
-        after_ns: u64,
-        /// ... and before this one (ns).
-        before_ns: u64,
-        /// Most bytes the answer may hold.
-        max_bytes: u64,
-    },
-    /// A retrieval's stream has ended.
-    Retrieved {
-        /// Packets written.
-        packets: u64,
-        /// Bytes written (pcap header and records).
-        bytes: u64,
-        /// Files looked at.
-        files: u64,
-        /// Why the answer was cut short (a limit, an error), if it was:
-        /// what came is whole records, but not all that matched.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cut: Option<String>,
-    },
-}
-
-/// One frame to inject.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InjectFrame {
-    /// The client's name for it, echoed in its report.
-    pub tag: u64,
-    /// When to send it: CLOCK_REALTIME nanoseconds; 0 = now.
-    pub at_ns: u64,
-    /// How late it may still be sent, in nanoseconds; later it is reported
-    /// missed, not sent.
-    pub tolerance_ns: u64,
-    /// The whole Ethernet frame (hexadecimal on the wire).
-    #[serde(with = "hex_bytes")]
-    pub data: Vec<u8>,
-}
-
-/// What became of an injected frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InjectStatus {
-    /// It left; `sent_ns` is when (the kernel's transmit timestamp).
-    Sent,
-    /// Its time had passed by more than its tolerance: not sent.
-    Missed,
-    /// The policy (or a bound) refused it: not sent; `reason` says why.
-    Refused,
-    /// Sending failed (`reason`), or the session ended before its time.
-    Failed,
-}
-
-/// The report of one injected frame.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InjectReport {
-    /// The frame's tag.
-    pub tag: u64,
-    /// When it was asked for (for "now": when the sender took it up).
-    pub requested_ns: u64,
-    /// When it left (kernel transmit timestamp), if it did and the kernel
-    /// said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent_ns: Option<u64>,
-    /// What became of it.
-    pub status: InjectStatus,
-    /// Why it was refused or failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// Bytes as a hexadecimal string: half the size of a JSON number array.
-mod hex_bytes {
-    use serde::{de::Error, Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut out = String::with_capacity(b.len() * 2);
-        for &x in b {
-            out.push(HEX[usize::from(x >> 4)] as char);
-            out.push(HEX[usize::from(x & 15)] as char);
-        }
-        s.serialize_str(&out)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let text = <&str>::deserialize(d)?;
-        if text.len() % 2 != 0 {
-            return Err(D::Error::custom("odd number of hexadecimal digits"));
-        }
-        text.as_bytes()
-            .chunks_exact(2)
-            .map(|p| {
-                let v = |c: u8| (c as char).to_digit(16);
-                match (v(p[0]), v(p[1])) {
-                    (Some(h), Some(l)) => Ok((h * 16 + l) as u8),
-                    _ => Err(D::Error::custom("not a hexadecimal digit")),
-                }
-            })
-            .collect()
-    }
-}
-
 /// The settings in force for a session after the policy was applied.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -637,39 +441,6 @@ impl Request {
             Request::Inject { .. } => "inject",
             Request::InjectReports => "inject_reports",
             Request::Retrieve { .. } => "retrieve",
-        }
-    }
-}
-
-impl Response {
-    /// How many file descriptors travel with this response:
-    /// [`ACCEPTED_FDS`](crate::ACCEPTED_FDS) with `Accepted`,
-    /// [`DUMP_FDS`](crate::DUMP_FDS) with `Dump`, none otherwise.
-    pub fn fds_expected(&self) -> usize {
-        match self {
-            Response::Accepted { .. } => crate::ACCEPTED_FDS,
-            Response::Dump { .. } => crate::DUMP_FDS,
-            Response::Retrieving { .. } => crate::RETRIEVING_FDS,
-            _ => 0,
-        }
-    }
-
-    /// The `"type"` tag, for logs.
-    pub fn kind_name(&self) -> &'static str {
-        match self {
-            Response::Accepted { .. } => "accepted",
-            Response::Refused { .. } => "refused",
-            Response::Stats { .. } => "stats",
-            Response::Ok => "ok",
-            Response::Error { .. } => "error",
-            Response::Ended { .. } => "ended",
-            Response::DumpPublished { .. } => "dump_published",
-            Response::Dumps { .. } => "dumps",
-            Response::Dump { .. } => "dump",
-            Response::Sessions { .. } => "sessions",
-            Response::InjectReports { .. } => "inject_reports",
-            Response::Retrieving { .. } => "retrieving",
-            Response::Retrieved { .. } => "retrieved",
         }
     }
 }

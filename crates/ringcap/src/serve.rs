@@ -201,7 +201,12 @@ pub fn query_sensors(
             renamed = true;
             let path = Path::new(path);
             let tmp = hidden_beside(path);
-            let f = std::fs::File::create(&tmp)
+            // Made new (O_EXCL: a name planted in a shared directory, a
+            // symbolic link to elsewhere, is refused, not written through).
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
                 .map_err(|e| Failure::usage(format!("{}: {e}", tmp.display())))?;
             let mut w = io::BufWriter::with_capacity(1 << 20, f);
             let r = run(&mut w);

@@ -91,6 +91,8 @@ pub struct Reader<R: Read> {
     format: FileFormat,
     state: State,
     interfaces: Vec<Interface>,
+    /// Interface blocks accepted at most ([`Reader::limit_interfaces`]).
+    max_interfaces: usize,
     strict: bool,
     compressed: Option<Box<CompressedState>>,
     /// [`Reader::next_packet_ahead`]'s cursor: its `k`, the offset the
@@ -144,6 +146,7 @@ impl<R: Read> Reader<R> {
                 section: 0,
             },
             interfaces: Vec::new(),
+            max_interfaces: usize::MAX,
             strict,
             compressed: None,
         };
@@ -268,6 +271,13 @@ impl<R: Read> Reader<R> {
             },
             ahead,
         )))
+    }
+
+    /// Accept at most `n` interfaces (pcapng interface blocks, over all
+    /// sections): one more is an error, so a stream of interface blocks
+    /// from an untrusted source is not gathered without bound.
+    pub fn limit_interfaces(&mut self, n: usize) {
+        self.max_interfaces = n;
     }
 
     /// The source being read.

@@ -208,6 +208,8 @@ pub fn query_sensors(
                 .create_new(true)
                 .open(&tmp)
                 .map_err(|e| Failure::usage(format!("{}: {e}", tmp.display())))?;
+            // A signal that ends the query takes the hidden file with it.
+            let _cleanup = RemoveOnSignal::start(&tmp);
             let mut w = io::BufWriter::with_capacity(1 << 20, f);
             let r = run(&mut w);
             let kept = r.is_ok()
@@ -228,7 +230,7 @@ pub fn query_sensors(
     };
     let (merged, waited) = match &result {
         Ok(m) => (m, None),
-        Err(f) => (&f.merged, Some(&f.waited)),
+        Err(f) => (&f.merged, Some(&f.merged.waited)),
     };
     for (i, s) in sensors.iter().enumerate() {
         let n = merged.per_sensor[i];
@@ -253,10 +255,54 @@ pub fn query_sensors(
     }
 }
 
-/// A hidden name beside `path` for writing it whole before it appears.
+/// A hidden name beside `path` for writing it whole before it appears (not
+/// one another user could guess and take first in a shared directory).
 fn hidden_beside(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map_or_else(|| "query".into(), |n| n.to_string_lossy());
-    path.with_file_name(format!(".{name}.{}.incomplete", std::process::id()))
+    let mut r = [0u8; 8];
+    let salt = match std::fs::File::open("/dev/urandom").and_then(|mut f| {
+        use std::io::Read;
+        f.read_exact(&mut r)
+    }) {
+        Ok(()) => u64::from_ne_bytes(r),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    };
+    path.with_file_name(format!(
+        ".{name}.{}-{salt:016x}.incomplete",
+        std::process::id()
+    ))
+}
+
+/// While alive, SIGINT, SIGTERM or SIGHUP remove `path` and end the
+/// process (status 128 + the signal), as the signal would have.
+struct RemoveOnSignal(Option<signal_hook::iterator::Handle>);
+
+impl RemoveOnSignal {
+    fn start(path: &Path) -> RemoveOnSignal {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+            return RemoveOnSignal(None);
+        };
+        let handle = signals.handle();
+        let path = path.to_path_buf();
+        std::thread::spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                let _ = std::fs::remove_file(&path);
+                std::process::exit(128 + sig);
+            }
+        });
+        RemoveOnSignal(Some(handle))
+    }
+}
+
+impl Drop for RemoveOnSignal {
+    fn drop(&mut self) {
+        if let Some(h) = &self.0 {
+            h.close();
+        }
+    }
 }

@@ -81,7 +81,7 @@ def answer(c):
         while time.monotonic() < END:
             chunk(c, b"A" * 65536)
     elif mode == "escapes":
-        b = b"\x1b[2J\x1b]0;title\x07 sensor b: 0 packets\n"
+        b = b"\x1b[2J\x1b]0;title\x07 sensor b: 0 packets\n" + "\u202e\u2066\u200b".encode()
         c.sendall(b"HTTP/1.1 403 Forbidden\r\ncontent-length: %d\r\n\r\n" % len(b) + b)
         time.sleep(1)
     elif mode == "good":
@@ -117,6 +117,21 @@ def answer(c):
     elif mode == "many_interfaces":
         c.sendall(OK)
         chunk(c, shb() + idb(1) * arg + epb(0, T0 * 10**9, ETHER + b"\0" * 46))
+        c.sendall(b"0\r\n\r\n")
+        time.sleep(1)
+    elif mode == "link_type":
+        c.sendall(OK)
+        chunk(c, pcap_header(linktype=arg) + record(T0, ETHER + b"\x11" * 46))
+        c.sendall(b"0\r\n\r\n")
+        time.sleep(1)
+    elif mode == "small_interface_flood":
+        # Interface blocks of 20 bytes, just under 8 MiB of them, then a packet.
+        c.sendall(OK)
+        chunk(c, shb())
+        small = block(1, struct.pack("<HHI", 1, 0, 262144))
+        for _ in range(((8 << 20) - 4096) // (len(small) * 4096)):
+            chunk(c, small * 4096)
+        chunk(c, epb(0, T0 * 10**9, ETHER + b"\0" * 46))
         c.sendall(b"0\r\n\r\n")
         time.sleep(1)
     elif mode == "two_link_types":

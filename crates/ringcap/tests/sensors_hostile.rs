@@ -205,6 +205,8 @@ fn huge_records_and_interface_floods_are_refused() {
         ),
         ("interface_flood", 0, "more than 8 MiB without a packet"),
         ("many_interfaces", 300, "more than 256 interfaces"),
+        ("small_interface_flood", 0, "more than 256 interfaces"),
+        ("link_type", 0x10001, "link type 0x10001"),
     ] {
         let bad = Fake::start(&certs, mode, arg);
         let (o, took) = query(&certs, &[bad.url("big")], &f, &[]);
@@ -224,6 +226,9 @@ fn a_sensors_text_reaches_the_terminal_escaped() {
     failed_cleanly(&o, "esc", "403 Forbidden: \\u{1b}[2J", &out, &[]);
     assert!(!o.stderr.contains(&0x1b), "{}", stderr(&o));
     assert!(!o.stderr.contains(&0x07), "{}", stderr(&o));
+    // Nor Unicode's reordering and invisible characters.
+    assert!(o.stderr.is_ascii(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("\\u{202e}"), "{}", stderr(&o));
 }
 
 #[test]
@@ -286,6 +291,15 @@ fn partial_leaves_a_failed_sensor_out_and_says_so() {
         err.contains("sent nothing for 2 s; left out after 0 packets"),
         "{err}"
     );
+    // A sensor whose answer the output cannot hold (another link type in
+    // pcap) is left out too, named.
+    let other = Fake::start(&certs, "link_type", 101);
+    let sensors = [good.url("good"), other.url("raw")];
+    let (o, _) = query(&certs, &sensors, &f, &["--partial"]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("sensor raw (https://127.0.0.1:"), "{err}");
+    assert!(err.contains("use --format pcapng"), "{err}");
     // Every sensor failing is still a failure.
     let (o, _) = query(
         &certs,
@@ -294,4 +308,40 @@ fn partial_leaves_a_failed_sensor_out_and_says_so() {
         &["--partial", "--sensor-idle", "2"],
     );
     failed_cleanly(&o, "cut", "every sensor failed", &out, &["a.pcap"]);
+}
+
+#[test]
+fn a_signal_takes_the_hidden_file_with_it() {
+    if skip_without(&["python3", "prlimit"]) {
+        return;
+    }
+    let (_d, certs, out) = setup("sensor-signal");
+    let bad = Fake::start(&certs, "stall", 0);
+    for (sig, code) in [("TERM", 143), ("INT", 130), ("HUP", 129)] {
+        let mut child = Command::new(bin())
+            .args(["query", "--certs"])
+            .arg(&certs)
+            .args(["--sensor", &bad.url("slow"), "-w"])
+            .arg(out.join("a.pcap"))
+            .arg("ip")
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // The hidden file is there while the query waits.
+        let t = Instant::now();
+        while std::fs::read_dir(&out).unwrap().count() == 0 {
+            assert!(t.elapsed() < Duration::from_secs(10), "no hidden file");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let k = Command::new("kill")
+            .args([&format!("-{sig}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(k.success());
+        let st = child.wait().unwrap();
+        assert_eq!(st.code(), Some(code), "SIG{sig}: {st:?}");
+        let left: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
+        assert!(left.is_empty(), "SIG{sig}: left behind {left:?}");
+    }
 }

@@ -136,6 +136,13 @@ struct ChanRead {
 impl Read for ChanRead {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while !self.cur.has_remaining() {
+            // Also when data is waiting: a sensor that never stops sending
+            // is held to the deadline too.
+            if tokio::time::Instant::now() >= self.deadline {
+                return Err(io::Error::other(
+                    "no whole answer within the query's time limit",
+                ));
+            }
             let t = Instant::now();
             // The timer is made inside the runtime (it needs its clock).
             let (deadline, rx) = (self.deadline, &mut self.rx);
@@ -168,11 +175,13 @@ impl Read for ChanRead {
     }
 }
 
-/// `s` with its control characters escaped (a sensor's text on a terminal).
+/// `s` with everything but printable ASCII escaped (a sensor's text on a
+/// terminal: control characters, and Unicode's format and separator
+/// characters, which reorder or hide what is shown).
 fn printable(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if c.is_control() {
+        if !(c == ' ' || c.is_ascii_graphic()) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -282,6 +291,10 @@ pub struct Merged {
     /// With [`Limits::partial`]: why each sensor that was left out failed
     /// (its packets after that are missing from the answer).
     pub failed: Vec<Option<String>>,
+    /// Seconds the merge waited for each sensor's data: a sensor cut by
+    /// its server for not being read (`ringcap serve` drops a client that
+    /// reads nothing for 60 s) may have been waiting behind a slower one.
+    pub waited: Vec<u64>,
 }
 
 /// A merge that failed: why, and what had been written (the output holds
@@ -290,12 +303,9 @@ pub struct Merged {
 pub struct Failed {
     /// What went wrong, naming the sensor.
     pub message: String,
-    /// Packets written from each sensor before.
+    /// Packets written from each sensor before, and the time waited for
+    /// each.
     pub merged: Merged,
-    /// Seconds the merge waited for each sensor's data: a sensor cut by
-    /// its server for not being read (`ringcap serve` drops a client that
-    /// reads nothing for 60 s) may have been waiting behind a slower one.
-    pub waited: Vec<u64>,
 }
 
 struct Head {
@@ -317,7 +327,7 @@ fn next(rd: &mut Reader<ChanRead>) -> Result<Option<Head>, String> {
             p.data.len()
         ));
     }
-    if p.data.len() as u64 > p.wire_len as u64 {
+    if p.data.is_empty() || p.data.len() as u64 > p.wire_len as u64 {
         return Err(format!(
             "a packet of {} bytes captured of {} on the wire",
             p.data.len(),
@@ -329,6 +339,10 @@ fn next(rd: &mut Reader<ChanRead>) -> Result<Option<Head>, String> {
         return Err(format!("more than {MAX_INTERFACES} interfaces"));
     }
     let linktype = rd.interfaces().get(i).map_or(1, |i| i.linktype);
+    if linktype > 0xffff {
+        // pcap's reserved bits: no reader takes them.
+        return Err(format!("link type {linktype:#x}"));
+    }
     let iface = i;
     rd.get_mut().since_packet = 0;
     Ok(Some(Head {
@@ -354,6 +368,7 @@ pub fn query_sensors(
     let mut merged = Merged {
         per_sensor: vec![0; sensors.len()],
         failed: vec![None; sensors.len()],
+        waited: vec![0; sensors.len()],
     };
     let mut readers = Vec::new();
     let r = merge(
@@ -365,21 +380,14 @@ pub fn query_sensors(
         &mut merged,
         &mut readers,
     );
-    let waited = (0..sensors.len())
-        .map(|i| {
-            readers
-                .get(i)
-                .and_then(Option::as_ref)
-                .map_or(0, |r: &Reader<ChanRead>| r.get_ref().waited.as_secs())
-        })
-        .collect();
+    for (i, rd) in readers.iter().enumerate() {
+        if let Some(rd) = rd {
+            merged.waited[i] = rd.get_ref().waited.as_secs();
+        }
+    }
     match r {
         Ok(()) => Ok(merged),
-        Err(message) => Err(Failed {
-            message,
-            merged,
-            waited,
-        }),
+        Err(message) => Err(Failed { message, merged }),
     }
 }
 
@@ -430,19 +438,34 @@ fn merge(
     let named = |i: usize, e: &dyn std::fmt::Display| {
         format!("sensor {} ({}): {e}", sensors[i].name, sensors[i].url)
     };
-    // A sensor's failure: the query's, or (partial) the sensor left out.
-    let give_up = |i: usize, e: String, merged: &mut Merged| {
-        if !limits.partial {
-            return Err(e);
+    // A sensor's failure: the query's, or (partial) the sensor left out
+    // (its reader, and what it holds, dropped; the time waited kept).
+    let give_up =
+        |i: usize, e: String, readers: &mut [Option<Reader<ChanRead>>], merged: &mut Merged| {
+            if !limits.partial {
+                return Err(e);
+            }
+            if let Some(rd) = readers.get_mut(i).and_then(Option::take) {
+                merged.waited[i] = rd.get_ref().waited.as_secs();
+            }
+            merged.failed[i] = Some(e);
+            if merged.failed.iter().all(Option::is_some) {
+                return Err("every sensor failed".to_string());
+            }
+            Ok(())
+        };
+    // The next packet of sensor i; None once it ended or was left out.
+    let advance = |i: usize, readers: &mut [Option<Reader<ChanRead>>], merged: &mut Merged| {
+        let Some(rd) = readers[i].as_mut() else {
+            return Ok(None);
+        };
+        match next(rd) {
+            Ok(h) => Ok(h),
+            Err(e) => give_up(i, named(i, &e), readers, merged).map(|()| None),
         }
-        merged.failed[i] = Some(e);
-        if merged.failed.iter().all(Option::is_some) {
-            return Err("every sensor failed".to_string());
-        }
-        Ok(())
     };
     for (i, rx) in rxs.into_iter().enumerate() {
-        let rd = Reader::new(ChanRead {
+        let mut rd = Reader::new(ChanRead {
             rx,
             cur: Bytes::new(),
             rt: rt.handle().clone(),
@@ -455,25 +478,20 @@ fn merge(
             FileFormat::Pcap { .. } | FileFormat::Pcapng => Ok(rd),
             _ => Err(named(i, &"its answer is neither pcap nor pcapng")),
         });
-        readers.push(match rd {
-            Ok(rd) => Some(rd),
+        if let Ok(rd) = &mut rd {
+            rd.limit_interfaces(MAX_INTERFACES);
+        }
+        match rd {
+            Ok(rd) => readers.push(Some(rd)),
             Err(e) => {
-                give_up(i, e, merged)?;
-                None
+                readers.push(None);
+                give_up(i, e, readers, merged)?;
             }
-        });
+        }
     }
     let mut heads = Vec::new();
-    for (i, rd) in readers.iter_mut().enumerate() {
-        let head = match rd.as_mut().map(next) {
-            None => None,
-            Some(Ok(h)) => h,
-            Some(Err(e)) => {
-                give_up(i, named(i, &e), merged)?;
-                None
-            }
-        };
-        heads.push(head);
+    for i in 0..readers.len() {
+        heads.push(advance(i, readers, merged)?);
     }
     let mut w = MergeOut::new(out, format, sensors).map_err(|e| format!("writing: {e}"))?;
     // Ties keep the sensors' order: min_by_key returns the first minimum.
@@ -482,16 +500,15 @@ fn merge(
         .min_by_key(|&i| heads[i].as_ref().map_or(u64::MAX, |h| h.ts))
     {
         let h = heads[i].take().expect("a head");
+        // What the output cannot hold is the sensor's failure, not the
+        // query's (with --partial, the others go on).
+        if let Err(e) = w.admits(&h) {
+            give_up(i, named(i, &e), readers, merged)?;
+            continue;
+        }
         w.packet(i, &h).map_err(|e| format!("writing: {e}"))?;
         merged.per_sensor[i] += 1;
-        heads[i] = match readers[i].as_mut().map(next) {
-            None => None,
-            Some(Ok(h)) => h,
-            Some(Err(e)) => {
-                give_up(i, named(i, &e), merged)?;
-                None
-            }
-        };
+        heads[i] = advance(i, readers, merged)?;
     }
     w.finish().map_err(|e| format!("writing: {e}"))?;
     Ok(())
@@ -524,6 +541,26 @@ impl<'a> MergeOut<'a> {
             idbs: Vec::new(),
             buf: Vec::new(),
         })
+    }
+
+    /// Whether `h` can be written: pcap holds one link type and times up
+    /// to 2106.
+    fn admits(&self, h: &Head) -> Result<(), String> {
+        if self.format != OutFormat::Pcap {
+            return Ok(());
+        }
+        if h.ts / 1_000_000_000 > u32::MAX as u64 {
+            return Err(
+                "a timestamp after 2106, which pcap cannot hold: use --format pcapng".into(),
+            );
+        }
+        match self.idbs.first() {
+            Some(&(_, _, lt)) if lt != h.linktype => Err(format!(
+                "link type {}, the answer so far {lt}: pcap holds one, use --format pcapng",
+                h.linktype
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn packet(&mut self, sensor: usize, h: &Head) -> io::Result<()> {

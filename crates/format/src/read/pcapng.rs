@@ -134,6 +134,12 @@ impl<R: Read> Reader<R> {
                 ));
             }
             BT_IDB => {
+                if self.interfaces.len() >= self.max_interfaces {
+                    return Err(malformed(
+                        off,
+                        format!("more than {} interfaces", self.max_interfaces),
+                    ));
+                }
                 if body.len() < 8 {
                     return Err(malformed(
                         off,

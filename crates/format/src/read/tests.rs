@@ -864,3 +864,22 @@ fn next_packet_ahead_shows_the_kth_next_packet() {
     }
     assert_eq!(got, want.iter().map(|w| w.data.clone()).collect::<Vec<_>>());
 }
+
+#[test]
+fn interfaces_beyond_the_limit_are_refused() {
+    // pcapng_file declares two interfaces: a limit of two reads it all,
+    // a limit of one stops at the second interface block.
+    let (f, _, pkts) = pcapng_file(4);
+    let mut rd = Reader::new(io::Cursor::new(f.clone())).unwrap();
+    rd.limit_interfaces(2);
+    let mut n = 0;
+    while rd.next_packet().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, pkts.len());
+    let mut rd = Reader::new(io::Cursor::new(f)).unwrap();
+    rd.limit_interfaces(1);
+    let e = rd.next_packet().unwrap_err();
+    assert!(e.to_string().contains("more than 1 interfaces"), "{e}");
+    assert_eq!(rd.interfaces().len(), 1);
+}

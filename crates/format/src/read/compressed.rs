@@ -16,6 +16,10 @@ pub(super) struct CompressedState {
     blocks: ringcap_compress::BlockReader,
     /// Length of the block being read, added to the offset at its end.
     pending: u64,
+    /// The error a record of the block being read gave: every later call
+    /// gives it again (the decoder has dropped the block, and the reader's
+    /// buffer has moved past it).
+    failed: Option<ringcap_compress::DecodeError>,
 }
 
 fn compressed_error(e: ringcap_compress::DecodeError) -> FormatError {
@@ -58,6 +62,7 @@ impl<R: Read> Reader<R> {
         self.compressed = Some(Box::new(CompressedState {
             blocks: ringcap_compress::BlockReader::new(&h),
             pending: 0,
+            failed: None,
         }));
         self.consume(n);
         Ok(())
@@ -68,6 +73,9 @@ impl<R: Read> Reader<R> {
         &mut self,
         nano: bool,
     ) -> Result<Option<Packet<'_>>, FormatError> {
+        if let Some(e) = self.compressed.as_ref().and_then(|c| c.failed.clone()) {
+            return Err(compressed_error(e));
+        }
         // Blocks with no records (no encoder writes them) are passed over.
         while self
             .compressed
@@ -121,6 +129,7 @@ impl<R: Read> Reader<R> {
                 if c.pending == 0 {
                     self.pos -= pending;
                 }
+                c.failed = Some(e.clone());
                 return Err(compressed_error(e));
             }
         };

@@ -118,6 +118,9 @@ pub const MAX_INTERFACES: usize = 256;
 /// Bytes of an error answer read (and shown).
 const ERROR_BODY: usize = 4096;
 
+/// A sensor still answering at the query's deadline.
+const PAST_DEADLINE: &str = "no whole answer within the query's time limit";
+
 type Chunks = mpsc::Receiver<Result<Bytes, String>>;
 
 /// Reads a sensor's answer as it arrives, within the query's deadline and
@@ -139,9 +142,7 @@ impl Read for ChanRead {
             // Also when data is waiting: a sensor that never stops sending
             // is held to the deadline too.
             if tokio::time::Instant::now() >= self.deadline {
-                return Err(io::Error::other(
-                    "no whole answer within the query's time limit",
-                ));
+                return Err(io::Error::other(PAST_DEADLINE));
             }
             let t = Instant::now();
             // The timer is made inside the runtime (it needs its clock).
@@ -151,11 +152,7 @@ impl Read for ChanRead {
                 .block_on(async { tokio::time::timeout_at(deadline, rx.recv()).await });
             self.waited += t.elapsed();
             match got {
-                Err(_) => {
-                    return Err(io::Error::other(
-                        "no whole answer within the query's time limit",
-                    ))
-                }
+                Err(_) => return Err(io::Error::other(PAST_DEADLINE)),
                 Ok(Some(Ok(b))) => self.cur = b,
                 Ok(Some(Err(e))) => return Err(io::Error::other(e)),
                 Ok(None) => return Ok(0),
@@ -563,32 +560,18 @@ impl<'a> MergeOut<'a> {
         }
     }
 
+    /// Writes `h`, which [`MergeOut::admits`] admitted.
     fn packet(&mut self, sensor: usize, h: &Head) -> io::Result<()> {
         let caplen = h.data.len() as u32;
         match self.format {
             OutFormat::Pcap => {
-                if h.ts / 1_000_000_000 > u32::MAX as u64 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "a timestamp after 2106, which pcap cannot hold: use --format pcapng",
-                    ));
-                }
-                match self.idbs.first() {
-                    None => {
-                        self.w.write_all(&pcap::file_header(
-                            h.linktype,
-                            MAX_CAPLEN as u32,
-                            TsResolution::Nano,
-                        ))?;
-                        self.idbs.push((sensor, h.iface, h.linktype));
-                    }
-                    Some(&(_, _, lt)) if lt != h.linktype => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            "sensors answer different link types: use --format pcapng",
-                        ))
-                    }
-                    Some(_) => {}
+                if self.idbs.is_empty() {
+                    self.w.write_all(&pcap::file_header(
+                        h.linktype,
+                        MAX_CAPLEN as u32,
+                        TsResolution::Nano,
+                    ))?;
+                    self.idbs.push((sensor, h.iface, h.linktype));
                 }
                 let mut r = [0u8; pcap::RECORD_HEADER_LEN];
                 pcap::write_record_header(&mut r, h.ts, caplen, h.wire, TsResolution::Nano);

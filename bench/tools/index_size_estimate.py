@@ -20,6 +20,16 @@ Measured on a 250 MB file of the retrieval bench's files (`write_files(DIR,
 250e6, 1, 100000)`, 2026-11-27; its format-4 index: 1.87 %): flow -> groups
 0.567 % (LEB128) / 0.463 % (Rice), key -> flows 0.510 % / 0.297 %, groups
 0.067 %: 1.14 % with today's coding, 0.83 % with bit-level codes.
+
+What it leaves out, found by building it (branch `flows-format5`, format 5
+with LEB128, 2026-11-27): traffic whose flows rarely repeat. On that
+250 MB file the built index took 1.207 % (format 4: 1.866 %), but on 2 M
+64-byte packets of 1 M random flows (`pcapgen.write_many_flow_pcap`) it
+took 15.29 % against format 4's 7.24 %, and 3x the CPU: each new flow
+posts all its keys, where format 4 posts a key once per group. The capture
+bench's traffic (random ports and addresses, nearly every packet a new
+flow) is of that kind. A flow index must post a flow's first group as
+format 4 does and make flows only of what comes back in another group.
 """
 import collections
 import math

@@ -219,17 +219,20 @@ class Stenotype(Tool):
     snaplen_ok = False
     count_mode_ok = False
     # 1 MiB ring blocks, as many as ringcap's default ring at the same snap
-    # length (256 MiB, 1 GiB above 512): like with like. Its default (2048)
-    # takes seconds to set up, before the measured window.
+    # length when it writes in place (the bench's default command): 256 MiB,
+    # 1 GiB above 512, plus the 256 MiB of the writer buffer it then does
+    # not use: like with like. Its default (2048) takes seconds to set up,
+    # before the measured window.
     BLOCKS = 256
-    ring_mib = BLOCKS
+    WRITER_MIB = 256
+    ring_mib = BLOCKS + WRITER_MIB
     stop_timeout = 4.0  # stenotype 1.0.1 can hang in io_getevents on SIGINT
     quiet_s = 2.2       # --blockage_sec=1: partial blocks reach the disk within ~1 s
 
     def argv(self, iface, snaplen, mode, outdir):
         for d in ("PKT0", "IDX0"):
             os.makedirs(os.path.join(outdir, d), exist_ok=True)
-        self.ring_mib = self.BLOCKS * (4 if snaplen > 512 else 1)
+        self.ring_mib = self.BLOCKS * (4 if snaplen > 512 else 1) + self.WRITER_MIB
         return ["stenotype", "-v", "--dir=" + outdir, "--iface=" + iface, "--threads=1",
                 "--seccomp=none", "--uid=root", "--gid=root", "--no_watchdogs",
                 "--no_index", "--blocks=%d" % self.ring_mib, "--aiops=32",

@@ -240,18 +240,22 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
         zero_copy: ringcap_engine::ZeroCopy::parse(&a.zero_copy).map_err(Failure::usage)?,
         ..SinkSpec::new(output, format)
     };
+    let mut spec = CaptureSpec {
+        source,
+        filter: a.filter.join(" "),
+        snap,
+        sampling,
+        transforms: crate::privacy::transforms(a)?,
+        sink,
+        count: a.count,
+        duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
+        observer: None,
+    };
+    if a.buffer.is_none() {
+        ring_takes_unused_writer_buffer(&mut spec);
+    }
     Ok(Plan {
-        spec: CaptureSpec {
-            source,
-            filter: a.filter.join(" "),
-            snap,
-            sampling,
-            transforms: crate::privacy::transforms(a)?,
-            sink,
-            count: a.count,
-            duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
-            observer: None,
-        },
+        spec,
         stats_json: a.stats_json.clone(),
         stats_interval: secs("--stats-interval", a.stats_interval)?,
         user: a.user.clone(),
@@ -266,12 +270,28 @@ fn is_char_device(path: &str) -> bool {
 
 /// The default kernel ring per interface, MiB: room for a one-second stall
 /// at the testbed's top rates (~0.65 Mpps of short packets take ~150 bytes
-/// of ring each, ~95 MB/s; whole 1500-byte frames at ~0.45 Mpps, ~720 MB/s).
+/// of ring each, ~95 MB/s; whole 1500-byte frames at ~0.45 Mpps, ~720 MB/s),
+/// with the writer's buffer (or, in place, with the writer buffer's memory
+/// added: [`ring_takes_unused_writer_buffer`]).
 fn default_ring_mib(snap: Snap) -> u64 {
     if snap.kernel_snaplen() <= 512 {
         256
     } else {
         1024
+    }
+}
+
+/// A capture that writes the ring blocks in place uses no writer buffer:
+/// the default ring gets its memory too, so that a disk stall has the same
+/// room as on the copy path (ring and writer buffer). With 1 GiB alone, a
+/// one-second stall of whole packets at ~0.5 Mpps (~760 MB/s) filled 247 of
+/// 256 blocks in place and lost a packet (tests/disk_stall.rs).
+fn ring_takes_unused_writer_buffer(spec: &mut CaptureSpec) {
+    let in_place = !matches!(spec.sink.zero_copy, ringcap_engine::ZeroCopy::Off)
+        && ringcap_engine::capture::in_place_blocker(spec).is_none();
+    let extra = spec.sink.writer_buffer_bytes;
+    if let (true, SourceSpec::Live(l)) = (in_place, &mut spec.source) {
+        l.ring_bytes = l.ring_bytes.saturating_add(extra).min(64 << 30);
     }
 }
 
@@ -314,6 +334,47 @@ mod tests {
         assert_eq!(default_ring_mib(Snap::Headers { max: 256 }), 256);
         assert_eq!(default_ring_mib(Snap::Bytes(513)), 1024);
         assert_eq!(default_ring_mib(Snap::Bytes(262_144)), 1024);
+    }
+
+    /// The ring of a live capture planned from `args` (after `ringcap capture`), MiB.
+    fn ring_mib(args: &[&str]) -> u64 {
+        use clap::Parser;
+        let argv = ["ringcap", "capture"].iter().chain(args).copied();
+        let crate::cli::Command::Capture(a) =
+            crate::cli::Cli::try_parse_from(argv).unwrap().command
+        else {
+            panic!("not capture")
+        };
+        match plan(&a, String::new()).unwrap().spec.source {
+            SourceSpec::Live(l) => l.ring_bytes >> 20,
+            SourceSpec::Files(_) => panic!("not live"),
+        }
+    }
+
+    #[test]
+    fn in_place_the_default_ring_takes_the_writer_buffer() {
+        let d = ringcap_testkit::TempDir::new("ring-default");
+        let out = |name: &str| d.join(name).to_string_lossy().into_owned();
+        let (ng, pcap) = (out("x.pcapng"), out("x.pcap"));
+        // Whole packets to pcapng: in place by default.
+        assert_eq!(ring_mib(&["-i", "eth0", "-w", &ng]), 1024 + 256);
+        assert_eq!(
+            ring_mib(&["-i", "eth0", "-w", &ng, "--writer-buffer", "64"]),
+            1024 + 64
+        );
+        // Not in place: the writer buffer is used.
+        assert_eq!(ring_mib(&["-i", "eth0", "-w", &pcap]), 1024);
+        assert_eq!(
+            ring_mib(&["-i", "eth0", "-w", &ng, "--zero-copy", "off"]),
+            1024
+        );
+        assert_eq!(
+            ring_mib(&["-i", "eth0", "-w", &ng, "--write-mode", "buffered"]),
+            1024
+        );
+        // A ring given is the ring.
+        assert_eq!(ring_mib(&["-i", "eth0", "-w", &ng, "-B", "1G"]), 1024);
+        assert_eq!(ring_mib(&["-i", "eth0", "-w", &ng, "-s", "64"]), 256 + 256);
     }
 
     #[test]

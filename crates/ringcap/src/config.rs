@@ -240,22 +240,18 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
         zero_copy: ringcap_engine::ZeroCopy::parse(&a.zero_copy).map_err(Failure::usage)?,
         ..SinkSpec::new(output, format)
     };
-    let mut spec = CaptureSpec {
-        source,
-        filter: a.filter.join(" "),
-        snap,
-        sampling,
-        transforms: crate::privacy::transforms(a)?,
-        sink,
-        count: a.count,
-        duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
-        observer: None,
-    };
-    if a.buffer.is_none() {
-        ring_takes_unused_writer_buffer(&mut spec);
-    }
     Ok(Plan {
-        spec,
+        spec: CaptureSpec {
+            source,
+            filter: a.filter.join(" "),
+            snap,
+            sampling,
+            transforms: crate::privacy::transforms(a)?,
+            sink,
+            count: a.count,
+            duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
+            observer: None,
+        },
         stats_json: a.stats_json.clone(),
         stats_interval: secs("--stats-interval", a.stats_interval)?,
         user: a.user.clone(),
@@ -285,8 +281,13 @@ fn default_ring_mib(snap: Snap) -> u64 {
 /// the default ring gets its memory too, so that a disk stall has the same
 /// room as on the copy path (ring and writer buffer). With 1 GiB alone, a
 /// one-second stall of whole packets at ~0.5 Mpps (~760 MB/s) filled 247 of
-/// 256 blocks in place and lost a packet (tests/disk_stall.rs).
-fn ring_takes_unused_writer_buffer(spec: &mut CaptureSpec) {
+/// 256 blocks in place and lost a packet (tests/disk_stall.rs). Called on
+/// the spec as it starts (a flow stage, added after [`plan`], keeps the
+/// blocks from being written in place), unless `-B` gave the ring.
+pub fn ring_takes_unused_writer_buffer(spec: &mut CaptureSpec, a: &CaptureArgs) {
+    if a.buffer.is_some() {
+        return;
+    }
     let in_place = !matches!(spec.sink.zero_copy, ringcap_engine::ZeroCopy::Off)
         && ringcap_engine::capture::in_place_blocker(spec).is_none();
     let extra = spec.sink.writer_buffer_bytes;
@@ -345,7 +346,9 @@ mod tests {
         else {
             panic!("not capture")
         };
-        match plan(&a, String::new()).unwrap().spec.source {
+        let mut spec = plan(&a, String::new()).unwrap().spec;
+        ring_takes_unused_writer_buffer(&mut spec, &a);
+        match spec.source {
             SourceSpec::Live(l) => l.ring_bytes >> 20,
             SourceSpec::Files(_) => panic!("not live"),
         }
@@ -372,6 +375,9 @@ mod tests {
             ring_mib(&["-i", "eth0", "-w", &ng, "--write-mode", "buffered"]),
             1024
         );
+        // A packet count (or a flow stage, added by the session) keeps the
+        // blocks from being written in place.
+        assert_eq!(ring_mib(&["-i", "eth0", "-w", &ng, "-c", "5"]), 1024);
         // A ring given is the ring.
         assert_eq!(ring_mib(&["-i", "eth0", "-w", &ng, "-B", "1G"]), 1024);
         assert_eq!(ring_mib(&["-i", "eth0", "-w", &ng, "-s", "64"]), 256 + 256);

@@ -104,6 +104,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     // Flow records: the exporter starts first (its sockets and files are
     // opened before privileges are dropped), the stage goes into the spec.
     let flows = crate::flows::start(&args.flow, &mut spec)?;
+    config::ring_takes_unused_writer_buffer(&mut spec, args);
     let capture = Capture::start(spec).map_err(Failure::from)?;
     // From now on the signals reach the capture directly: a stop sets the
     // flag its threads look at between ring blocks and rings the bell that

@@ -155,8 +155,8 @@ pub struct CaptureArgs {
     /// Kernel ring size per interface, in KiB as tcpdump's -B (262144 = 256 MiB),
     /// or with a unit: 512M, 1G. Split over the threads. Default: enough for a
     /// one-second stall at ~0.65 Mpps, 256 MiB when the snap length is at most
-    /// 512 bytes, else 1 GiB; plus the --writer-buffer size when the ring
-    /// blocks are written in place (which uses no writer buffer).
+    /// 512 bytes, else 1 GiB; plus the --writer-buffer size per thread when
+    /// the ring blocks are written in place (which uses no writer buffer).
     #[arg(
         short = 'B',
         long = "buffer",

@@ -277,9 +277,9 @@ fn default_ring_mib(snap: Snap) -> u64 {
     }
 }
 
-/// A capture that writes the ring blocks in place uses no writer buffer:
-/// the default ring gets its memory too, so that a disk stall has the same
-/// room as on the copy path (ring and writer buffer). With 1 GiB alone, a
+/// A capture that writes the ring blocks in place uses no writer buffers:
+/// the default ring gets their memory too (one per capture thread of the
+/// interface), so that a disk stall has the same room as on the copy path. With 1 GiB alone, a
 /// one-second stall of whole packets at ~0.5 Mpps (~760 MB/s) filled 247 of
 /// 256 blocks in place and lost a packet (tests/disk_stall.rs). Called on
 /// the spec as it starts (a flow stage, added after [`plan`], keeps the
@@ -290,8 +290,11 @@ pub fn ring_takes_unused_writer_buffer(spec: &mut CaptureSpec, a: &CaptureArgs) 
     }
     let in_place = !matches!(spec.sink.zero_copy, ringcap_engine::ZeroCopy::Off)
         && ringcap_engine::capture::in_place_blocker(spec).is_none();
-    let extra = spec.sink.writer_buffer_bytes;
+    let writer = spec.sink.writer_buffer_bytes;
     if let (true, SourceSpec::Live(l)) = (in_place, &mut spec.source) {
+        // A writer buffer per capture thread; an interface's threads share
+        // its ring.
+        let extra = writer.saturating_mul(u64::from(l.threads));
         l.ring_bytes = l.ring_bytes.saturating_add(extra).min(64 << 30);
     }
 }
@@ -364,6 +367,11 @@ mod tests {
         assert_eq!(
             ring_mib(&["-i", "eth0", "-w", &ng, "--writer-buffer", "64"]),
             1024 + 64
+        );
+        // A writer buffer per capture thread.
+        assert_eq!(
+            ring_mib(&["-i", "eth0", "-w", &ng, "--threads", "2"]),
+            1024 + 2 * 256
         );
         // Not in place: the writer buffer is used.
         assert_eq!(ring_mib(&["-i", "eth0", "-w", &pcap]), 1024);

@@ -198,14 +198,19 @@ def compare_ipv4_addresses(a, b):
     def addrs(path):
         with open(path, "rb") as f:
             d = f.read()
-        off, out = 24, []
-        while off + 16 <= len(d):
-            incl = struct.unpack_from("<I", d, off + 8)[0]
-            out.append(d[off + 16 + 26:off + 16 + 34])
-            off += 16 + incl
-        return out
+        return [d[p + 26:p + 34] for p, _ in pcap_records(d)]
     x, y = addrs(a), addrs(b)
     return sum(1 for p, q in zip(x, y) if p == q), max(len(x), len(y))
+
+
+def pcap_records(data):
+    """Each record of a little-endian classic pcap's bytes `data`: where its
+    packet starts in `data`, and its captured length."""
+    off = 24
+    while off + 16 <= len(data):
+        cap = struct.unpack_from("<I", data, off + 8)[0]
+        yield off + 16, cap
+        off += 16 + cap
 
 
 def udp_frame(size, src, dst, ip_id, sport, dport, fill):

@@ -33,8 +33,12 @@ format 4 does and make flows only of what comes back in another group.
 """
 import collections
 import math
+import os
 import struct
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from ringbench.pcapgen import pcap_records  # noqa: E402
 
 
 def leb(n):
@@ -62,19 +66,16 @@ def packets(path, group_records):
     magic = struct.unpack_from("<I", data, 0)[0]
     if magic not in (0xA1B2C3D4, 0xA1B23C4D):
         sys.exit("%s: not a little-endian classic pcap" % path)
-    off, group, in_group, out = 24, -1, group_records, []
-    while off + 16 <= len(data):
-        _, _, cap, _ = struct.unpack_from("<IIII", data, off)
+    group, in_group, out = -1, group_records, []
+    for p, cap in pcap_records(data):
         if in_group >= group_records:
             group, in_group = group + 1, 0
         in_group += 1
-        p = off + 16
         if cap >= 38 and data[p + 12:p + 14] == b"\x08\x00":
             ip = data[p + 14:p + 34]
             ihl = (ip[0] & 15) * 4
             sport, dport = struct.unpack_from("!HH", data, p + 14 + ihl)
             out.append(((ip[12:16], ip[16:20], ip[9], sport, dport), group))
-        off += 16 + cap
     return out, group + 1, len(data)
 
 

@@ -288,8 +288,8 @@ pub fn ring_takes_unused_writer_buffer(spec: &mut CaptureSpec, a: &CaptureArgs) 
     if a.buffer.is_some() {
         return;
     }
-    let in_place = !matches!(spec.sink.zero_copy, ringcap_engine::ZeroCopy::Off)
-        && ringcap_engine::capture::in_place_blocker(spec).is_none();
+    // `--zero-copy on` that cannot be is the capture's error to report.
+    let in_place = ringcap_engine::capture::in_place(spec).unwrap_or(false);
     let writer = spec.sink.writer_buffer_bytes;
     if let (true, SourceSpec::Live(l)) = (in_place, &mut spec.source) {
         // A writer buffer per capture thread; an interface's threads share

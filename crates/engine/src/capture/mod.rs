@@ -30,7 +30,7 @@ mod setup;
 pub(crate) use setup::sock_filter;
 mod supervise;
 
-pub use setup::{in_place_blocker, FileSink};
+pub use setup::{in_place, in_place_blocker, FileSink};
 
 use crate::error::{EngineError, ErrorKind};
 use crate::event::Event;

@@ -51,7 +51,7 @@ pub(super) fn check_live(live: &LiveSpec) -> Result<(), EngineError> {
 /// The one zero-copy decision: true when the ring blocks of this capture
 /// are written to the file in place; an error when `--zero-copy on` asks
 /// for what cannot be.
-pub(super) fn in_place(spec: &CaptureSpec) -> Result<bool, EngineError> {
+pub fn in_place(spec: &CaptureSpec) -> Result<bool, EngineError> {
     Ok(match (spec.sink.zero_copy, in_place_blocker(spec)) {
         (ZeroCopy::Off, _) => false,
         (ZeroCopy::On, Some(why)) => {

@@ -19,6 +19,15 @@
 //!   length, depth and terms, property-tested), which picks the groups of
 //!   records to read: if text and program disagree, the client can only get
 //!   fewer packets, never one the decision's program refuses.
+//! - **What comes back about a packet depends on that packet only.** The
+//!   index picks groups of records by the keys of all their packets, hidden
+//!   ones included, so each packet read is also held to the plan by its own
+//!   keys ([`ringcap_index::packet_may_match`]); otherwise a client sending
+//!   the text `host H` with an accept-all program would get exactly the
+//!   visible packets that share a group with hidden host H's. Whether the
+//!   index is used at all is the decision's (`Retrieval::use_index`): the
+//!   time a retrieval takes still depends on which groups hold hidden
+//!   packets, so by default only grants that hide no packet use it.
 //! - **Bounded.** The window is checked against the grant's `max_window`
 //!   before anything is read; the answer stops before the record that would
 //!   take it past `max_bytes` (whole records, then `Retrieved` says why it
@@ -52,7 +61,10 @@
 use crate::audit;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use ringcap_format::read::Interface;
-use ringcap_index::{plan, run_with, OutFormat, Output, Query, QueryError, Taker, Window};
+use ringcap_index::keys::Key;
+use ringcap_index::{
+    packet_may_match, plan, run_with, Expr, OutFormat, Output, Query, QueryError, Taker, Window,
+};
 use ringcap_policy::{decide_retrieve, Decision, Peer, Retrieval, RetrieveRequest};
 use ringcap_proto::{encode_response, transport, Effective, Response, SnapRequest};
 use ringcap_stages::transform::{apply_all, Transform};
@@ -271,6 +283,10 @@ struct Granted<'a> {
     check: Box<dyn FnMut() -> Result<(), Stop> + 'a>,
     /// The store's interface: the only one whose packets are served.
     interface: String,
+    /// The client's text as the index planned it: each packet is held to
+    /// it by its own keys.
+    plan: Expr,
+    keys: Vec<Key>,
     untagged: Vec<u8>,
     scratch: Vec<u8>,
 }
@@ -297,6 +313,9 @@ impl Taker for Granted<'_> {
             return Err(QueryError::Filter(format!(
                 "a stored file holds packets of link type {lt}; ringcapd serves Ethernet stores only"
             )));
+        }
+        if !packet_may_match(&self.plan, lt, data, &mut self.keys) {
+            return Ok(false);
         }
         // The kernel's view: the outer VLAN tag taken out, as live.
         let tagged =
@@ -518,23 +537,30 @@ fn run(
         }
         Ok(())
     };
+    let plan = if retrieval.use_index {
+        plan(&req.filter)
+    } else {
+        Expr::All
+    };
     let mut taker = Granted {
         decision,
         transforms,
         out,
         check: Box::new(check),
         interface: req.interface.clone(),
+        plan: plan.clone(),
+        keys: Vec::new(),
         untagged: Vec::new(),
         scratch: Vec::new(),
     };
     let q = Query {
         filter: &req.filter,
-        plan: plan(&req.filter),
+        plan,
         window: Window {
             after: Some(retrieval.after_ns),
             before: Some(retrieval.before_ns),
         },
-        use_index: true,
+        use_index: retrieval.use_index,
         stop: None,
     };
     let result = run_with(&q, &files, &mut taker, &mut |_| {});

@@ -9,9 +9,15 @@
 //! - A retrieval that reads and keeps nothing (a window between two
 //!   packets, over a file without an index) still meets the grant's
 //!   `max_time`: it was checked only when a packet was taken.
+//! - A client that sends filter text naming hidden packets (`port 4444`,
+//!   which the grant's `capture_filter` hides) with a program that accepts
+//!   everything got the visible packets that share an index group with the
+//!   hidden ones, and so learnt when the hidden host talked: each packet is
+//!   now held to the text's plan by its own keys. The hostile client speaks
+//!   the protocol raw, as `nobody` (this test binary run again in a role).
 //!
 //! Each was seen to fail with the daemon's check taken out (the taker's
-//! `admits`, its `tick`).
+//! `admits`, its `tick`, its `packet_may_match`).
 
 mod common;
 
@@ -19,11 +25,16 @@ use common::*;
 use ringcap_format::pcap;
 use ringcap_format::pcapng::{self, InterfaceDescription, EPB_DATA_OFFSET};
 use ringcap_format::TsResolution;
+use ringcap_proto::{
+    decode_response, encode_request, transport, FilterProgram, Request, Response, SnapRequest,
+    MAX_DATAGRAM,
+};
 use ringcap_testkit::capture::records;
 use ringcap_testkit::{frames, TempDir, Testbed};
+use std::io::Read;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn grants(iface: &str, store: &Path, max_time: &str) -> String {
@@ -208,6 +219,108 @@ fn a_store_under_a_parent_others_may_write_is_refused() {
             assert!(got.is_empty() || records(&got).is_empty());
         }
     }
+    let log = d.stop();
+    assert_no_panic(&log, "ringcapd");
+}
+
+/// The role this test binary plays as `nobody` for
+/// [`text_naming_hidden_packets_learns_nothing`]: a raw `Retrieve` with the
+/// text in `RINGCAP_RETRIEVE_ROLE` and a program accepting everything; the
+/// answer's bytes go to the file `RINGCAP_OUT`.
+#[test]
+fn role() {
+    let Ok(text) = std::env::var("RINGCAP_RETRIEVE_ROLE") else {
+        return;
+    };
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("role without {k}"));
+    let fd = transport::connect(Path::new(&var("RINGCAP_SOCKET"))).expect("connect");
+    let req = Request::Retrieve {
+        interface: var("RINGCAP_IFACE"),
+        filter: text,
+        program: Some(FilterProgram::encode(&[(0x06, 0, 0, 262_144)], false)),
+        snaplen: SnapRequest::Bytes(262_144),
+        after_ns: Some(var("RINGCAP_AFTER").parse().unwrap()),
+        before_ns: None,
+        max_bytes: None,
+    };
+    transport::send(&fd, &encode_request(&req), &[]).expect("send");
+    let mut buf = Box::new([0u8; MAX_DATAGRAM]);
+    let (len, fds) = transport::recv(&fd, &mut buf)
+        .expect("recv")
+        .expect("an answer");
+    let r = decode_response(&buf[..len]).expect("decodes");
+    assert!(matches!(r, Response::Retrieving { .. }), "{r:?}");
+    let mut pipe = std::fs::File::from(fds.into_iter().next().expect("the answer's pipe"));
+    let mut answer = Vec::new();
+    pipe.read_to_end(&mut answer).expect("read the answer");
+    std::fs::write(var("RINGCAP_OUT"), &answer).expect("write the answer");
+}
+
+#[test]
+fn text_naming_hidden_packets_learns_nothing() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let iface = tb.capture_if.clone();
+    let st = store_dir();
+    let ep = tb.endpoints();
+    // 20 index groups of 32 packets; groups 3 and 11 each hold one packet
+    // of the hidden port 4444 among visible ones.
+    let t0 = now_ns();
+    let path = st.join("cap-0001.pcap");
+    let mut file = pcap::file_header(1, 262_144, TsResolution::Nano).to_vec();
+    let (mut visible, mut on_5003) = (0, 0);
+    for seq in 0..640u32 {
+        let hidden = seq == 3 * 32 + 7 || seq == 11 * 32 + 20;
+        let sport = if hidden {
+            4444
+        } else {
+            5000 + (seq % 50) as u16
+        };
+        let frame = frames::udp4(&ep, seq, sport, 6000, 40);
+        let mut h = [0u8; pcap::RECORD_HEADER_LEN];
+        let n = frame.len() as u32;
+        pcap::write_record_header(&mut h, t0 + seq as u64 * 1000, n, n, TsResolution::Nano);
+        file.extend_from_slice(&h);
+        file.extend_from_slice(&frame);
+        visible += !hidden as usize;
+        on_5003 += (sport == 5003) as usize;
+    }
+    std::fs::write(&path, &file).unwrap();
+    ringcap_index::build_index(&path).expect("index");
+    let policy = format!(
+        "[[store]]\ninterface = \"{iface}\"\ndir = \"{}\"\n\n[[grant]]\nusers = [\"nobody\"]\n\
+         interfaces = [\"{iface}\"]\ncapture_filter = \"not port 4444\"\n\n[grant.retrieve]\n\
+         max_window = \"1h\"\nmax_bytes = \"64M\"\nindex = true\n",
+        st.path().display()
+    );
+    let d = Daemon::start(&tb, &policy);
+    let out = open_dir("retrieve-hostile");
+    let ask = |text: &str| -> usize {
+        let file: PathBuf = out.join("answer.pcap");
+        let _ = std::fs::remove_file(&file);
+        let exe = std::env::current_exe().expect("the test executable");
+        let mut cmd = as_user(&tb, NOBODY, &exe);
+        cmd.args(["--exact", "role", "--nocapture", "--test-threads=1"])
+            .env("RINGCAP_RETRIEVE_ROLE", text)
+            .env("RINGCAP_SOCKET", &d.socket)
+            .env("RINGCAP_IFACE", &iface)
+            .env("RINGCAP_AFTER", (t0 - 1_000_000_000).to_string())
+            .env("RINGCAP_OUT", &file);
+        let (status, _, err) = run_limited_out(&mut cmd, Duration::from_secs(60));
+        assert!(status.success(), "the role failed: {err}");
+        records(&std::fs::read(&file).expect("the answer")).len()
+    };
+    // Control: everything visible comes back.
+    assert_eq!(ask(""), visible);
+    // Text naming the hidden packets, with a program accepting all: before
+    // the fix the 62 visible packets of groups 3 and 11 came back.
+    for text in ["port 4444", "udp port 4444", "port 4444 or port 4444"] {
+        assert_eq!(ask(text), 0, "'{text}': packets chosen by hidden ones");
+    }
+    // What the text names among visible packets still comes back.
+    assert_eq!(ask("port 5003"), on_5003, "port 5003");
     let log = d.stop();
     assert_no_panic(&log, "ringcapd");
 }

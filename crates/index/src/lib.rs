@@ -45,6 +45,6 @@ mod varint;
 pub use build::{build_index, load_index, BuildError, BuildReport, Unusable};
 pub use file::{Index, IndexError};
 pub use out::{OutFormat, Output};
-pub use plan::{plan, Expr};
+pub use plan::{packet_may_match, plan, Expr};
 pub use query::{run, run_with, Query, QueryError, QueryStats, Taker, Window, TICK};
 pub use ringcap_format::sidecar::index_path;

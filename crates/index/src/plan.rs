@@ -21,7 +21,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::keys::Kind;
+use crate::keys::{packet_keys, Key, Kind};
 
 /// A filter, as far as an index can answer it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -591,6 +591,39 @@ pub fn plan(filter: &str) -> Expr {
     match p.expr() {
         Ok(e) if p.p == p.t.len() => e,
         _ => Expr::All,
+    }
+}
+
+/// True if a packet of link type `linktype` with bytes `data` may match
+/// `plan` by its own keys (`scratch` is reused from packet to packet): a
+/// key of the plan's kind in its range for a term, both sides for `and`,
+/// either for `or`; `not` and what the index cannot narrow hold for every
+/// packet, and so does everything for a packet the index cannot describe
+/// ([`Kind::Any`]). This is the index's rule for one packet rather than for
+/// a group of them, so a packet the plan's filter accepts always passes.
+///
+/// For a reader that must not let the answer about one packet depend on
+/// the others of its group: the index picks groups by the keys of all
+/// their packets, so the packets of a group read because of another one
+/// (which the reader may hide, as ringcapd hides packets a grant excludes)
+/// are dropped here unless they match on their own.
+pub fn packet_may_match(plan: &Expr, linktype: u32, data: &[u8], scratch: &mut Vec<Key>) -> bool {
+    if matches!(plan, Expr::All | Expr::Not(_)) {
+        return true;
+    }
+    scratch.clear();
+    packet_keys(linktype, data, scratch);
+    scratch.iter().any(|k| k.kind == Kind::Any) || holds(plan, scratch)
+}
+
+fn holds(e: &Expr, keys: &[Key]) -> bool {
+    match e {
+        Expr::All | Expr::Not(_) => true,
+        Expr::Key { kind, lo, hi } => keys
+            .iter()
+            .any(|k| k.kind == *kind && (*lo..=*hi).contains(&k.value)),
+        Expr::And(a, b) => holds(a, keys) && holds(b, keys),
+        Expr::Or(a, b) => holds(a, keys) || holds(b, keys),
     }
 }
 

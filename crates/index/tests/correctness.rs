@@ -317,3 +317,83 @@ fn wide_terms_cost_a_bounded_lookup() {
     assert!(a == b);
     assert!(st.key_blocks <= 4 * files.len() as u64, "{st:?}");
 }
+
+/// The plan's rule for one packet ([`packet_may_match`], what ringcapd
+/// holds each packet of a retrieval to, so that the answer about a packet
+/// does not depend on the others of its group) never drops a packet
+/// libpcap's filter accepts, over random filters and mixed traffic; and it
+/// does drop packets (it is not true of everything).
+#[test]
+fn one_packets_keys_never_drop_what_the_filter_accepts() {
+    use ringcap_index::{packet_may_match, run_with, QueryError, Taker};
+    use ringcap_stages::filter::{dlt_of_linktype, Target};
+    use ringcap_stages::{compile, CheckedProgram};
+
+    struct Check {
+        plan: ringcap_index::Expr,
+        prog: Option<CheckedProgram>,
+        filter: String,
+        keys: Vec<ringcap_index::keys::Key>,
+        accepted: u64,
+        dropped: u64,
+    }
+    impl Taker for Check {
+        fn packet(&mut self, lt: u32, _: u64, wire: u32, data: &[u8]) -> Result<bool, QueryError> {
+            let prog = self.prog.get_or_insert_with(|| {
+                let p = compile(
+                    &self.filter,
+                    dlt_of_linktype(lt as i32),
+                    262_144,
+                    Target::Offline,
+                )
+                .expect("compiles");
+                CheckedProgram::new(p).expect("valid")
+            });
+            let accept = prog.run(data, wire) != 0;
+            let may = packet_may_match(&self.plan, lt, data, &mut self.keys);
+            assert!(
+                may || !accept,
+                "'{}': libpcap accepts a packet its keys say cannot match: {data:02x?}",
+                self.filter
+            );
+            self.accepted += accept as u64;
+            self.dropped += !may as u64;
+            Ok(accept)
+        }
+    }
+    let dir = TempDir::new("index-packet-plan");
+    let mut rng = Rng(0x5eed_1dec_0de5_0077);
+    let files = mixed::write_series(dir.path(), &mut rng, 4, 400, 1_764_000_000_000_000_000);
+    let (mut accepted, mut dropped, mut ran) = (0, 0, 0);
+    for _ in 0..300 {
+        let filter = mixed::filter(&mut rng, 2);
+        let dlt = dlt_of_linktype(1);
+        if compile(&filter, dlt, 262_144, Target::Offline).is_err() {
+            continue;
+        }
+        let q = Query {
+            filter: &filter,
+            plan: plan(&filter),
+            window: Window::default(),
+            use_index: false,
+            stop: None,
+        };
+        let mut c = Check {
+            plan: q.plan.clone(),
+            prog: None,
+            filter: filter.clone(),
+            keys: Vec::new(),
+            accepted: 0,
+            dropped: 0,
+        };
+        run_with(&q, &files, &mut c, &mut |_| {}).unwrap();
+        accepted += c.accepted;
+        dropped += c.dropped;
+        ran += 1;
+    }
+    println!("{ran} filters: {accepted} packets accepted, {dropped} dropped by their own keys");
+    assert!(
+        ran > 200 && accepted > 1000 && dropped > 10_000,
+        "{ran} {accepted} {dropped}"
+    );
+}

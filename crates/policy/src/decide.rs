@@ -464,6 +464,11 @@ pub fn decide_retrieve(
             ),
         ));
     }
+    let use_index = d.hide.is_empty()
+        && !d.anonymize
+        && rights
+            .index
+            .unwrap_or(grant.capture_filter.trim().is_empty() && grant.exclude_rule.is_none());
     Ok((
         d,
         Retrieval {
@@ -475,6 +480,7 @@ pub fn decide_retrieve(
                 .map_or(rights.max_bytes, |b| b.min(rights.max_bytes)),
             max_queries: rights.max_queries,
             max_time: rights.max_time,
+            use_index,
         },
     ))
 }

@@ -27,7 +27,20 @@
 //! max_bytes = "1G"           # most bytes one answer holds (required)
 //! max_queries = 2            # retrievals one user runs at once (default 1, at most 16)
 //! max_time = "5m"            # longest a retrieval may take (default 5m)
+//! index = false              # narrow by the files' indexes (default: see below)
 //! ```
+//!
+//! `index`: whether a retrieval may narrow what it reads by the stored
+//! files' indexes. An index lists the keys of *every* stored packet, so
+//! which groups of records a retrieval reads, and so how long it takes,
+//! depends on packets the grant hides from the user (its `capture_filter`
+//! and `exclude`): a user could time retrievals of a hidden host to learn
+//! when it talked. The packets returned never depend on hidden ones (each
+//! is held to the filter's keys on its own), only the time. The default
+//! is therefore `true` only for a grant that hides no packet (no
+//! `capture_filter`, no `exclude`); `index = true` accepts the timing
+//! channel for a faster answer, `index = false` scans every file of the
+//! window. A grant with `hide` or `anonymize` never narrows by index.
 //!
 //! Both tables refuse keys they do not know. `dir` must be absolute; the
 //! daemon checks at each retrieval that it is a real directory (no symbolic
@@ -71,6 +84,8 @@ pub struct RetrieveGrant {
     pub max_queries: u32,
     /// Longest one retrieval may take.
     pub max_time: Duration,
+    /// `index`, if the grant says (see the module docs for the default).
+    pub index: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -87,6 +102,7 @@ pub(crate) struct RawRetrieve {
     max_bytes: Option<Spanned<Value>>,
     max_queries: Option<Spanned<Value>>,
     max_time: Option<Spanned<Value>>,
+    index: Option<Spanned<Value>>,
 }
 
 fn duration(src: &Source, v: &Spanned<Value>, key: &str) -> Result<Duration, PolicyError> {
@@ -191,6 +207,13 @@ pub(crate) fn retrieve_grant(
             .map(|t| duration(src, t, "retrieve.max_time"))
             .transpose()?
             .unwrap_or(DEFAULT_MAX_TIME),
+        index: match &r.index {
+            None => None,
+            Some(v) => match v.get_ref() {
+                Value::Boolean(b) => Some(*b),
+                _ => return Err(src.err(v.span(), "retrieve.index: expected true or false")),
+            },
+        },
     })
 }
 
@@ -199,11 +222,16 @@ pub(crate) fn describe_grant(r: Option<&RetrieveGrant>) -> String {
     match r {
         None => "not allowed".into(),
         Some(r) => format!(
-            "stored packets, windows of at most {}, answers of at most {}, {} at once, each at most {}",
+            "stored packets, windows of at most {}, answers of at most {}, {} at once, each at most {}{}",
             units::format_duration(r.max_window),
             units::format_size(r.max_bytes),
             r.max_queries,
-            units::format_duration(r.max_time)
+            units::format_duration(r.max_time),
+            match r.index {
+                None => "",
+                Some(true) => ", narrowed by index",
+                Some(false) => ", no index",
+            }
         ),
     }
 }
@@ -247,6 +275,9 @@ pub struct Retrieval {
     pub max_queries: u32,
     /// Longest the retrieval may take.
     pub max_time: Duration,
+    /// Whether the files' indexes may narrow what is read (see the module
+    /// docs): the client's filter text is then planned against them.
+    pub use_index: bool,
 }
 
 #[cfg(test)]
@@ -433,5 +464,41 @@ max_queries = 2
                 .rule,
             "sample"
         );
+    }
+
+    /// The index narrows only for grants that hide no packet, unless the
+    /// grant says; never with hidden fields or anonymized addresses.
+    #[test]
+    fn the_index_is_used_only_where_it_shows_nothing_hidden() {
+        let now = 1_800_000_000_000_000_000;
+        let grant = |extra: &str, index: &str| {
+            format!(
+                "[[store]]\ninterface = \"eth0\"\ndir = \"/srv/pcap/eth0\"\n\n[[grant]]\n\
+                 users = [\"nobody\"]\ninterfaces = [\"eth0\"]\n{extra}\n[grant.retrieve]\n\
+                 max_window = \"1h\"\nmax_bytes = \"1G\"\n{index}\n"
+            )
+        };
+        for (extra, index, want) in [
+            ("", "", true),
+            ("capture_filter = \"not port 22\"", "", false),
+            ("exclude = \"host 10.0.0.1\"", "", false),
+            ("capture_filter = \"not port 22\"", "index = true", true),
+            ("", "index = false", false),
+            ("hide = [\"ip.ttl\"]", "index = true", false),
+            ("anonymize = true", "index = true", false),
+        ] {
+            // The key file is only named here: the daemon reads it.
+            let text = format!(
+                "anonymization_key = \"/etc/ringcapd/anon.key\"\n{}",
+                grant(extra, index)
+            );
+            let p = Policy::from_toml(&text).unwrap_or_else(|e| panic!("{extra} {index}: {e}"));
+            let (_, r) = decide_retrieve(&p, &nobody(), &req("eth0", Some(now - H), None), now)
+                .unwrap_or_else(|e| panic!("{extra} {index}: {e:?}"));
+            assert_eq!(r.use_index, want, "{extra} {index}");
+        }
+        let bad = grant("", "index = \"yes\"");
+        let e = Policy::from_toml(&bad).unwrap_err().to_string();
+        assert!(e.contains("retrieve.index: expected true or false"), "{e}");
     }
 }

@@ -339,6 +339,16 @@ impl Taker for Granted<'_> {
         self.scratch.clear();
         self.scratch.extend_from_slice(&data[..caplen]);
         apply_all(&mut self.transforms, ETHERNET, &mut self.scratch, wire);
+        // With hidden fields the client's program judges the packet as
+        // delivered (the filter above was the framework's alone).
+        if !self.decision.filter.client_accepts_delivered(
+            &self.scratch,
+            tagged,
+            wire,
+            &mut self.untagged,
+        ) {
+            return Ok(false);
+        }
         self.out
             .packet(ETHERNET, ts, wire, &self.scratch)
             .map_err(QueryError::Output)?;

@@ -141,3 +141,94 @@ fn a_key_file_others_can_read_is_refused() {
     d.assert_running("after the refused reload");
     d.stop();
 }
+
+/// What a client's filter selects by must be what it is given: with
+/// addresses hidden (zeroed), `host REAL` delivered exactly the real host's
+/// packets (the filter ran before the masks), so which packets came
+/// depended on the hidden addresses. Now the client's program runs on the
+/// packets as delivered: `host REAL` gets nothing, `host 0.0.0.0` every
+/// IPv4 packet, a filter on fields not hidden (`udp`) what it always got.
+/// Four clients at once (the hub's user-space path) and one alone on the
+/// interface (its framework in the kernel).
+#[test]
+fn a_client_filters_what_it_is_given_not_what_is_hidden() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let grants = format!(
+        "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\nhide = [\"ip.addr\"]\n",
+        tb.capture_if
+    );
+    let d = Daemon::start(&tb, &grants);
+    let out = open_dir("privacy-filters");
+    let ep = tb.endpoints();
+    let (real4, real6) = (ep.src_ip.to_string(), ep.src_ip6.to_string());
+    let mut sent = Vec::new();
+    for seq in 0..60u32 {
+        sent.push(frames::udp4(&ep, seq, 5000, 6000, 40));
+        sent.push(frames::udp6(&ep, 100 + seq, 5000, 6000, 40));
+    }
+    let cases: [(&str, String, usize); 4] = [
+        ("real4", format!("host {real4}"), 0),
+        ("real6", format!("ip6 host {real6}"), 0),
+        ("zero4", "host 0.0.0.0".into(), 60),
+        ("udp", "udp".into(), 120),
+    ];
+    let clients: Vec<_> = cases
+        .iter()
+        .map(|(name, filter, _)| start_client(&tb, &d, NOBODY, &out, name, &[filter.as_str()]))
+        .collect();
+    tb.send_from_peer(&sent, 5000).expect("send");
+    for ((name, filter, want), c) in cases.iter().zip(clients) {
+        let fin = c.stop();
+        fin.assert_ok(name);
+        assert_eq!(fin.packets().len(), *want, "{name}: '{filter}'");
+    }
+    // Alone on the interface: the kernel runs the framework only.
+    let alone = start_client(&tb, &d, NOBODY, &out, "alone", &[&format!("host {real4}")]);
+    tb.send_from_peer(&sent, 5000).expect("send");
+    let fin = alone.stop();
+    fin.assert_ok("alone");
+    assert_eq!(fin.packets().len(), 0, "alone: 'host {real4}'");
+    let log = d.stop();
+    assert_no_panic(&log, "ringcapd");
+}
+
+/// The bytes past a grant's snap cap are hidden too: a client's filter
+/// that reads them (`udp[60] = 0x54`, true of every packet sent: payload
+/// byte i is i + 0x20) selected packets by payload the client never gets.
+/// Now it judges the record it is given, which ends at the cap: nothing
+/// passes, while `udp` (within the cap) passes everything.
+#[test]
+fn a_filter_cannot_read_past_the_snap_cap() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let grants = format!(
+        "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\nmax_snaplen = 64\n",
+        tb.capture_if
+    );
+    let d = Daemon::start(&tb, &grants);
+    let out = open_dir("privacy-snapcap");
+    let ep = tb.endpoints();
+    let sent: Vec<Vec<u8>> = (0..50u32)
+        .map(|seq| frames::udp4(&ep, seq, 5000, 6000, 200))
+        .collect();
+    let past = start_client(&tb, &d, NOBODY, &out, "past", &["udp[60] = 0x54"]);
+    let within = start_client(&tb, &d, NOBODY, &out, "within", &["udp"]);
+    tb.send_from_peer(&sent, 5000).expect("send");
+    for (name, c, want) in [("past", past, 0), ("within", within, 50)] {
+        let fin = c.stop();
+        fin.assert_ok(name);
+        let got = fin.packets();
+        assert_eq!(got.len(), want, "{name}");
+        assert!(
+            got.iter().all(|p| p.data.len() <= 64),
+            "{name}: past the cap"
+        );
+    }
+    let log = d.stop();
+    assert_no_panic(&log, "ringcapd");
+}

@@ -188,7 +188,8 @@ fn entry(iface: &Interface, spec: SubscriptionSpec) -> Result<Entry, EngineError
         spec.transforms.iter().map(|f| f()).collect(),
         vec![linktype],
     )
-    .with_budget(spec.count.map(|c| Arc::new(AtomicU64::new(c))));
+    .with_budget(spec.count.map(|c| Arc::new(AtomicU64::new(c))))
+    .with_client_after(&spec.filter);
     Ok(Entry {
         id,
         kernel: kernel::program(&spec.filter),

@@ -13,7 +13,9 @@
 use crate::source::{Flow, Packet};
 use ringcap_format::record::{Endian, Header, Record, HEADER_LEN};
 use ringcap_format::TsResolution;
+use ringcap_sink::encode::copy_with_tag;
 use ringcap_sink::PacketSink;
+use ringcap_stages::session::SessionFilter;
 use ringcap_stages::transform::{apply_all, prepare_all};
 use ringcap_stages::{CheckedProgram, Snap, Transform, UserSampler};
 use ringcap_stats::CaptureCounts;
@@ -96,6 +98,19 @@ pub struct Stages {
     pub interface_base: Option<u32>,
     /// Source interface of the last packet (files).
     pub current_interface: usize,
+    /// A daemon session whose client judges packets as delivered (its
+    /// grant hides fields): see [`Stages::with_client_after`].
+    pub client_after: Option<ClientAfter>,
+}
+
+/// The client's program of a session that runs after the transforms
+/// (`SessionFilter::client_after`), with the room its check needs.
+pub struct ClientAfter {
+    filter: SessionFilter,
+    /// The record being made (cut, tag put back, transformed).
+    record: Vec<u8>,
+    /// The same without the tag, for a program made for the kernel's view.
+    untagged: Vec<u8>,
 }
 
 impl Stages {
@@ -121,7 +136,21 @@ impl Stages {
             budget: None,
             interface_base: None,
             current_interface: 0,
+            client_after: None,
         }
+    }
+
+    /// A daemon session's filter whose client's program judges packets as
+    /// delivered (`SessionFilter::client_after`): each packet is cut, its
+    /// tag put back and transformed before the program runs, and kept only
+    /// if it accepts. None for any other filter.
+    pub fn with_client_after(mut self, filter: &SessionFilter) -> Stages {
+        self.client_after = filter.client_after.then(|| ClientAfter {
+            filter: filter.clone(),
+            record: Vec::new(),
+            untagged: Vec::new(),
+        });
+        self
     }
 
     /// The filters run in user space, one per source interface (files and
@@ -161,6 +190,7 @@ impl Stages {
             && self.budget.is_none()
             && self.transforms.is_empty()
             && self.interface_base.is_none()
+            && self.client_after.is_none()
     }
 
     /// Appends `p`'s ring record (see `ringcap_format::record`), cut to the
@@ -316,6 +346,27 @@ impl Stages {
             counts.sampled_out += 1;
             return Flow::Continue;
         }
+        if let Some(ca) = &mut self.client_after {
+            // The client judges the packet as it will be delivered: its
+            // record is made and transformed first, and it goes no further
+            // (no `-c` count, no counts) unless the client's program accepts
+            // it; the filter that passed it counted it accepted.
+            let wire_len = p.wire_len + tag_len as u32;
+            let caplen = self.snap.keep_len(p.data, tag_len);
+            let linktype = self.linktypes.get(p.interface).copied().unwrap_or(1);
+            ca.record.clear();
+            ca.record.resize(caplen, 0);
+            copy_with_tag(&mut ca.record, p.data, p.vlan, caplen);
+            apply_all(&mut self.transforms, linktype, &mut ca.record, wire_len);
+            let tagged = p.vlan.is_some();
+            if !ca
+                .filter
+                .client_accepts_delivered(&ca.record, tagged, wire_len, &mut ca.untagged)
+            {
+                counts.ring_accepted = counts.ring_accepted.saturating_sub(1);
+                return Flow::Continue;
+            }
+        }
         let mut last = false;
         if let Some(b) = &self.budget {
             // Only with -c: one atomic per packet is fine for bounded captures.
@@ -339,6 +390,17 @@ impl Stages {
         let seen = caplen.saturating_sub(tag_len).min(p.data.len());
         let linktype = self.linktypes.get(p.interface).copied().unwrap_or(1);
         observer.packet(&p.data[..seen], p.vlan, wire_len, p.ts_ns, linktype);
+        if let Some(ca) = &self.client_after {
+            // Made and transformed above.
+            encoder.push(Record {
+                ts_ns: p.ts_ns,
+                wire_len,
+                data: &ca.record,
+                tag: None,
+                caplen: ca.record.len(),
+            });
+            return if last { Flow::Done } else { Flow::Continue };
+        }
         let kept = encoder.push(Record {
             ts_ns: p.ts_ns,
             wire_len,

@@ -292,12 +292,20 @@ pub(crate) fn decide_under(grant: &Grant, req: &OpenRequest) -> Result<Decision,
         };
     let mut framework = grant.capture_program.clone();
     framework.set_snaplen(snaplen);
+    // When the grant hides bytes (fields, addresses, or what lies past its
+    // snap cap) the client judges packets as delivered, after the cut, the
+    // masks and anonymization (see ringcap_stages::session): a filter run on
+    // the packet as captured could select by what it never sees.
+    let hides_bytes = !grant.hide.is_empty()
+        || grant.anonymize
+        || grant.max_snap != Snap::Bytes(crate::policy::MAX_SNAPLEN);
     let filter = SessionFilter::new(
         framework,
         grant.capture_tagged,
         client,
         req.program_tagged,
         grant.exclude_rule.clone(),
+        hides_bytes,
     )
     .map_err(|e| refuse("filter", e))?;
     if req.dump.is_some() {

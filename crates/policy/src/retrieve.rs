@@ -40,7 +40,9 @@
 //! is therefore `true` only for a grant that hides no packet (no
 //! `capture_filter`, no `exclude`); `index = true` accepts the timing
 //! channel for a faster answer, `index = false` scans every file of the
-//! window. A grant with `hide` or `anonymize` never narrows by index.
+//! window. A grant with `hide` or `anonymize` never narrows by index: the
+//! client's filter is about the packets as delivered (see
+//! `ringcap_stages::session`), the index's keys about the stored ones.
 //!
 //! Both tables refuse keys they do not know. `dir` must be absolute; the
 //! daemon checks at each retrieval that it is a real directory (no symbolic

@@ -29,6 +29,20 @@
 //! quotes) and every inner Ethernet frame — and a packet any layer matches
 //! is dropped.
 //!
+//! # Hidden fields: the client judges what it is given
+//!
+//! When the grant hides fields or anonymizes addresses, the client's program
+//! must not judge the packet as stored: `host 10.1.2.3` run before the
+//! masks would hand over exactly that host's packets with its address
+//! zeroed, so what is delivered would depend on the hidden value. Then
+//! ([`SessionFilter::client_after`]) the framework and `exclude` decide
+//! first, on the packet as captured (the administrator's rules are about
+//! real packets), and the client's program runs on the packet as it will
+//! be delivered, after the masks and anonymization
+//! ([`SessionFilter::client_accepts_delivered`]), so a client selects by
+//! what it sees: zeros, or the images of addresses. The combined program
+//! (the kernel's, when the session is alone) is then the framework alone.
+//!
 //! # Programs from clients
 //!
 //! Clients compile their own filters (no client text reaches libpcap in the
@@ -176,8 +190,12 @@ pub struct SessionFilter {
     pub client: CheckedProgram,
     /// The client's program runs on frames with their tag put back.
     pub client_tagged: bool,
-    /// Framework ANDed with client, for packets where both see one view.
+    /// Framework ANDed with client, for packets where both see one view;
+    /// the framework alone with [`client_after`](Self::client_after).
     pub combined: CheckedProgram,
+    /// The client's program judges packets as delivered (after masks and
+    /// anonymization), not here: see the module docs.
+    pub client_after: bool,
     /// The administrator's "never", at every layer.
     pub exclude: Option<Exclude>,
 }
@@ -190,8 +208,13 @@ impl SessionFilter {
         client: Program,
         client_tagged: bool,
         exclude: Option<Exclude>,
+        client_after: bool,
     ) -> Result<SessionFilter, String> {
-        let combined = Program::and(&framework, &client)?;
+        let combined = if client_after {
+            framework.clone()
+        } else {
+            Program::and(&framework, &client)?
+        };
         let check = |p: Program, what: &str| {
             CheckedProgram::new(p).ok_or_else(|| format!("the {what} program is not valid"))
         };
@@ -201,6 +224,7 @@ impl SessionFilter {
             client: check(client, "client")?,
             client_tagged,
             combined: check(combined, "combined")?,
+            client_after,
             exclude,
         })
     }
@@ -215,14 +239,42 @@ impl SessionFilter {
             client: program.clone(),
             client_tagged: tagged,
             combined: program,
+            client_after: false,
             exclude: None,
         }
     }
 
     /// True when framework and client always see the same view, so the
-    /// combined program decides alone.
+    /// combined program decides alone (with [`client_after`](Self::client_after)
+    /// it is the framework's, and the client's program runs later).
     pub fn one_view(&self) -> bool {
-        self.framework_tagged == self.client_tagged
+        self.client_after || self.framework_tagged == self.client_tagged
+    }
+
+    /// With [`client_after`](Self::client_after): the client's program on a
+    /// packet as delivered. `record` is what the client is given (masks and
+    /// anonymization applied, the VLAN tag the kernel took out put back),
+    /// `tagged` whether the kernel had taken one out, `wire_len` the length
+    /// on the wire, tag included. A program made for the kernel's view runs
+    /// without the tag (in `scratch`), as it would live. Without
+    /// `client_after` the client's program already ran: true.
+    pub fn client_accepts_delivered(
+        &self,
+        record: &[u8],
+        tagged: bool,
+        wire_len: u32,
+        scratch: &mut Vec<u8>,
+    ) -> bool {
+        if !self.client_after {
+            return true;
+        }
+        if tagged && !self.client_tagged && record.len() >= 16 {
+            scratch.clear();
+            scratch.extend_from_slice(&record[..12]);
+            scratch.extend_from_slice(&record[16..]);
+            return self.client.run(scratch, wire_len.saturating_sub(4)) != 0;
+        }
+        self.client.run(record, wire_len) != 0
     }
 
     /// Decides on one packet: `kernel` is the frame as the kernel delivered
@@ -233,7 +285,10 @@ impl SessionFilter {
             (true, Some(t)) => (t, wire_len + 4),
             _ => (kernel, wire_len),
         };
-        let keep = if self.one_view() || tagged.is_none() {
+        let keep = if self.client_after {
+            let (d, l) = view(self.framework_tagged);
+            self.framework.run(d, l)
+        } else if self.one_view() || tagged.is_none() {
             let (d, l) = view(self.client_tagged);
             self.combined.run(d, l)
         } else {
@@ -259,5 +314,70 @@ impl SessionFilter {
             (Some(e), Some(t)) => e.matches(t, Some(kernel)),
             (Some(e), None) => e.matches(kernel, None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::{compile, Target};
+
+    fn prog(text: &str) -> Program {
+        compile(text, 1, 262_144, Target::Offline).expect("compiles")
+    }
+
+    /// A UDP/IPv4 frame from 10.0.0.1, tagged (VLAN 5) when `tag`.
+    fn frame(tag: bool) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        if tag {
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+        }
+        f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0]);
+        f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2, 0x13, 0x88, 0x17, 0x70, 0, 8, 0, 0]);
+        f
+    }
+
+    /// With `client_after`, `run` is the framework's (and `exclude`'s)
+    /// alone and the client's program judges the delivered record, on the
+    /// view it was made for; without, the client's program decides in `run`.
+    #[test]
+    fn the_client_judges_the_record_it_is_given() {
+        let make = |client: &str, after: bool| {
+            SessionFilter::new(
+                prog("not port 22"),
+                false,
+                prog(client),
+                crate::filter::mentions_vlan(client),
+                None,
+                after,
+            )
+            .unwrap()
+        };
+        let mut scratch = Vec::new();
+        let untagged = frame(false);
+        let wire = untagged.len() as u32;
+        let after = make("host 10.0.0.1", true);
+        assert!(
+            after.combined == after.framework,
+            "the kernel runs the framework alone"
+        );
+        assert_ne!(after.run(&frame(false), None, wire), 0, "framework only");
+        assert!(after.client_accepts_delivered(&untagged, false, wire, &mut scratch));
+        // The same packet delivered with its source zeroed: not the client's.
+        let mut masked = untagged.clone();
+        masked[26..30].fill(0);
+        assert!(!after.client_accepts_delivered(&masked, false, wire, &mut scratch));
+        // A tag the kernel took out is put back in the record: a program
+        // made for the kernel's view runs without it, one testing `vlan`
+        // with it.
+        let tagged = frame(true);
+        assert!(after.client_accepts_delivered(&tagged, true, wire + 4, &mut scratch));
+        let vlan = make("vlan 5 and host 10.0.0.1", true);
+        assert!(vlan.client_accepts_delivered(&tagged, true, wire + 4, &mut scratch));
+        assert!(!vlan.client_accepts_delivered(&untagged, false, wire, &mut scratch));
+        // Without client_after: decided in run, nothing after.
+        let before = make("host 10.0.0.2 and not host 10.0.0.1", false);
+        assert_eq!(before.run(&untagged, None, wire), 0);
+        assert!(before.client_accepts_delivered(&masked, false, wire, &mut scratch));
     }
 }

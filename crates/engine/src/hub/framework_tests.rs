@@ -269,6 +269,7 @@ fn framework_and_exclude_hold_for_every_client_filter_and_frame_shape() {
             client.clone(),
             client_tagged,
             (round % 2 == 0).then(|| exclude.clone()),
+            false,
         )
         .expect("filter");
         let kept = Kept::default();

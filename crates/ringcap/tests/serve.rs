@@ -73,6 +73,98 @@ fn a_client_gone_mid_stream_frees_its_query() {
     println!("{}", srv.log());
 }
 
+/// A client that goes away while its query reads much and writes nothing
+/// (a scan of an unindexed file that matches nothing) frees the query and
+/// its slot at once: the query only noticed when it next wrote, so it ran
+/// on, holding the one slot (503 for everyone), to the end of its scan or
+/// its --max-time.
+#[test]
+fn a_client_gone_while_nothing_matches_frees_its_query() {
+    if skip_without(&["curl"]) {
+        return;
+    }
+    let d = TempDir::new("serve-gone-quiet");
+    let dir = d.join("caps");
+    std::fs::create_dir_all(&dir).unwrap();
+    // ~90 MB of 76-byte UDP records, no index: scanned whole.
+    {
+        use std::io::Write;
+        let mut frame = vec![2, 0x52, 0x43, 0, 0, 2, 2, 0x52, 0x43, 0, 0, 1, 8, 0];
+        frame.extend_from_slice(&[0x45, 0, 0, 46, 0, 0, 0, 0, 64, 17, 0, 0]);
+        frame.extend_from_slice(&[
+            198, 18, 0, 1, 198, 18, 0, 2, 0x13, 0x88, 0x17, 0x70, 0, 26, 0, 0,
+        ]);
+        frame.resize(60, 0x78);
+        let mut chunk = Vec::new();
+        for i in 0..10_000u32 {
+            for v in [1_764_000_000 + i / 1000, i % 1000 * 1000, 60, 60] {
+                chunk.extend_from_slice(&v.to_le_bytes());
+            }
+            chunk.extend_from_slice(&frame);
+        }
+        let mut f =
+            std::io::BufWriter::new(std::fs::File::create(dir.join("cap-0001.pcap")).unwrap());
+        f.write_all(&ringcap_format::pcap::file_header(
+            1,
+            65535,
+            ringcap_format::TsResolution::Micro,
+        ))
+        .unwrap();
+        for _ in 0..120 {
+            f.write_all(&chunk).unwrap();
+        }
+        f.flush().unwrap();
+    }
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let srv = Server::start(&[&dir], &certs, &["--max-queries", "1"]);
+    // Many ports, none there: a slow scan that writes nothing. A byte limit
+    // of its own skips the count before the stream.
+    let query: Vec<String> = (1..=60).map(|p| format!("port {p}")).collect();
+    let mut quiet = Command::new("curl")
+        .arg("--cert")
+        .arg(certs.join("client_cert.pem"))
+        .arg("--key")
+        .arg(certs.join("client_key.pem"))
+        .arg("--cacert")
+        .arg(certs.join("ca_cert.pem"))
+        .args([
+            "--silent",
+            "-o",
+            "/dev/null",
+            "-H",
+            "Steno-Limit-Bytes: 1000000",
+        ])
+        .args(["-d", &query.join(" or ")])
+        .arg(format!("https://127.0.0.1:{}/query", srv.port))
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        within(20, || srv.log().contains("streaming")),
+        "the quiet query did not start\n{}",
+        srv.log()
+    );
+    quiet.kill().unwrap();
+    quiet.wait().unwrap();
+    assert!(
+        within(3, || srv.log().contains("cut after")),
+        "the query ran on after its client left\n{}",
+        srv.log()
+    );
+    assert!(
+        !srv.log().contains(": 200 0 packets"),
+        "the query ran to its end\n{}",
+        srv.log()
+    );
+    assert_eq!(
+        curl(&certs, srv.port, "/query", "host 198.18.0.7", &[]).0,
+        "200",
+        "the slot was not freed\n{}",
+        srv.log()
+    );
+}
+
 /// A client with a valid certificate that asks for a large answer and then
 /// reads nothing (a zero TCP window) holds its query only until the query's
 /// time (--max-time) is up: the query is cut, its slot is free, and the

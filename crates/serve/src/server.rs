@@ -428,7 +428,7 @@ async fn handle(
     // A client gone before the status is known (hyper drops this future)
     // stops the compile and count too, instead of leaving them to run out
     // their time in the slot.
-    let gone = StopOnDrop(Some(stop_for_gone));
+    let gone = StopOnDrop(Some(stop_for_gone.clone()));
     let head = head_rx.await;
     gone.disarm();
     match head {
@@ -441,7 +441,8 @@ async fn handle(
             )
         }
     }
-    let mut r = Response::new(rx);
+    // From here on the body stops the query when the connection ends.
+    let mut r = Response::new(rx.stops(stop_for_gone));
     r.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),

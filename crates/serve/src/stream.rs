@@ -37,6 +37,8 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 pub struct Stream {
     rx: mpsc::Receiver<Bytes>,
     failed: Arc<OnceLock<String>>,
+    /// Set when the body is dropped ([`Stream::stops`]).
+    stop: Option<Arc<AtomicBool>>,
 }
 
 /// The sending half of a [`Stream`].
@@ -55,8 +57,32 @@ pub fn channel(chunks: usize) -> (Sender, Stream) {
             tx,
             failed: failed.clone(),
         },
-        Stream { rx, failed },
+        Stream {
+            rx,
+            failed,
+            stop: None,
+        },
     )
+}
+
+impl Stream {
+    /// Sets `stop` when the body is dropped: hyper drops it when the
+    /// connection ends (the client went away, or the answer was sent), so
+    /// a query whose client is gone stops at its next check instead of
+    /// running on in its slot until it writes again or its time is up (a
+    /// query that reads much and matches little writes rarely).
+    pub fn stops(mut self, stop: Arc<AtomicBool>) -> Stream {
+        self.stop = Some(stop);
+        self
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if let Some(s) = &self.stop {
+            s.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Sender {

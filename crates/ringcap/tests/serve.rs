@@ -379,6 +379,61 @@ fn idle_handshakes_cannot_take_every_slot() {
     println!("idle connections closed after {closed:?}\n{log}");
 }
 
+/// Idle handshakes from many addresses (8 each, the most one address may
+/// have) cannot take every slot either: with all 64 taken, the oldest idle
+/// handshake gives its slot to a newcomer, so a client with a certificate,
+/// from yet another address, is served at once. Before, 8 addresses took
+/// all 64 and it was refused.
+#[test]
+fn idle_handshakes_from_many_addresses_leave_room() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    if skip_without(&["curl", "tcpdump", "python3"]) {
+        return;
+    }
+    let d = TempDir::new("serve-idle-many");
+    let files = series(&d.join("caps"), 17, 2, 1_764_000_000_000_000_000);
+    index(&files);
+    let certs = d.join("certs");
+    keys(&certs, 1);
+    let srv = Server::start(&[&d.join("caps")], &certs, &[]);
+    // 8 connections from each of 127.0.0.2-9, held open without a word.
+    let holder = format!(
+        "import socket, sys, time\nheld = []\nfor a in range(2, 10):\n    for _ in range(8):\n        \
+         s = socket.socket(); s.bind(('127.0.0.%d' % a, 0)); s.connect(('127.0.0.1', {})); held.append(s)\n\
+         print('open', flush=True)\ntime.sleep(6)\n",
+        srv.port
+    );
+    let mut idle = Command::new("python3")
+        .args(["-c", &holder])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(idle.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "open");
+    let t = Instant::now();
+    let q = "host 198.18.0.7 and udp";
+    let (code, body, ok) = curl(
+        &certs,
+        srv.port,
+        "/query",
+        q,
+        &["--interface", "127.0.0.10"],
+    );
+    let _ = idle.kill();
+    let _ = idle.wait();
+    assert!(
+        ok && code == "200",
+        "a client refused while 8 addresses idle: {code}\n{}",
+        srv.log()
+    );
+    assert_eq!(records(&body), tcpdump(&files, q, 0, u64::MAX));
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+}
+
 /// A name in a client's filter is not looked up in DNS (the client would
 /// choose a resolver's and a domain's traffic from the sensor, and hold a
 /// query slot for the resolver's timeout): in a namespace whose resolver is

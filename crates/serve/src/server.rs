@@ -6,16 +6,18 @@
 //!
 //! Everything a client sends is hostile until checked, and everything it
 //! can make the server hold is bounded: connections (the TLS handshake
-//! has a deadline and each address a few handshakes at once, see
-//! [`crate::admit`]; one request per connection), the request (head and
+//! has a deadline, each address a few handshakes at once, and the oldest
+//! handshake gives its slot up when all are taken, see [`crate::admit`];
+//! one request per connection; at most the query's time and the write
+//! bound in all), the request (head and
 //! body sizes, read deadline), queries running at once (beyond: 503),
 //! the time a query may take (beyond: the stream is cut), and the bytes
 //! it may answer: when the files in the window could hold more than the
 //! limit, the query is first counted without output and refused with 413
 //! if its answer is larger, so a client gets a clear error instead of a
 //! silently short file. A client that goes away stops its query (the
-//! stream's channel closes, the writer fails, the query ends and frees its
-//! slot); so does one that stops reading once the query's time is up, and
+//! answer's body, dropped with the connection, sets the query's stop flag,
+//! which the query checks every 512 records, writing or not); so does one that stops reading once the query's time is up, and
 //! its connection is dropped after [`Limits::write_idle`] without progress
 //! (see [`crate::stream`]). Each request is logged with the client certificate's
 //! fingerprint, the query, and what was answered.
@@ -86,9 +88,11 @@ pub struct Service {
 /// Time a TLS handshake may take: a client on the far side of the world
 /// needs a few round trips; an idle connection holds a slot until then.
 const HANDSHAKE: Duration = Duration::from_secs(3);
-/// Connections one address may have in their handshake at once (of the
-/// 64 slots), so that one address cannot take them all.
+/// Connections one address (an IPv6 /64) may have in their handshake at
+/// once (of the 64 slots), so that one address cannot take them all.
 const HANDSHAKES_PER_PEER: usize = 8;
+/// How long a newcomer waits for the slot an evicted handshake gives back.
+const EVICTION_WAIT: Duration = Duration::from_millis(200);
 /// Refused connections are logged at most this often (with a count).
 const REFUSAL_LOG: Duration = Duration::from_secs(1);
 const REQUEST_READ: Duration = Duration::from_secs(10);
@@ -142,12 +146,26 @@ pub async fn serve(
         let Some(handshaking) = handshakes.enter(peer.ip(), HANDSHAKES_PER_PEER) else {
             note_refusal(
                 &refused,
-                format!("{peer}: {HANDSHAKES_PER_PEER} connections from its address in their TLS handshake"),
+                format!(
+                    "{peer}: {HANDSHAKES_PER_PEER} connections from its address in their TLS handshake"
+                ),
                 &*svc.log,
             );
             continue;
         };
-        let Ok(permit) = conns.clone().try_acquire_owned() else {
+        let permit = match conns.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            // Every slot taken: the oldest connection still in its
+            // handshake (nothing is known of it yet) gives its slot up.
+            Err(_) if handshakes.evict_oldest() => {
+                tokio::time::timeout(EVICTION_WAIT, conns.clone().acquire_owned())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            }
+            Err(_) => None,
+        };
+        let Some(permit) = permit else {
             note_refusal(
                 &refused,
                 format!("{peer}: {} connections open", svc.limits.connections),
@@ -155,10 +173,11 @@ pub async fn serve(
             );
             continue;
         };
+        let id = handshaking.id();
         let (acceptor, svc, queries) = (acceptor.clone(), svc.clone(), queries.clone());
         let refused = refused.clone();
         let tcp = WriteIdle::new(tcp, svc.limits.write_idle);
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let _permit = permit;
             let tls = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await;
             drop(handshaking);
@@ -184,18 +203,30 @@ pub async fn serve(
                 .and_then(|c| c.first())
                 .map_or_else(|| "-".to_string(), |c| fingerprint(c));
             let who = Arc::new(format!("{peer} client {client}"));
+            // A connection outlives its one query by little: the answer
+            // cannot grow after the query's time, and what is queued must
+            // drain within a write's idle bound. A client reading a byte now
+            // and then (progress every time, so never idle) is cut here.
+            let lifetime = REQUEST_READ + svc.limits.time + svc.limits.write_idle;
+            let log = svc.log.clone();
             let service = hyper::service::service_fn(move |req| {
                 let (svc, queries, who) = (svc.clone(), queries.clone(), who.clone());
                 async move { Ok::<_, Infallible>(handle(req, &svc, &queries, &who).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
+            let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(REQUEST_READ)
                 .max_buf_size(16 << 10)
                 .keep_alive(false)
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
+                .serve_connection(TokioIo::new(tls), service);
+            if tokio::time::timeout(lifetime, conn).await.is_err() {
+                log(format!(
+                    "{peer}: connection closed after {} s (its query's time and the write bound)",
+                    lifetime.as_secs()
+                ));
+            }
         });
+        handshakes.register(&id, task.abort_handle());
     }
 }
 

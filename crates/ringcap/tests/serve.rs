@@ -121,25 +121,12 @@ fn a_client_gone_while_nothing_matches_frees_its_query() {
     // Many ports, none there: a slow scan that writes nothing. A byte limit
     // of its own skips the count before the stream.
     let query: Vec<String> = (1..=60).map(|p| format!("port {p}")).collect();
-    let mut quiet = Command::new("curl")
-        .arg("--cert")
-        .arg(certs.join("client_cert.pem"))
-        .arg("--key")
-        .arg(certs.join("client_key.pem"))
-        .arg("--cacert")
-        .arg(certs.join("ca_cert.pem"))
-        .args([
-            "--silent",
-            "-o",
-            "/dev/null",
-            "-H",
-            "Steno-Limit-Bytes: 1000000",
-        ])
-        .args(["-d", &query.join(" or ")])
-        .arg(format!("https://127.0.0.1:{}/query", srv.port))
-        .stdin(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut quiet = curl_query(
+        &certs,
+        srv.port,
+        &query.join(" or "),
+        &["-H", "Steno-Limit-Bytes: 1000000"],
+    );
     assert!(
         within(20, || srv.log().contains("streaming")),
         "the quiet query did not start\n{}",

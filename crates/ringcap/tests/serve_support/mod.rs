@@ -182,6 +182,12 @@ pub fn series(dir: &Path, seed: u64, files: usize, t0: u64) -> Vec<PathBuf> {
 
 /// `curl` of `query` in the background, reading at most `rate` bytes/s.
 pub fn slow_curl(certs: &Path, port: u16, query: &str, rate: &str) -> Child {
+    curl_query(certs, port, query, &["--limit-rate", rate])
+}
+
+/// curl started on `POST /query` with the client certificate, its answer
+/// thrown away, `extra` arguments before the query.
+pub fn curl_query(certs: &Path, port: u16, query: &str, extra: &[&str]) -> Child {
     Command::new("curl")
         .arg("--cert")
         .arg(certs.join("client_cert.pem"))
@@ -189,15 +195,9 @@ pub fn slow_curl(certs: &Path, port: u16, query: &str, rate: &str) -> Child {
         .arg(certs.join("client_key.pem"))
         .arg("--cacert")
         .arg(certs.join("ca_cert.pem"))
-        .args([
-            "--silent",
-            "-o",
-            "/dev/null",
-            "--limit-rate",
-            rate,
-            "-d",
-            query,
-        ])
+        .args(["--silent", "-o", "/dev/null"])
+        .args(extra)
+        .args(["-d", query])
         .arg(format!("https://127.0.0.1:{port}/query"))
         .stdin(Stdio::null())
         .spawn()

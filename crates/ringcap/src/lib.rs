@@ -4,6 +4,7 @@
 //! `ringcap-sink`, with `ringcap-stats` alongside), and prints what the
 //! capture reports. The daemon `ringcapd` is the engine's other front end.
 
+pub(crate) mod answer;
 pub mod cli;
 pub mod config;
 pub mod daemon_client;

@@ -14,7 +14,7 @@
 //! packets as they are written.
 
 use std::fs;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -213,20 +213,9 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
         "pcapng" => OutFormat::Pcapng,
         f => return Err(Failure::usage(format!("--format {f}: use pcap or pcapng"))),
     };
-    let w: Box<dyn Write> = match args.write.as_deref() {
-        Some("-") | None => {
-            if args.write.is_none() && io::stdout().is_terminal() {
-                return Err(Failure::usage(
-                    "query: standard output is a terminal; give -w FILE (or -w - to force)",
-                ));
-            }
-            Box::new(io::BufWriter::with_capacity(1 << 20, io::stdout().lock()))
-        }
-        Some(path) => Box::new(io::BufWriter::with_capacity(
-            1 << 20,
-            fs::File::create(path).map_err(|e| Failure::usage(format!("{path}: {e}")))?,
-        )),
-    };
+    // Written whole or not at all: a failure (a filter libpcap refuses, a
+    // file that cannot be read) leaves -w FILE as it was.
+    let (w, answer) = crate::answer::open(args.write.as_deref())?;
     let mut out = Output::new(w, format);
     let q = Query {
         filter: &filter,
@@ -236,17 +225,19 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
         stop: None,
     };
     let started = Instant::now();
-    let stats =
-        run(&q, &files, &mut out, &mut |m| eprintln!("ringcap: {m}")).map_err(|e| match e {
-            ringcap_index::QueryError::Filter(_) => Failure::usage(e.to_string()),
-            ringcap_index::QueryError::Output(ref io) if io.kind() == io::ErrorKind::BrokenPipe => {
-                Failure {
-                    code: 0,
-                    message: "output closed".into(),
-                }
+    let stats = run(&q, &files, &mut out, &mut |m| eprintln!("ringcap: {m}"));
+    drop(out);
+    answer.finish(stats.is_ok())?;
+    let stats = stats.map_err(|e| match e {
+        ringcap_index::QueryError::Filter(_) => Failure::usage(e.to_string()),
+        ringcap_index::QueryError::Output(ref io) if io.kind() == io::ErrorKind::BrokenPipe => {
+            Failure {
+                code: 0,
+                message: "output closed".into(),
             }
-            _ => Failure::runtime(e.to_string()),
-        })?;
+        }
+        _ => Failure::runtime(e.to_string()),
+    })?;
     if args.verbose {
         eprintln!(
             "ringcap: query: {} packets from {} files ({} through their index, {} scanned, {} outside the window); \
@@ -327,38 +318,33 @@ fn query_daemon(args: &QueryArgs, socket: &str) -> Result<i32, Failure> {
         before_ns: t(&args.before).map_err(Failure::usage)?,
         max_bytes: args.max_bytes,
     };
-    let mut w: Box<dyn Write> = match args.write.as_deref() {
-        Some("-") | None => {
-            if args.write.is_none() && io::stdout().is_terminal() {
-                return Err(Failure::usage(
-                    "query: standard output is a terminal; give -w FILE (or -w - to force)",
-                ));
-            }
-            Box::new(io::stdout().lock())
-        }
-        Some(path) => {
-            Box::new(fs::File::create(path).map_err(|e| Failure::usage(format!("{path}: {e}")))?)
-        }
-    };
+    // Written whole or not at all (a refusal leaves -w FILE as it was); an
+    // answer the daemon cut at a whole record is kept, and said so.
+    let (mut w, answer) = crate::answer::open(args.write.as_deref())?;
     // (--daemon without a path: the default socket, as for captures.)
     let path = match socket {
         "" => ringcap_client::default_socket(),
         s => PathBuf::from(s),
     };
-    let client = ringcap_client::Client::connect(&path).map_err(crate::failure::refusal)?;
-    let mut r = client.retrieve(req).map_err(crate::failure::refusal)?;
     let started = Instant::now();
-    match io::copy(&mut r.stream, &mut w).and_then(|_| w.flush()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-            return Err(Failure {
-                code: 0,
-                message: "output closed".into(),
-            })
+    let result = (|| {
+        let client = ringcap_client::Client::connect(&path).map_err(crate::failure::refusal)?;
+        let mut r = client.retrieve(req).map_err(crate::failure::refusal)?;
+        match io::copy(&mut r.stream, &mut w).and_then(|_| w.flush()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                return Err(Failure {
+                    code: 0,
+                    message: "output closed".into(),
+                })
+            }
+            Err(e) => return Err(Failure::runtime(format!("writing the output: {e}"))),
         }
-        Err(e) => return Err(Failure::runtime(format!("writing the output: {e}"))),
-    }
-    let done = r.finish().map_err(crate::failure::refusal)?;
+        r.finish().map_err(crate::failure::refusal)
+    })();
+    drop(w);
+    answer.finish(result.is_ok())?;
+    let done = result?;
     if args.verbose {
         eprintln!(
             "ringcap: query: {} packets, {} bytes from {} files through ringcapd, {:.3} s",

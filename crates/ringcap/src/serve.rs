@@ -2,9 +2,9 @@
 //! wrappers over `ringcap-serve` (the retrieval service, its keys, and the
 //! many-sensor client).
 
-use std::io::{self, IsTerminal, Write};
+use std::io::Write;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -172,60 +172,30 @@ pub fn query_sensors(
         .collect::<Result<Vec<_>, _>>()
         .map_err(Failure::usage)?;
     let tls = ringcap_serve::tls::client_config(certs, client).map_err(Failure::usage)?;
-    let run = |w: &mut dyn Write| {
-        ringcap_serve::client::query_sensors(&sensors, tls, limits, filter, window, format, w)
-    };
-    // Whether -w FILE is written under a hidden name and renamed.
-    let mut renamed = false;
-    let result = match write {
-        Some("-") | None => {
-            if write.is_none() && io::stdout().is_terminal() {
-                return Err(Failure::usage(
-                    "query: standard output is a terminal; give -w FILE (or -w - to force)",
-                ));
+    let (mut w, answer) = crate::answer::open(write)?;
+    let renamed = answer.is_whole_file();
+    let result =
+        ringcap_serve::client::query_sensors(&sensors, tls, limits, filter, window, format, &mut w);
+    let result = match result {
+        Ok(m) => match w
+            .flush()
+            .map_err(|e| Failure::runtime(format!("writing the output: {e}")))
+        {
+            Ok(()) => {
+                drop(w);
+                answer.finish(true)?;
+                Ok(m)
             }
-            run(&mut io::BufWriter::with_capacity(
-                1 << 20,
-                io::stdout().lock(),
-            ))
-        }
-        // A FIFO or a device (`-w /dev/stdout`) is written as it is.
-        Some(path) if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) => {
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(|e| Failure::usage(format!("{path}: {e}")))?;
-            run(&mut io::BufWriter::with_capacity(1 << 20, f))
-        }
-        Some(path) => {
-            renamed = true;
-            let path = Path::new(path);
-            let tmp = hidden_beside(path);
-            // Made new (O_EXCL: a name planted in a shared directory, a
-            // symbolic link to elsewhere, is refused, not written through).
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)
-                .map_err(|e| Failure::usage(format!("{}: {e}", tmp.display())))?;
-            // A signal that ends the query takes the hidden file with it.
-            let _cleanup = RemoveOnSignal::start(&tmp);
-            let mut w = io::BufWriter::with_capacity(1 << 20, f);
-            let r = run(&mut w);
-            let kept = r.is_ok()
-                && w.into_inner()
-                    .map_err(|e| e.into_error())
-                    .and_then(|f| f.sync_all())
-                    .and_then(|()| std::fs::rename(&tmp, path))
-                    .map_err(|e| eprintln!("ringcap: {}: {e}", path.display()))
-                    .is_ok();
-            if !kept {
-                let _ = std::fs::remove_file(&tmp);
-                if r.is_ok() {
-                    return Err(Failure::runtime(format!("{}: not written", path.display())));
-                }
+            Err(f) => {
+                drop(w);
+                answer.finish(false)?;
+                return Err(f);
             }
-            r
+        },
+        Err(f) => {
+            drop(w);
+            answer.finish(false)?;
+            Err(f)
         }
     };
     let (merged, waited) = match &result {
@@ -252,57 +222,5 @@ pub fn query_sensors(
             (Some(p), true) => format!("{}; {p} not written", f.message),
             _ => format!("{}; the output is not a whole answer", f.message),
         })),
-    }
-}
-
-/// A hidden name beside `path` for writing it whole before it appears (not
-/// one another user could guess and take first in a shared directory).
-fn hidden_beside(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map_or_else(|| "query".into(), |n| n.to_string_lossy());
-    let mut r = [0u8; 8];
-    let salt = match std::fs::File::open("/dev/urandom").and_then(|mut f| {
-        use std::io::Read;
-        f.read_exact(&mut r)
-    }) {
-        Ok(()) => u64::from_ne_bytes(r),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
-    };
-    path.with_file_name(format!(
-        ".{name}.{}-{salt:016x}.incomplete",
-        std::process::id()
-    ))
-}
-
-/// While alive, SIGINT, SIGTERM or SIGHUP remove `path` and end the
-/// process (status 128 + the signal), as the signal would have.
-struct RemoveOnSignal(Option<signal_hook::iterator::Handle>);
-
-impl RemoveOnSignal {
-    fn start(path: &Path) -> RemoveOnSignal {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
-            return RemoveOnSignal(None);
-        };
-        let handle = signals.handle();
-        let path = path.to_path_buf();
-        std::thread::spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                let _ = std::fs::remove_file(&path);
-                std::process::exit(128 + sig);
-            }
-        });
-        RemoveOnSignal(Some(handle))
-    }
-}
-
-impl Drop for RemoveOnSignal {
-    fn drop(&mut self) {
-        if let Some(h) = &self.0 {
-            h.close();
-        }
     }
 }

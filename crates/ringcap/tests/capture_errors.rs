@@ -348,3 +348,26 @@ fn unreadable_read_files() {
         "-r without read permission",
     );
 }
+
+/// `-w DIR/` that no file can be made in fails before capturing, as
+/// `-w FILE` there does: it used to say "capturing on" and fail (or say
+/// nothing, with no packets) at the first packet. A regular file given as
+/// `DIR/` is "not a directory", a usage error.
+#[test]
+fn an_output_directory_that_takes_no_files() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let fin = capture_in_ns(&tb, &["-i", &tb.capture_if, "-B", "8M", "-w", "/proc/sys/"]);
+    expect_refusal(
+        &fin,
+        1,
+        &["cannot make files in /proc/sys/"],
+        "-w /proc/sys/",
+    );
+    let dir = TempDir::new("notadir");
+    let file = dir.file("f");
+    std::fs::write(&file, b"x").unwrap();
+    let as_dir = format!("{file}/");
+    let fin = capture_in_ns(&tb, &["-i", &tb.capture_if, "-B", "8M", "-w", &as_dir]);
+    expect_refusal(&fin, 2, &["is not a directory"], "-w FILE/");
+}

@@ -281,3 +281,80 @@ fn live_capture_indexes_what_it_publishes() {
         println!("{}", qerr.trim());
     }
 }
+
+/// `-w FILE` is written whole or not at all: a query that fails (a filter
+/// libpcap refuses, a file it cannot read) leaves FILE as it was, and FILE
+/// may be one of the query's own inputs (it is read whole before it is
+/// replaced). Both emptied FILE before.
+#[test]
+fn a_failed_query_leaves_its_output_file_alone() {
+    if skip_without(&["tcpdump"]) {
+        return;
+    }
+    let d = TempDir::new("query-out");
+    std::fs::create_dir_all(d.join("caps")).unwrap();
+    let files = mixed::write_series(
+        &d.join("caps"),
+        &mut Rng(41),
+        2,
+        300,
+        1_764_000_000_000_000_000,
+    );
+    let before = b"an earlier answer".to_vec();
+    let out = d.join("out.pcap");
+    let o = |s: &std::path::Path| s.to_str().unwrap().to_string();
+    for (args, why) in [
+        (
+            vec![
+                "query",
+                "-d",
+                &o(&d.join("caps")),
+                "-w",
+                &o(&out),
+                "udp port",
+            ],
+            "bad filter",
+        ),
+        (
+            vec![
+                "query",
+                "-w",
+                &o(&out),
+                "--filter",
+                "udp",
+                &o(&d.join("nonexistent.pcap")),
+            ],
+            "no file",
+        ),
+    ] {
+        std::fs::write(&out, &before).unwrap();
+        let r = ringcap(&args);
+        assert!(
+            !r.status.success(),
+            "{why}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            before,
+            "{why}: -w FILE was changed"
+        );
+        let left: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{why}: a hidden file left behind: {left:?}"
+        );
+    }
+    // The input as the output: what tcpdump -r gives of the old contents.
+    let input = d.join("in.pcap");
+    std::fs::copy(&files[0], &input).unwrap();
+    let want = tcpdump(std::slice::from_ref(&input), "udp", 0, u64::MAX);
+    assert!(!want.is_empty());
+    let r = ringcap(&["query", "--filter", "udp", "-w", &o(&input), &o(&input)]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(records(&std::fs::read(&input).unwrap()), want);
+}

@@ -179,7 +179,10 @@ pub(super) fn start_sink(
             return EngineError::because(ErrorKind::Usage, Reason::Sink(r.clone()));
         }
         let msg = format!("cannot write the output: {e}");
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
+        if matches!(
+            e.kind(),
+            std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::InvalidInput
+        ) {
             EngineError::usage(msg)
         } else {
             EngineError::runtime(msg)

@@ -91,6 +91,26 @@ pub(super) fn is_disk_full(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
 }
 
+/// Makes and removes a hidden file in `dir`: an error says why no capture
+/// file could be made there.
+pub(super) fn probe_dir(dir: &Path) -> io::Result<()> {
+    let probe = dir.join(format!(".ringcap-probe-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => std::fs::remove_file(&probe),
+        // Ours from an earlier run of this pid, or a name someone planted:
+        // either way the directory takes new files.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("cannot make files in {}: {e}", dir.display()),
+        )),
+    }
+}
+
 /// With `-Z`, files are created and renamed after privileges are dropped
 /// (tcpdump's -Z breaks rotation this way): refuse up front a directory the
 /// user cannot write to.

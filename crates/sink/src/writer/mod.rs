@@ -300,6 +300,18 @@ impl Writer {
             failed: false,
         };
         if let Some(dir) = w.cfg.plan.dir() {
+            // (With the trailing slash of `-w DIR/`, a file there is
+            // ENOTDIR to stat, not "exists".)
+            let not_dir = match std::fs::metadata(&dir) {
+                Ok(m) => !m.is_dir(),
+                Err(e) => e.kind() == io::ErrorKind::NotADirectory,
+            };
+            if not_dir {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} is not a directory", dir.display()),
+                ));
+            }
             if !dir.exists() {
                 std::fs::create_dir_all(&dir).map_err(|e| {
                     io::Error::new(
@@ -313,6 +325,10 @@ impl Writer {
             } else if let Some((uid, gid)) = w.cfg.owner {
                 check_writable_by(&dir, uid, gid)?;
             }
+            // A series opens its first file at its first packet: a
+            // directory no file can be made in (read-only, /proc) must fail
+            // now, not when packets come.
+            probe_dir(&dir)?;
             for msg in recover_leftovers(&dir) {
                 w.log(msg);
             }

@@ -102,6 +102,10 @@ pub struct Shared {
     /// [`request_rotation`](Self::request_rotation), which also wakes the
     /// writer (an idle writer waits for work, not for a timer).
     pub rotate_now: AtomicBool,
+    /// When the last rotation was asked for (ns since the epoch): in a live
+    /// capture the file ends there, by packet time, not when the writer
+    /// gets to it (packets of before may still be in the ring).
+    rotate_at_ns: AtomicU64,
     /// Wakes the writer (holds at most one wake-up).
     wake: Sender<()>,
     /// Set when the writer has failed: why.
@@ -121,6 +125,7 @@ impl Shared {
     fn new(wake: Sender<()>) -> Shared {
         Shared {
             rotate_now: AtomicBool::new(false),
+            rotate_at_ns: AtomicU64::new(0),
             wake,
             failure: Mutex::new(None),
             current: Mutex::new(None),
@@ -133,6 +138,7 @@ impl Shared {
     /// Closes the current file of a series and starts a new one at the next
     /// packet (SIGHUP), now.
     pub fn request_rotation(&self) {
+        self.rotate_at_ns.store(now_ns(), Ordering::Relaxed);
         self.rotate_now.store(true, Ordering::Relaxed);
         let _ = self.wake.try_send(());
     }
@@ -236,6 +242,10 @@ pub struct Writer {
     /// With `compress`: the encoder and its output buffer (reused).
     zenc: Option<ringcap_compress::Encoder>,
     zbuf: Vec<u8>,
+    /// A live capture's rotation asked for while no file was open: the next
+    /// file ends there if it starts before (its packets of before the
+    /// request were still on their way).
+    rotate_pending_ns: Option<u64>,
 }
 
 impl Writer {
@@ -298,6 +308,7 @@ impl Writer {
             last_tick: Instant::now(),
             last_isb: Instant::now(),
             failed: false,
+            rotate_pending_ns: None,
         };
         if let Some(dir) = w.cfg.plan.dir() {
             // (With the trailing slash of `-w DIR/`, a file there is
@@ -447,7 +458,17 @@ impl Writer {
         if self.shared.rotate_now.swap(false, Ordering::Relaxed)
             && matches!(self.cfg.plan, OutputPlan::Series { .. })
         {
-            if let Err(e) = self.close() {
+            let at = self.shared.rotate_at_ns.load(Ordering::Relaxed);
+            if self.cfg.wall_clock {
+                // Live: the file ends at the request's time, by packet
+                // time (and is closed once packets of before can no longer
+                // be on their way, as a -G period is).
+                match self.current.as_mut() {
+                    Some(f) => f.boundary_ns = Some(f.boundary_ns.map_or(at, |b| b.min(at))),
+                    None => self.rotate_pending_ns = Some(at),
+                }
+            } else if let Err(e) = self.close() {
+                // Files read: their packets carry old times; now is now.
                 self.fail(WriteFailure::other(format!("rotating: {e}")));
             }
         }

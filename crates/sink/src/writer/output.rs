@@ -78,11 +78,19 @@ impl Writer {
             }
         };
         let anchor = *self.anchor_ns.get_or_insert(first_ts);
-        let boundary_ns = self.cfg.rotation.seconds.filter(|s| *s > 0).map(|s| {
+        let period = self.cfg.rotation.seconds.filter(|s| *s > 0).map(|s| {
             let s = s * 1_000_000_000;
             let ts = first_ts.max(anchor);
             anchor + ((ts - anchor) / s + 1) * s
         });
+        // A rotation asked for before this file's first packet was written
+        // ends it at the request if the packet came before (see
+        // `rotate_pending_ns`); a file that starts after it is the new one.
+        let asked = self.rotate_pending_ns.take().filter(|t| first_ts < *t);
+        let boundary_ns = match (period, asked) {
+            (Some(p), Some(a)) => Some(p.min(a)),
+            (p, a) => p.or(a),
+        };
         let mut f = OpenFile {
             out,
             final_path,

@@ -155,6 +155,15 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
             OutputPlan::Device(PathBuf::from(p))
         }
         Some(p) => {
+            // As tcpdump's -W: deleting old files needs files that rotate.
+            // (A directory series rotates on SIGHUP too.)
+            let dir_form = p.ends_with('/') || std::path::Path::new(p).is_dir();
+            if retention.any() && !rotation.any() && !dir_form {
+                return Err(Failure::usage(
+                    "-W, --max-total and --min-free delete the oldest files of a series: \
+                     add -C, -G or --rotate-packets (or write into a directory, -w DIR/)",
+                ));
+            }
             let plan = OutputPlan::from_path(p, rotation.any() || retention.any(), ext);
             if plan == OutputPlan::Stdout && (rotation.any() || retention.any()) {
                 return Err(Failure::usage("-w - (standard output) cannot rotate"));
@@ -340,8 +349,8 @@ mod tests {
         assert_eq!(default_ring_mib(Snap::Bytes(262_144)), 1024);
     }
 
-    /// The ring of a live capture planned from `args` (after `ringcap capture`), MiB.
-    fn ring_mib(args: &[&str]) -> u64 {
+    /// `ringcap capture ARGS` parsed.
+    fn capture_args(args: &[&str]) -> crate::cli::CaptureArgs {
         use clap::Parser;
         let argv = ["ringcap", "capture"].iter().chain(args).copied();
         let crate::cli::Command::Capture(a) =
@@ -349,6 +358,44 @@ mod tests {
         else {
             panic!("not capture")
         };
+        *a
+    }
+
+    /// As tcpdump: -W (and the other retention bounds) on one file that
+    /// never rotates is refused; with rotation, or a directory, it is not.
+    #[test]
+    fn retention_needs_files_that_rotate() {
+        let d = ringcap_testkit::TempDir::new("retention-rotate");
+        let file = d.join("w.pcap").to_string_lossy().into_owned();
+        let dir = format!("{}/", d.path().display());
+        for extra in [
+            &["-W", "3"][..],
+            &["--max-total", "1G"],
+            &["--min-free", "5"],
+        ] {
+            let mut args = vec!["-i", "eth0", "-w", &file];
+            args.extend_from_slice(extra);
+            let e = plan(&capture_args(&args), String::new())
+                .err()
+                .expect("refused");
+            assert!(
+                e.message.contains("add -C, -G or --rotate-packets"),
+                "{}",
+                e.message
+            );
+        }
+        for ok in [
+            vec!["-i", "eth0", "-w", &file, "-W", "3", "-C", "10"],
+            vec!["-i", "eth0", "-w", &file, "-W", "3", "-G", "60"],
+            vec!["-i", "eth0", "-w", &dir, "-W", "3"],
+        ] {
+            assert!(plan(&capture_args(&ok), String::new()).is_ok(), "{ok:?}");
+        }
+    }
+
+    /// The ring of a live capture planned from `args` (after `ringcap capture`), MiB.
+    fn ring_mib(args: &[&str]) -> u64 {
+        let a = capture_args(args);
         let mut spec = plan(&a, String::new()).unwrap().spec;
         ring_takes_unused_writer_buffer(&mut spec, &a);
         match spec.source {

@@ -375,9 +375,9 @@ mod tests {
         ] {
             let mut args = vec!["-i", "eth0", "-w", &file];
             args.extend_from_slice(extra);
-            let e = plan(&capture_args(&args), String::new())
-                .err()
-                .expect("refused");
+            let Err(e) = plan(&capture_args(&args), String::new()) else {
+                panic!("{args:?}: not refused");
+            };
             assert!(
                 e.message.contains("add -C, -G or --rotate-packets"),
                 "{}",

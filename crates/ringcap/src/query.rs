@@ -184,6 +184,16 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
             ));
         }
         let files: Vec<PathBuf> = args.rest.iter().map(PathBuf::from).collect();
+        // `ringcap query FILE udp`: the filter taken for a file.
+        if args.filter.is_none() {
+            if let Some(f) = files.iter().find(|f| !f.exists()) {
+                return Err(Failure::usage(format!(
+                    "query: {}: no such file (with files, the filter goes in --filter EXPR; \
+                     with -d DIR, after the options)",
+                    f.display()
+                )));
+            }
+        }
         (files, args.filter.clone().unwrap_or_default())
     } else {
         if args.filter.is_some() && !args.rest.is_empty() {
@@ -208,6 +218,7 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
         after: t(&args.after).map_err(Failure::usage)?,
         before: t(&args.before).map_err(Failure::usage)?,
     };
+    check_window(&window)?;
     let format = match args.format.as_str() {
         "pcap" => OutFormat::Pcap,
         "pcapng" => OutFormat::Pcapng,
@@ -258,6 +269,17 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
+/// A window that holds no time (`--before` not after `--after`) is a
+/// mistake, not an empty answer.
+fn check_window(w: &Window) -> Result<(), Failure> {
+    match (w.after, w.before) {
+        (Some(a), Some(b)) if b <= a => Err(Failure::usage(
+            "query: the time window is empty (--before must be later than --after)",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// `ringcap query --sensor`.
 fn query_sensors(args: &QueryArgs) -> Result<i32, Failure> {
     if !args.dirs.is_empty() || args.filter.is_some() || args.no_index {
@@ -270,6 +292,7 @@ fn query_sensors(args: &QueryArgs) -> Result<i32, Failure> {
         after: t(&args.after).map_err(Failure::usage)?,
         before: t(&args.before).map_err(Failure::usage)?,
     };
+    check_window(&window)?;
     let format = match args.format.as_str() {
         "pcap" => OutFormat::Pcap,
         "pcapng" => OutFormat::Pcapng,

@@ -358,3 +358,42 @@ fn a_failed_query_leaves_its_output_file_alone() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(records(&std::fs::read(&input).unwrap()), want);
 }
+
+/// Mistakes a tcpdump user makes get a usage error that says what to do:
+/// a filter given where files go, and a window that holds no time (it
+/// answered nothing, with success).
+#[test]
+fn query_mistakes_are_usage_errors() {
+    let d = TempDir::new("query-mistakes");
+    std::fs::create_dir_all(d.join("caps")).unwrap();
+    let files = mixed::write_series(
+        &d.join("caps"),
+        &mut Rng(43),
+        1,
+        50,
+        1_764_000_000_000_000_000,
+    );
+    let f = files[0].to_str().unwrap();
+    let r = ringcap(&["query", "-w", "-", f, "udp"]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("udp: no such file") && err.contains("--filter"),
+        "{err}"
+    );
+    let caps = d.join("caps");
+    let r = ringcap(&[
+        "query",
+        "-d",
+        caps.to_str().unwrap(),
+        "--after",
+        "1800000000",
+        "--before",
+        "1700000000",
+        "-w",
+        "-",
+        "udp",
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("the time window is empty"));
+}

@@ -33,6 +33,13 @@ pub struct Counters {
     pub packets_delivered: u64,
     /// Packets read from the ring after the `-c` count was reached: not kept.
     pub packets_after_count: u64,
+    /// Packets the kernel accepted that the capture has not read (local
+    /// captures): in flight while it runs; in the final counts, those that
+    /// came after it stopped (a signal, `-c`, `--duration`) and stayed in
+    /// the ring, neither delivered nor dropped, nor lost. With them the
+    /// counts add up: accepted = sampled out + dropped in the ring +
+    /// delivered + read after the `-c` count + not read.
+    pub packets_not_read: u64,
     /// Packets written to the output.
     pub packets_written: u64,
     /// Packets the writer could not keep: it failed (an I/O error), or it
@@ -71,6 +78,7 @@ impl Counters {
         self.packets_dropped_client += o.packets_dropped_client;
         self.packets_delivered += o.packets_delivered;
         self.packets_after_count += o.packets_after_count;
+        self.packets_not_read += o.packets_not_read;
         self.packets_written += o.packets_written;
         self.packets_dropped_writer += o.packets_dropped_writer;
         self.packets_merged_by_offload += o.packets_merged_by_offload;
@@ -88,10 +96,14 @@ impl Counters {
         self.packets_dropped_ring + self.packets_dropped_client + self.packets_dropped_writer
     }
 
-    /// Lost packets as a percentage of those that should have been kept.
+    /// Lost packets as a percentage of those that should have been kept
+    /// (not those that came after the stop).
     pub fn lost_pct(&self) -> f64 {
         let wanted = self.packets_filter_accepted.saturating_sub(
-            self.packets_sampled_out + self.packets_after_count + self.packets_rate_limited,
+            self.packets_sampled_out
+                + self.packets_after_count
+                + self.packets_rate_limited
+                + self.packets_not_read,
         );
         if wanted == 0 {
             0.0
@@ -314,6 +326,12 @@ impl Board {
             .1
             .load(Ordering::Relaxed)
             .saturating_sub(b.interface_base.1.load(Ordering::Relaxed));
+        c.packets_not_read = c.packets_filter_accepted.saturating_sub(
+            c.packets_sampled_out
+                + c.packets_dropped_ring
+                + c.packets_delivered
+                + c.packets_after_count,
+        );
         c
     }
 
@@ -336,6 +354,24 @@ impl Board {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the kernel accepted and nobody read (came after the stop) makes
+    /// the counts add up, and is not lost.
+    #[test]
+    fn packets_not_read_make_the_counts_add_up() {
+        let b = Board::new(&[("a".into(), 1)]);
+        b.interfaces[0].threads[0].publish(&CaptureCounts {
+            ring_accepted: 87,
+            delivered: 10,
+            after_count: 66,
+            ..Default::default()
+        });
+        let c = b.interface(0);
+        assert_eq!(c.packets_not_read, 11);
+        assert_eq!(c.lost_pct(), 0.0);
+        assert!(crate::report::final_report(&[("a".into(), c)], &c, 1.0)
+            .contains("not read (came after the stop)"));
+    }
 
     #[test]
     fn board_sums_threads_and_interfaces() {

@@ -119,6 +119,9 @@ pub fn final_report(per: &[(String, Counters)], total: &Counters, seconds: f64) 
         if c.packets_after_count > 0 {
             line(out, "read after the -c count", c.packets_after_count);
         }
+        if c.packets_not_read > 0 {
+            line(out, "not read (came after the stop)", c.packets_not_read);
+        }
         line(out, "written", c.packets_written);
         line(out, "dropped writer", c.packets_dropped_writer);
         line(out, "merged by offload", c.packets_merged_by_offload);

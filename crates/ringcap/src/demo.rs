@@ -14,6 +14,40 @@ use std::time::{Duration, Instant};
 pub fn repair(args: &RepairArgs) -> Result<i32, Failure> {
     let mut status = 0;
     for f in &args.files {
+        if !f.exists() {
+            eprintln!("ringcap: {}: no such file", f.display());
+            status = crate::failure::exit::USAGE;
+            continue;
+        }
+        // A crash's hidden `.NAME.ringcap-partial`: cut and published as
+        // NAME, as the next capture into its directory would, and indexed.
+        if let (false, Some(final_path)) =
+            (args.check, ringcap_sink::files::final_path_of_partial(f))
+        {
+            match ringcap_sink::writer::publish_partial(f, &final_path) {
+                Ok(Some((target, rep))) => {
+                    println!(
+                        "{}: cut {} bytes after the last complete record; {} packets published as {}",
+                        f.display(),
+                        rep.original_len - rep.valid_len,
+                        rep.packets,
+                        target.display()
+                    );
+                    if let Some(m) = crate::query::repair_index(&target) {
+                        println!("{}: {m}", target.display());
+                    }
+                }
+                Ok(None) => eprintln!(
+                    "ringcap: {}: a capture is writing it (left as it is)",
+                    f.display()
+                ),
+                Err(e) => {
+                    eprintln!("ringcap: {e}");
+                    status = crate::failure::exit::USAGE;
+                }
+            }
+            continue;
+        }
         let r = if args.check {
             ringcap_format::repair::check(f)
         } else {
@@ -33,7 +67,14 @@ pub fn repair(args: &RepairArgs) -> Result<i32, Failure> {
                 if args.check { "would remain" } else { "remain" }
             ),
             Err(e) => {
-                eprintln!("ringcap: {}: {e} (file left untouched)", f.display());
+                let e = e.to_string();
+                // The message may say so already ("left untouched: ...").
+                let untouched = if e.contains("untouched") {
+                    ""
+                } else {
+                    " (file left untouched)"
+                };
+                eprintln!("ringcap: {}: {e}{untouched}", f.display());
                 status = crate::failure::exit::USAGE;
             }
         }

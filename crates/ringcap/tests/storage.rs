@@ -1186,6 +1186,46 @@ fn repair_cuts_pcap_and_pcapng_at_the_last_complete_record() {
     }
 }
 
+/// `ringcap repair .NAME.ringcap-partial` (what a crash leaves) cuts it and
+/// publishes it as NAME with its index, as the next capture into its
+/// directory would: it was left hidden, with an index named after the
+/// hidden file that no query used. A missing file is "no such file".
+#[test]
+fn repair_publishes_a_partial_file_under_its_name() {
+    if skip_without(TOOLS) {
+        return;
+    }
+    let d = TempDir::new("repair-partial");
+    let pkts = udp_packets(12, varied, T0, 1000);
+    let pcap = pcap_bytes(&pkts);
+    let partial = d.join(".cap-1.pcap.ringcap-partial");
+    let mut cut = pcap.clone();
+    cut.extend_from_slice(&pcap[24..24 + 20]);
+    std::fs::write(&partial, &cut).unwrap();
+    let r = ringcap(&args!["repair", &partial], Duration::from_secs(30));
+    r.expect_code(0, "repair of a partial file");
+    assert!(r.stdout.contains("published as"), "{}", r.stdout);
+    let published = d.join("cap-1.pcap");
+    assert_eq!(
+        std::fs::read(&published).unwrap(),
+        pcap,
+        "cut at its last whole record"
+    );
+    assert!(!partial.exists(), "the partial file is still there");
+    assert!(
+        d.join(".cap-1.pcap.ringcap-index").exists(),
+        "no index beside it"
+    );
+    let missing = d.join("nosuch.pcap");
+    let r = ringcap(&args!["repair", &missing], Duration::from_secs(30));
+    r.expect_code(2, "repair of a missing file");
+    assert!(
+        r.stderr.contains("no such file") && !r.stderr.contains("untouched"),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn repair_refuses_non_capture_files_and_leaves_them_alone() {
     let d = TempDir::new("refuse");

@@ -11,6 +11,7 @@
 mod helpers;
 mod output;
 mod recover;
+pub use recover::publish_partial;
 mod segments;
 
 pub use helpers::compress_records;

@@ -37,38 +37,53 @@ pub(super) fn recover_leftovers(dir: &Path) -> Vec<String> {
                 continue;
             }
         }
-        match ringcap_format::repair::repair(&partial) {
-            Ok(report) => {
-                let target = if final_path.exists() {
-                    final_path.with_extension(format!(
-                        "recovered.{}",
-                        final_path
-                            .extension()
-                            .and_then(|e| e.to_str())
-                            .unwrap_or("pcap")
-                    ))
-                } else {
-                    final_path.clone()
-                };
-                match std::fs::rename(&partial, &target) {
-                    Ok(()) => log.push(format!(
-                        "recovered {} from an interrupted capture: {} packets, {} bytes cut",
-                        target.display(),
-                        report.packets,
-                        report.original_len - report.valid_len
-                    )),
-                    Err(e) => log.push(format!(
-                        "could not publish recovered {}: {e}",
-                        partial.display()
-                    )),
-                }
-            }
+        match publish_partial(&partial, &final_path) {
+            Ok(Some((target, report))) => log.push(format!(
+                "recovered {} from an interrupted capture: {} packets, {} bytes cut",
+                target.display(),
+                report.packets,
+                report.original_len - report.valid_len
+            )),
             // Another capture's file in progress: not a leftover.
-            Err(ringcap_format::repair::RepairError::InUse) => {}
-            Err(e) => log.push(format!("left {} alone: {e}", partial.display())),
+            Ok(None) => {}
+            Err(e) => log.push(e),
         }
     }
     log
+}
+
+/// Cuts the partial file `partial` after its last whole record and
+/// publishes it under `final_path` (or `NAME.recovered.EXT` beside it when
+/// that exists): the file and what was cut, `None` when another capture is
+/// writing it, or why it was left alone.
+pub fn publish_partial(
+    partial: &Path,
+    final_path: &Path,
+) -> Result<Option<(PathBuf, ringcap_format::repair::RepairReport)>, String> {
+    match ringcap_format::repair::repair(partial) {
+        Ok(report) => {
+            let target = if final_path.exists() {
+                final_path.with_extension(format!(
+                    "recovered.{}",
+                    final_path
+                        .extension()
+                        .and_then(|e| e.to_str())
+                        .unwrap_or("pcap")
+                ))
+            } else {
+                final_path.to_path_buf()
+            };
+            match std::fs::rename(partial, &target) {
+                Ok(()) => Ok(Some((target, report))),
+                Err(e) => Err(format!(
+                    "could not publish recovered {}: {e}",
+                    partial.display()
+                )),
+            }
+        }
+        Err(ringcap_format::repair::RepairError::InUse) => Ok(None),
+        Err(e) => Err(format!("left {} alone: {e}", partial.display())),
+    }
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@
 //! (or at the end with the first file's link type when nothing matched, as
 //! `tcpdump -w` writes a header for an empty result), and a packet of
 //! another link type is an error that names `--format pcapng`. pcapng gets
-//! one interface block per link type met, written just before its first
-//! packet.
+//! one interface block per interface met (its link type and `if_name`, the
+//! name it had in the files queried; packets of unnamed interfaces share
+//! one block per link type), written just before its first packet.
 
 use std::io::{self, Write};
 
@@ -29,8 +30,9 @@ pub struct Output {
     w: Box<dyn Write>,
     format: OutFormat,
     started: bool,
-    /// pcap: the file's link type; pcapng: the link type of each IDB.
-    linktypes: Vec<u32>,
+    /// pcap: the file's link type; pcapng: the link type and name of each
+    /// IDB.
+    linktypes: Vec<(u32, Option<String>)>,
     buf: Vec<u8>,
     /// Packets written.
     pub packets: u64,
@@ -94,7 +96,7 @@ impl Output {
         self.started = true;
         match self.format {
             OutFormat::Pcap => {
-                self.linktypes.push(linktype);
+                self.linktypes.push((linktype, None));
                 self.put(&pcap::file_header(
                     linktype,
                     self.snaplen,
@@ -109,9 +111,22 @@ impl Output {
         }
     }
 
-    /// Writes one packet.
+    /// Writes one packet (of an interface without a name).
     pub fn packet(
         &mut self,
+        linktype: u32,
+        ts_ns: u64,
+        wire_len: u32,
+        data: &[u8],
+    ) -> io::Result<()> {
+        self.packet_of(None, linktype, ts_ns, wire_len, data)
+    }
+
+    /// Writes one packet of the interface named `name` (pcapng: in that
+    /// interface's block).
+    pub fn packet_of(
+        &mut self,
+        name: Option<&str>,
         linktype: u32,
         ts_ns: u64,
         wire_len: u32,
@@ -129,13 +144,13 @@ impl Output {
         }
         match self.format {
             OutFormat::Pcap => {
-                if self.linktypes[0] != linktype {
+                if self.linktypes[0].0 != linktype {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!(
                             "packets of link types {} and {linktype}: a pcap file holds one; \
                              use --format pcapng",
-                            self.linktypes[0]
+                            self.linktypes[0].0
                         ),
                     ));
                 }
@@ -145,7 +160,11 @@ impl Output {
                 self.put(data)?;
             }
             OutFormat::Pcapng => {
-                let id = match self.linktypes.iter().position(|&l| l == linktype) {
+                let id = match self
+                    .linktypes
+                    .iter()
+                    .position(|(l, n)| *l == linktype && n.as_deref() == name)
+                {
                     Some(i) => i,
                     None => {
                         let lt = u16::try_from(linktype).map_err(|_| {
@@ -154,12 +173,12 @@ impl Output {
                         let idb = pcapng::interface_description(&InterfaceDescription {
                             linktype: lt,
                             snaplen: self.snaplen,
-                            name: "",
+                            name: name.unwrap_or(""),
                             filter: None,
                             description: None,
                         });
                         self.put(&idb)?;
-                        self.linktypes.push(linktype);
+                        self.linktypes.push((linktype, name.map(str::to_string)));
                         self.linktypes.len() - 1
                     }
                 };

@@ -240,6 +240,21 @@ pub trait Taker {
         data: &[u8],
     ) -> Result<bool, QueryError>;
 
+    /// [`Taker::packet`] of a packet of interface `i` of the file being
+    /// read (the `i` of [`Taker::admits`]): for a taker that keeps
+    /// interfaces apart. By default the interface is not looked at.
+    fn packet_of(
+        &mut self,
+        i: usize,
+        linktype: u32,
+        ts_ns: u64,
+        wire_len: u32,
+        data: &[u8],
+    ) -> Result<bool, QueryError> {
+        let _ = i;
+        self.packet(linktype, ts_ns, wire_len, data)
+    }
+
     /// Whether the packets of interface `i` of a file (`iface`: its link
     /// type, its `if_name` if it has one) are handed to [`Taker::packet`];
     /// the others are passed over. Asked once per interface of each file
@@ -272,6 +287,9 @@ fn stop_point(q: &Query, taker: &mut dyn Taker) -> Result<(), QueryError> {
 /// [`run`]'s taker: the query's filter compiled per link type.
 struct FilterTaker<'a, 'q> {
     q: &'a Query<'q>,
+    /// The names of the interfaces of the file being read, by index (as
+    /// [`Taker::admits`] told them), for pcapng output.
+    names: Vec<Option<String>>,
     /// Compiled per link type (a handful at most: a list, searched per
     /// packet more cheaply than a hash map is hashed).
     programs: Vec<(u32, CheckedProgram)>,
@@ -280,12 +298,45 @@ struct FilterTaker<'a, 'q> {
 
 impl Taker for FilterTaker<'_, '_> {
     fn packet(&mut self, lt: u32, ts: u64, wire: u32, data: &[u8]) -> Result<bool, QueryError> {
+        self.take(None, lt, ts, wire, data)
+    }
+
+    fn packet_of(
+        &mut self,
+        i: usize,
+        lt: u32,
+        ts: u64,
+        wire: u32,
+        data: &[u8],
+    ) -> Result<bool, QueryError> {
+        let name = self.names.get(i).cloned().flatten();
+        self.take(name.as_deref(), lt, ts, wire, data)
+    }
+
+    fn admits(&mut self, i: usize, iface: &Interface) -> bool {
+        if self.names.len() <= i {
+            self.names.resize(i + 1, None);
+        }
+        self.names[i] = iface.name.clone();
+        true
+    }
+}
+
+impl FilterTaker<'_, '_> {
+    fn take(
+        &mut self,
+        name: Option<&str>,
+        lt: u32,
+        ts: u64,
+        wire: u32,
+        data: &[u8],
+    ) -> Result<bool, QueryError> {
         let prog = program_for(self.q, &mut self.programs, lt)?;
         if prog.run(data, wire) == 0 {
             return Ok(false);
         }
         self.out
-            .packet(lt, ts, wire, data)
+            .packet_of(name, lt, ts, wire, data)
             .map_err(QueryError::Output)?;
         Ok(true)
     }
@@ -301,6 +352,7 @@ pub fn run(
 ) -> Result<QueryStats, QueryError> {
     let mut taker = FilterTaker {
         q,
+        names: Vec::new(),
         programs: Vec::new(),
         out,
     };
@@ -546,7 +598,7 @@ fn read_until(
             match lt {
                 Some(Some(lt)) => {
                     st.examined += 1;
-                    if taker.packet(lt, ts, wire, p.data)? {
+                    if taker.packet_of(p.interface, lt, ts, wire, p.data)? {
                         st.taken += 1;
                     }
                     continue;
@@ -564,13 +616,14 @@ fn read_until(
         if rd.interfaces().len() > known {
             linktypes = admitted(rd, taker);
         }
-        let lt = match linktypes.get(lt) {
+        let iface = lt;
+        let lt = match linktypes.get(iface) {
             Some(Some(lt)) => *lt,
             Some(None) => continue,
             None => return Err(file_err(path, "a packet of an undeclared interface")),
         };
         st.examined += 1;
-        if taker.packet(lt, ts, wire, &scratch)? {
+        if taker.packet_of(iface, lt, ts, wire, &scratch)? {
             st.taken += 1;
         }
     }

@@ -397,3 +397,58 @@ fn query_mistakes_are_usage_errors() {
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("the time window is empty"));
 }
+
+/// `--format pcapng` keeps the interfaces of the files queried: a capture
+/// of two named interfaces gives two interface blocks with their names,
+/// each packet in its own (they were merged into one unnamed block per
+/// link type).
+#[test]
+fn pcapng_answers_keep_the_interfaces() {
+    use ringcap_format::pcapng::{self, InterfaceDescription};
+    let d = TempDir::new("query-ifaces");
+    let mut file = pcapng::section_header("Linux", "test", None);
+    for name in ["eth0", "eth1"] {
+        file.extend(pcapng::interface_description(&InterfaceDescription {
+            linktype: 1,
+            snaplen: 262_144,
+            name,
+            filter: None,
+            description: None,
+        }));
+    }
+    let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0];
+    frame.extend_from_slice(&[0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0]);
+    frame.extend_from_slice(&[
+        198, 18, 0, 1, 198, 18, 0, 2, 0x13, 0x88, 0x17, 0x70, 0, 8, 0, 0,
+    ]);
+    for i in 0..20u32 {
+        let mut b = vec![0u8; pcapng::epb_len(frame.len())];
+        let n = frame.len() as u32;
+        pcapng::write_epb_header(
+            &mut b,
+            i % 2,
+            1_764_000_000_000_000_000 + u64::from(i),
+            n,
+            n,
+        );
+        b[pcapng::EPB_DATA_OFFSET..pcapng::EPB_DATA_OFFSET + frame.len()].copy_from_slice(&frame);
+        pcapng::write_epb_trailer(&mut b, n);
+        file.extend(b);
+    }
+    let input = d.join("two.pcapng");
+    std::fs::write(&input, &file).unwrap();
+    let out = d.join("out.pcapng");
+    let (i, o) = (input.to_str().unwrap(), out.to_str().unwrap());
+    let r = ringcap(&["query", "--format", "pcapng", "--filter", "udp", "-w", o, i]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let bytes = std::fs::read(&out).unwrap();
+    let mut rd = ringcap_format::Reader::new(&bytes[..]).unwrap();
+    let mut got = Vec::new();
+    while let Some(p) = rd.next_packet().unwrap() {
+        got.push(p.interface);
+    }
+    let names: Vec<_> = rd.interfaces().iter().map(|f| f.name.clone()).collect();
+    assert_eq!(names, [Some("eth0".to_string()), Some("eth1".to_string())]);
+    let want: Vec<usize> = (0..20).map(|i| i % 2).collect();
+    assert_eq!(got, want, "each packet in its interface");
+}

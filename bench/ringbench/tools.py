@@ -358,8 +358,8 @@ class Ringcap(Tool):
         m = re.search(r"ring (\d+(?:\.\d+)?) MiB", text)
         if m:
             res["ring_mib"] = float(m.group(1))
-        drop_ring = _int(re.search(r"dropped ring\)?\s+(\d+)", text))
-        drop_writer = _int(re.search(r"^\s*dropped writer\s+(\d+)", text, re.M))
+        drop_ring = _int(re.search(r"^\s*dropped in the ring\s+(\d+)", text, re.M))
+        drop_writer = _int(re.search(r"^\s*dropped by the writer\s+(\d+)", text, re.M))
         if drop_ring is not None or drop_writer is not None:
             res["dropped"] = (drop_ring or 0) + (drop_writer or 0)
         written = _int(re.search(r"^\s*written\s+(\d+)", text, re.M))

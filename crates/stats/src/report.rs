@@ -86,7 +86,8 @@ fn pct(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// The report printed at exit, in the terms of the classic capture studies.
+/// The report printed at exit, in the README's terms (seen by the
+/// interface, accepted, sampled out, delivered, dropped in the ring, ...).
 pub fn final_report(per: &[(String, Counters)], total: &Counters, seconds: f64) -> String {
     let mut out = String::new();
     let block = |out: &mut String, title: &str, c: &Counters| {
@@ -94,11 +95,7 @@ pub fn final_report(per: &[(String, Counters)], total: &Counters, seconds: f64) 
         let line = |out: &mut String, label: &str, v: u64| {
             out.push_str(&format!("  {label:<34}{v:>14}\n"))
         };
-        line(
-            out,
-            "sent to the interface (seen)",
-            c.packets_seen_by_interface,
-        );
+        line(out, "seen by the interface", c.packets_seen_by_interface);
         line(
             out,
             "dropped by the interface",
@@ -106,8 +103,8 @@ pub fn final_report(per: &[(String, Counters)], total: &Counters, seconds: f64) 
         );
         line(out, "accepted by the filter", c.packets_filter_accepted);
         line(out, "sampled out", c.packets_sampled_out);
-        line(out, "detected (delivered)", c.packets_delivered);
-        line(out, "not detected (dropped ring)", c.packets_dropped_ring);
+        line(out, "delivered", c.packets_delivered);
+        line(out, "dropped in the ring", c.packets_dropped_ring);
         if c.packets_rate_limited + c.packets_dropped_client > 0 {
             line(out, "rate-limited (daemon policy)", c.packets_rate_limited);
             line(
@@ -123,7 +120,7 @@ pub fn final_report(per: &[(String, Counters)], total: &Counters, seconds: f64) 
             line(out, "not read (came after the stop)", c.packets_not_read);
         }
         line(out, "written", c.packets_written);
-        line(out, "dropped writer", c.packets_dropped_writer);
+        line(out, "dropped by the writer", c.packets_dropped_writer);
         line(out, "merged by offload", c.packets_merged_by_offload);
         line(out, "bytes on wire", c.bytes_on_wire);
         line(out, "bytes written", c.bytes_written);
@@ -195,11 +192,12 @@ mod tests {
         let c = Counters::default();
         let r = final_report(&[("eth0".into(), c)], &c, 1.0);
         for w in [
-            "sent to the interface",
-            "detected",
-            "not detected",
+            "seen by the interface",
+            "accepted by the filter",
+            "delivered",
+            "dropped in the ring",
             "written",
-            "dropped writer",
+            "dropped by the writer",
             "lost",
         ] {
             assert!(r.contains(w), "{w}");

@@ -70,7 +70,7 @@ impl Finished {
     /// the kernel ring or by the writer: the test's frames were sent at rates an
     /// 8 MiB ring must absorb, so a loss there is ringcap's, not the test's.
     pub fn assert_no_loss(&self, what: &str) {
-        for label in ["not detected (dropped ring)", "dropped writer"] {
+        for label in ["dropped in the ring", "dropped by the writer"] {
             let n: u64 = self
                 .stderr
                 .lines()

@@ -1226,6 +1226,37 @@ fn repair_publishes_a_partial_file_under_its_name() {
     );
 }
 
+/// An intact file on a read-only filesystem is reported intact (repair
+/// opened it for writing first and failed, exit 2); one that needs a cut
+/// there still fails, untouched.
+#[test]
+fn repair_of_an_intact_file_needs_no_write() {
+    if skip_without(TOOLS) {
+        return;
+    }
+    let Some(fs) = TmpfsMount::new("4m") else {
+        return;
+    };
+    let pkts = udp_packets(12, varied, T0, 1000);
+    let pcap = pcap_bytes(&pkts);
+    let intact = fs.dir.join("intact.pcap");
+    let cut = fs.dir.join("cut.pcap");
+    std::fs::write(&intact, &pcap).unwrap();
+    std::fs::write(&cut, &pcap[..pcap.len() - 5]).unwrap();
+    let ro = std::process::Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&fs.dir)
+        .status()
+        .unwrap();
+    assert!(ro.success(), "remount read-only");
+    let r = ringcap(&args!["repair", &intact], Duration::from_secs(30));
+    r.expect_code(0, "repair of an intact file, read-only");
+    assert!(r.stdout.contains("intact, 12 packets"), "{}", r.stdout);
+    let r = ringcap(&args!["repair", &cut], Duration::from_secs(30));
+    r.expect_code(2, "repair of a cut file, read-only");
+    assert_eq!(std::fs::read(&cut).unwrap(), &pcap[..pcap.len() - 5]);
+}
+
 #[test]
 fn repair_refuses_non_capture_files_and_leaves_them_alone() {
     let d = TempDir::new("refuse");

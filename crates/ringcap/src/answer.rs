@@ -29,6 +29,12 @@ struct Whole {
     _cleanup: RemoveOnSignal,
 }
 
+/// Buffer of a stream's writer (standard output, a FIFO): small, so that a
+/// reader that stops reading holds the query back (ringcapd's retrieval,
+/// `ringcap serve` and a slow pipe see the back-pressure), not a megabyte
+/// of the answer taken ahead of it.
+const STREAM_BUFFER: usize = 64 << 10;
+
 /// The writer for `-w` (`None`: standard output, refused on a terminal)
 /// and the handle that completes it.
 pub(crate) fn open(write: Option<&str>) -> Result<(Box<dyn Write>, Answer), Failure> {
@@ -41,7 +47,7 @@ pub(crate) fn open(write: Option<&str>) -> Result<(Box<dyn Write>, Answer), Fail
                 ));
             }
             plain(Box::new(io::BufWriter::with_capacity(
-                1 << 20,
+                STREAM_BUFFER,
                 io::stdout(),
             )))
         }
@@ -51,7 +57,7 @@ pub(crate) fn open(write: Option<&str>) -> Result<(Box<dyn Write>, Answer), Fail
                 .write(true)
                 .open(path)
                 .map_err(|e| Failure::usage(format!("{path}: {e}")))?;
-            plain(Box::new(io::BufWriter::with_capacity(1 << 20, f)))
+            plain(Box::new(io::BufWriter::with_capacity(STREAM_BUFFER, f)))
         }
         Some(path) => {
             let path = Path::new(path);

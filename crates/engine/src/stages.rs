@@ -346,14 +346,14 @@ impl Stages {
             counts.sampled_out += 1;
             return Flow::Continue;
         }
+        let wire_len = p.wire_len + tag_len as u32;
+        let caplen = self.snap.keep_len(p.data, tag_len);
+        let linktype = self.linktypes.get(p.interface).copied().unwrap_or(1);
         if let Some(ca) = &mut self.client_after {
             // The client judges the packet as it will be delivered: its
             // record is made and transformed first, and it goes no further
             // (no `-c` count, no counts) unless the client's program accepts
             // it; the filter that passed it counted it accepted.
-            let wire_len = p.wire_len + tag_len as u32;
-            let caplen = self.snap.keep_len(p.data, tag_len);
-            let linktype = self.linktypes.get(p.interface).copied().unwrap_or(1);
             ca.record.clear();
             ca.record.resize(caplen, 0);
             copy_with_tag(&mut ca.record, p.data, p.vlan, caplen);
@@ -382,13 +382,10 @@ impl Stages {
                 encoder.set_interface_id(base + p.interface as u32);
             }
         }
-        let wire_len = p.wire_len + tag_len as u32;
-        let caplen = self.snap.keep_len(p.data, tag_len);
         counts.delivered += 1;
         counts.bytes_on_wire += u64::from(wire_len);
         // The observer slot: what the record keeps, before encoding.
         let seen = caplen.saturating_sub(tag_len).min(p.data.len());
-        let linktype = self.linktypes.get(p.interface).copied().unwrap_or(1);
         observer.packet(&p.data[..seen], p.vlan, wire_len, p.ts_ns, linktype);
         if let Some(ca) = &self.client_after {
             // Made and transformed above.

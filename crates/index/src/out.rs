@@ -32,7 +32,7 @@ pub struct Output {
     started: bool,
     /// pcap: the file's link type; pcapng: the link type and name of each
     /// IDB.
-    linktypes: Vec<(u32, Option<String>)>,
+    interfaces: Vec<(u32, Option<String>)>,
     buf: Vec<u8>,
     /// Packets written.
     pub packets: u64,
@@ -57,7 +57,7 @@ impl Output {
             w,
             format,
             started: false,
-            linktypes: Vec::new(),
+            interfaces: Vec::new(),
             buf: Vec::with_capacity(1 << 16),
             packets: 0,
             bytes: 0,
@@ -96,7 +96,7 @@ impl Output {
         self.started = true;
         match self.format {
             OutFormat::Pcap => {
-                self.linktypes.push((linktype, None));
+                self.interfaces.push((linktype, None));
                 self.put(&pcap::file_header(
                     linktype,
                     self.snaplen,
@@ -144,13 +144,13 @@ impl Output {
         }
         match self.format {
             OutFormat::Pcap => {
-                if self.linktypes[0].0 != linktype {
+                if self.interfaces[0].0 != linktype {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!(
                             "packets of link types {} and {linktype}: a pcap file holds one; \
                              use --format pcapng",
-                            self.linktypes[0].0
+                            self.interfaces[0].0
                         ),
                     ));
                 }
@@ -161,7 +161,7 @@ impl Output {
             }
             OutFormat::Pcapng => {
                 let id = match self
-                    .linktypes
+                    .interfaces
                     .iter()
                     .position(|(l, n)| *l == linktype && n.as_deref() == name)
                 {
@@ -178,8 +178,8 @@ impl Output {
                             description: None,
                         });
                         self.put(&idb)?;
-                        self.linktypes.push((linktype, name.map(str::to_string)));
-                        self.linktypes.len() - 1
+                        self.interfaces.push((linktype, name.map(str::to_string)));
+                        self.interfaces.len() - 1
                     }
                 };
                 let len = pcapng::epb_len(data.len());

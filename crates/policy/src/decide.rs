@@ -296,9 +296,7 @@ pub(crate) fn decide_under(grant: &Grant, req: &OpenRequest) -> Result<Decision,
     // snap cap) the client judges packets as delivered, after the cut, the
     // masks and anonymization (see ringcap_stages::session): a filter run on
     // the packet as captured could select by what it never sees.
-    let hides_bytes = !grant.hide.is_empty()
-        || grant.anonymize
-        || grant.max_snap != Snap::Bytes(crate::policy::MAX_SNAPLEN);
+    let hides_bytes = grant.rewrites() || grant.max_snap != Snap::Bytes(crate::policy::MAX_SNAPLEN);
     let filter = SessionFilter::new(
         framework,
         grant.capture_tagged,
@@ -472,8 +470,7 @@ pub fn decide_retrieve(
             ),
         ));
     }
-    let use_index = d.hide.is_empty()
-        && !d.anonymize
+    let use_index = !grant.rewrites()
         && rights
             .index
             .unwrap_or(grant.capture_filter.trim().is_empty() && grant.exclude_rule.is_none());

@@ -337,6 +337,13 @@ impl Policy {
 }
 
 impl Grant {
+    /// True if the grant rewrites what it delivers (hidden fields,
+    /// anonymized addresses): a client's filter is then about packets that
+    /// differ from the captured and stored ones.
+    pub fn rewrites(&self) -> bool {
+        !self.hide.is_empty() || self.anonymize
+    }
+
     /// True if the grant names the peer's uid, gid or a supplementary group.
     pub fn applies_to(&self, peer: &Peer) -> bool {
         self.users.iter().any(|u| u.id == peer.uid)

@@ -40,7 +40,7 @@ use tokio::sync::{oneshot, Semaphore};
 use crate::admit::{Handshakes, Refusals};
 use crate::job::{self, Job, Programs, Refusal};
 use crate::steno;
-use crate::stream::{self, ChanWriter, Stream, WriteIdle, CHUNKS};
+use crate::stream::{self, ChanWriter, StopOnDrop, Stream, WriteIdle, CHUNKS};
 
 /// What the server may be made to hold.
 #[derive(Debug, Clone)]
@@ -459,7 +459,7 @@ async fn handle(
     // A client gone before the status is known (hyper drops this future)
     // stops the compile and count too, instead of leaving them to run out
     // their time in the slot.
-    let gone = StopOnDrop(Some(stop_for_gone.clone()));
+    let gone = StopOnDrop::new(stop_for_gone.clone());
     let head = head_rx.await;
     gone.disarm();
     match head {
@@ -473,27 +473,10 @@ async fn handle(
         }
     }
     // From here on the body stops the query when the connection ends.
-    let mut r = Response::new(rx.stops(stop_for_gone));
+    let mut r = Response::new(rx.stops(StopOnDrop::new(stop_for_gone)));
     r.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     );
     r
-}
-
-/// Sets a query's stop flag when dropped, unless disarmed.
-struct StopOnDrop(Option<Arc<AtomicBool>>);
-
-impl StopOnDrop {
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        if let Some(s) = &self.0 {
-            s.store(true, Ordering::Relaxed);
-        }
-    }
 }

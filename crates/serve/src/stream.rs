@@ -37,8 +37,8 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 pub struct Stream {
     rx: mpsc::Receiver<Bytes>,
     failed: Arc<OnceLock<String>>,
-    /// Set when the body is dropped ([`Stream::stops`]).
-    stop: Option<Arc<AtomicBool>>,
+    /// Stops the query when the body is dropped ([`Stream::stops`]).
+    _stop: Option<StopOnDrop>,
 }
 
 /// The sending half of a [`Stream`].
@@ -60,26 +60,41 @@ pub fn channel(chunks: usize) -> (Sender, Stream) {
         Stream {
             rx,
             failed,
-            stop: None,
+            _stop: None,
         },
     )
 }
 
 impl Stream {
-    /// Sets `stop` when the body is dropped: hyper drops it when the
-    /// connection ends (the client went away, or the answer was sent), so
-    /// a query whose client is gone stops at its next check instead of
-    /// running on in its slot until it writes again or its time is up (a
-    /// query that reads much and matches little writes rarely).
-    pub fn stops(mut self, stop: Arc<AtomicBool>) -> Stream {
-        self.stop = Some(stop);
+    /// Stops the query (`stop`) when the body is dropped: hyper drops it
+    /// when the connection ends (the client went away, or the answer was
+    /// sent), so a query whose client is gone stops at its next check
+    /// instead of running on in its slot until it writes again or its time
+    /// is up (a query that reads much and matches little writes rarely).
+    pub fn stops(mut self, stop: StopOnDrop) -> Stream {
+        self._stop = Some(stop);
         self
     }
 }
 
-impl Drop for Stream {
+/// Sets a query's stop flag when dropped, unless disarmed.
+pub struct StopOnDrop(Option<Arc<AtomicBool>>);
+
+impl StopOnDrop {
+    /// Armed on `stop`.
+    pub fn new(stop: Arc<AtomicBool>) -> StopOnDrop {
+        StopOnDrop(Some(stop))
+    }
+
+    /// Dropped without setting the flag.
+    pub fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        if let Some(s) = &self.stop {
+        if let Some(s) = &self.0 {
             s.store(true, Ordering::Relaxed);
         }
     }

@@ -245,10 +245,9 @@ impl SessionFilter {
     }
 
     /// True when framework and client always see the same view, so the
-    /// combined program decides alone (with [`client_after`](Self::client_after)
-    /// it is the framework's, and the client's program runs later).
+    /// combined program decides alone.
     pub fn one_view(&self) -> bool {
-        self.client_after || self.framework_tagged == self.client_tagged
+        self.framework_tagged == self.client_tagged
     }
 
     /// With [`client_after`](Self::client_after): the client's program on a

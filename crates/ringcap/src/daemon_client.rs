@@ -276,7 +276,9 @@ pub fn capture(
     drop(encoder);
     let shared = writer.join();
     let total = counters(&end.counters, &board, &pump.tally);
-    reporter.finish(&[(name, total)], &total, began.elapsed().as_secs_f64());
+    let kept = spec.sink.output != ringcap_engine::OutputPlan::Discard;
+    let seconds = began.elapsed().as_secs_f64();
+    reporter.finish(&[(name, total)], &total, seconds, kept);
     eprintln!("ringcap: ringcapd ended the session: {}", end.reason);
     if let Some(f) = shared.failure.lock().ok().and_then(|f| f.clone()) {
         crate::reporting::report_failure(&crate::words::write_failure(&f), &total);
@@ -396,7 +398,9 @@ fn run_dump(
         println!("{f}");
     }
     let total = session_counters(&end.counters);
-    reporter.finish(&[(name, total)], &total, began.elapsed().as_secs_f64());
+    // The daemon writes the dump's files.
+    let seconds = began.elapsed().as_secs_f64();
+    reporter.finish(&[(name, total)], &total, seconds, true);
     eprintln!("ringcap: ringcapd ended the session: {}", end.reason);
     Ok(0)
 }

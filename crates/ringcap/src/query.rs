@@ -240,7 +240,11 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
     drop(out);
     answer.finish(stats.is_ok())?;
     let stats = stats.map_err(|e| match e {
-        ringcap_index::QueryError::Filter(_) => Failure::usage(e.to_string()),
+        // A bad filter, or an input file that is not a capture or is
+        // malformed: bad input (exit 2, as `ringcap index` and `-r`).
+        ringcap_index::QueryError::Filter(_) | ringcap_index::QueryError::File(..) => {
+            Failure::usage(e.to_string())
+        }
         ringcap_index::QueryError::Output(ref io) if io.kind() == io::ErrorKind::BrokenPipe => {
             Failure {
                 code: 0,

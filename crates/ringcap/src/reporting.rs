@@ -127,13 +127,20 @@ impl Reporter {
         }
     }
 
-    /// The final JSON record and report.
-    pub fn finish(mut self, per: &[(String, Counters)], total: &Counters, seconds: f64) {
+    /// The final JSON record and report; `kept`: the packets had somewhere
+    /// to go (see [`report::final_report`]).
+    pub fn finish(
+        mut self,
+        per: &[(String, Counters)],
+        total: &Counters,
+        seconds: f64,
+        kept: bool,
+    ) {
         if self.tty {
             eprintln!();
         }
         self.write_json(per, total, true, None);
-        eprint!("{}", report::final_report(per, total, seconds));
+        eprint!("{}", report::final_report(per, total, seconds, kept));
     }
 }
 

@@ -8,7 +8,7 @@ use crate::failure::{exit, Failure};
 use crate::privileges;
 use crate::reporting::{report_failure, Reporter, Signals};
 use crossbeam_channel::RecvTimeoutError;
-use ringcap_engine::{Capture, ErrorKind, Event, Started};
+use ringcap_engine::{Capture, ErrorKind, Event, OutputPlan, Started};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -105,6 +105,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     // opened before privileges are dropped), the stage goes into the spec.
     let flows = crate::flows::start(&args.flow, &mut spec)?;
     config::ring_takes_unused_writer_buffer(&mut spec, args);
+    let kept = spec.sink.output != OutputPlan::Discard;
     let capture = Capture::start(spec).map_err(Failure::from)?;
     // From now on the signals reach the capture directly: a stop sets the
     // flag its threads look at between ring blocks and rings the bell that
@@ -192,7 +193,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     // Every capture thread has ended: the flows they left are queued, and
     // exported before the final record counts them.
     crate::flows::finish(flows);
-    reporter.finish(&outcome.per_input, &outcome.total, outcome.seconds);
+    reporter.finish(&outcome.per_input, &outcome.total, outcome.seconds, kept);
     match outcome.error {
         None => Ok(0),
         Some(e) if e.kind == ErrorKind::Usage => {

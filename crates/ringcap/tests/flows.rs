@@ -35,6 +35,12 @@ fn ipfix_and_netflow9_into_nfcapd_count_what_the_file_holds() {
         let run = common::ringcap(&["capture", "-r", pcap.to_str().unwrap(), "--flows", &url]);
         run.assert_ok(scheme);
         assert!(run.stderr.contains("0 export errors"), "{}", run.stderr);
+        // No -w: the report must not claim the packets were kept.
+        assert!(
+            run.stderr.contains("none kept (no -w)") && !run.stderr.contains("packets written in"),
+            "{}",
+            run.stderr
+        );
         let got = c.read();
         assert!(
             got == want,

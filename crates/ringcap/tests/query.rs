@@ -396,6 +396,19 @@ fn query_mistakes_are_usage_errors() {
     ]);
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("the time window is empty"));
+    // A named file that is not a capture: bad input for query and index alike.
+    let junk = d.join("notes.pcap");
+    std::fs::write(&junk, b"not a capture at all\n").unwrap();
+    let junk = junk.to_str().unwrap();
+    for cmd in [
+        vec!["query", "--filter", "udp", "-w", "-", junk],
+        vec!["index", junk],
+    ] {
+        let r = ringcap(&cmd);
+        assert_eq!(r.status.code(), Some(2), "{cmd:?}");
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(err.contains("not a pcap or pcapng file"), "{cmd:?}: {err}");
+    }
 }
 
 /// `--format pcapng` keeps the interfaces of the files queried: a capture

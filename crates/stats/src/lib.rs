@@ -369,8 +369,10 @@ mod tests {
         let c = b.interface(0);
         assert_eq!(c.packets_not_read, 11);
         assert_eq!(c.lost_pct(), 0.0);
-        assert!(crate::report::final_report(&[("a".into(), c)], &c, 1.0)
-            .contains("not read (came after the stop)"));
+        assert!(
+            crate::report::final_report(&[("a".into(), c)], &c, 1.0, true)
+                .contains("not read (came after the stop)")
+        );
     }
 
     #[test]

@@ -88,7 +88,16 @@ fn pct(part: u64, whole: u64) -> f64 {
 
 /// The report printed at exit, in the README's terms (seen by the
 /// interface, accepted, sampled out, delivered, dropped in the ring, ...).
-pub fn final_report(per: &[(String, Counters)], total: &Counters, seconds: f64) -> String {
+/// `kept`: the packets went somewhere (`-w`, or a client's ring). A capture
+/// with nowhere to put them (flows only, or counting) still counts them as
+/// written — the writer took them, which is what the rates and losses are
+/// about — but the last line says that none was kept.
+pub fn final_report(
+    per: &[(String, Counters)],
+    total: &Counters,
+    seconds: f64,
+    kept: bool,
+) -> String {
     let mut out = String::new();
     let block = |out: &mut String, title: &str, c: &Counters| {
         out.push_str(&format!("{title}\n"));
@@ -144,10 +153,17 @@ pub fn final_report(per: &[(String, Counters)], total: &Counters, seconds: f64) 
     if per.len() != 1 {
         block(&mut out, "total:", total);
     }
-    out.push_str(&format!(
-        "{} packets written in {:.2} s\n",
-        total.packets_written, seconds
-    ));
+    if kept {
+        out.push_str(&format!(
+            "{} packets written in {:.2} s\n",
+            total.packets_written, seconds
+        ));
+    } else {
+        out.push_str(&format!(
+            "{} packets counted in {:.2} s; none kept (no -w)\n",
+            total.packets_written, seconds
+        ));
+    }
     out
 }
 
@@ -177,20 +193,23 @@ mod tests {
             writer_buffer_bytes: 256 << 20,
             ..Default::default()
         };
-        let r = final_report(&[("eth0".into(), c)], &c, 1.0);
+        let r = final_report(&[("eth0".into(), c)], &c, 1.0, true);
         assert!(r.contains("ring high water (blocks)"), "{r}");
         assert!(r.contains(&format!("{:>14}", 192u64 << 20)), "{r}");
         let line = status_line(&c, &Counters::default(), 1.0, None);
         assert!(line.contains("high water ring 25% writer 75%"), "{line}");
         let none = Counters::default();
-        assert!(!final_report(&[("f".into(), none)], &none, 1.0).contains("high water"));
+        assert!(!final_report(&[("f".into(), none)], &none, 1.0, true).contains("high water"));
         assert!(!status_line(&none, &none, 1.0, None).contains("high water"));
     }
 
     #[test]
     fn report_mentions_every_stage() {
         let c = Counters::default();
-        let r = final_report(&[("eth0".into(), c)], &c, 1.0);
+        let r = final_report(&[("eth0".into(), c)], &c, 1.0, true);
+        let counted = final_report(&[("eth0".into(), c)], &c, 1.0, false);
+        assert!(counted.ends_with("none kept (no -w)\n"), "{counted}");
+        assert!(!counted.contains("packets written in"), "{counted}");
         for w in [
             "seen by the interface",
             "accepted by the filter",

@@ -504,7 +504,7 @@ fn query_indexed(
             from,
             to,
         } = *r;
-        ahead.advise(runs[i..].iter().map(|r| (r.from, r.to)));
+        ahead.advise(i, runs.len(), |j| (runs[j].from, runs[j].to));
         st.groups_read += (last - first) as u64;
         let ep = epoch_of(&idx.epochs, first);
         let state = |rd: &Reader<Bounded>| (rd.sections() as u32, rd.interfaces().len() as u32);

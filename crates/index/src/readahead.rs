@@ -131,11 +131,20 @@ pub fn hint_runs(capture: &Path, runs: impl Iterator<Item = (u64, u64)>, budget:
 /// Read-ahead for the runs of candidate groups of the file being read: the
 /// kernel's own read-ahead is turned off (it read 128 KB or more around
 /// each small run, most of it for nothing), and the runs the reader will
-/// read next, up to [`READ_AHEAD`] bytes, are asked for all at once.
+/// read next, up to [`READ_AHEAD`] bytes of them, are asked for together,
+/// again each time the reader has used half.
+///
+/// The window is counted in bytes of runs, not of the file: the runs of a
+/// selective query are small and far apart (12 KB every ~370 KB for a port
+/// of 100 flows in 100,000), and a window of 16 MB of the file held ~40 of
+/// them: a hint, and a wake-up of the hinting thread, every ~20 runs (1,100
+/// wake-ups over 10 GB, 7 % of a warm port query's time in `futex_wake`).
 pub struct ReadAhead {
     file: Option<Arc<File>>,
-    /// Where the hints reach (a file offset).
-    until: u64,
+    /// Runs before this one have been hinted.
+    next: usize,
+    /// Bytes of the runs hinted and not yet read.
+    ahead: u64,
 }
 
 impl ReadAhead {
@@ -147,33 +156,79 @@ impl ReadAhead {
         }
         ReadAhead {
             file: file.map(Arc::new),
-            until: 0,
+            next: 0,
+            ahead: 0,
         }
     }
 
-    /// `runs` (from, to) start with the one about to be read.
-    pub fn advise(&mut self, mut runs: impl Iterator<Item = (u64, u64)>) {
+    /// Run `i` of `n` is about to be read (called for each run, in order);
+    /// `run(j)` is run j's (from, to).
+    pub fn advise(&mut self, i: usize, n: usize, run: impl Fn(usize) -> (u64, u64)) {
         let Some(f) = &self.file else { return };
-        let Some(first) = runs.next() else { return };
-        let here = first.0;
-        // Hints are given when the reader has used half of them.
-        if self.until > here + READ_AHEAD / 2 {
-            return;
-        }
-        let mut ranges = Vec::new();
-        for (from, to) in std::iter::once(first).chain(runs) {
-            if from >= here + READ_AHEAD {
-                break;
-            }
-            if to <= self.until {
-                continue;
-            }
-            let from = from.max(self.until);
-            ranges.push((from, to.saturating_sub(from)));
-            self.until = to;
-        }
+        let f = f.clone();
+        let ranges = self.due(i, n, run);
         if !ranges.is_empty() {
-            Hint::Ranges(f.clone(), ranges).send();
+            Hint::Ranges(f, ranges).send();
+        }
+    }
+
+    /// The ranges (from, length) to hint now, as [`ReadAhead::advise`].
+    fn due(&mut self, i: usize, n: usize, run: impl Fn(usize) -> (u64, u64)) -> Vec<(u64, u64)> {
+        let len = |(from, to): (u64, u64)| to.saturating_sub(from);
+        if i > 0 && i <= self.next {
+            self.ahead = self.ahead.saturating_sub(len(run(i - 1)));
+        }
+        self.next = self.next.max(i);
+        let mut ranges = Vec::new();
+        if self.ahead > READ_AHEAD / 2 {
+            return ranges;
+        }
+        while self.next < n && self.ahead < READ_AHEAD {
+            let (from, to) = run(self.next);
+            ranges.push((from, len((from, to))));
+            self.ahead += len((from, to));
+            self.next += 1;
+        }
+        ranges
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every run is hinted once, in order, before it is read; the reader
+        /// never has more than READ_AHEAD bytes (and one run) hinted ahead,
+        /// and hints come in few batches.
+        #[test]
+        fn every_run_hinted_once_ahead_of_the_reader(
+            lens in prop::collection::vec(1u64..(4 << 20), 0..400),
+        ) {
+            let mut runs = Vec::new();
+            let mut at = 4096;
+            for l in &lens {
+                runs.push((at, at + l));
+                at += l + 100_000;
+            }
+            let mut ra = ReadAhead { file: None, next: 0, ahead: 0 };
+            let mut hinted: Vec<(u64, u64)> = Vec::new();
+            let mut batches = 0;
+            for i in 0..runs.len() {
+                let got = ra.due(i, runs.len(), |j| runs[j]);
+                batches += usize::from(!got.is_empty());
+                hinted.extend(got);
+                // Run i is hinted before it is read.
+                prop_assert!(hinted.len() > i);
+                let ahead: u64 = runs[i..hinted.len()].iter().map(|r| r.1 - r.0).sum();
+                let last = runs[hinted.len() - 1];
+                prop_assert!(ahead <= READ_AHEAD + (last.1 - last.0));
+            }
+            let want: Vec<(u64, u64)> = runs.iter().map(|&(f, t)| (f, t - f)).collect();
+            prop_assert_eq!(hinted, want);
+            let total: u64 = lens.iter().sum();
+            prop_assert!(batches as u64 <= 1 + 2 * total / (READ_AHEAD / 2) + 1);
         }
     }
 }

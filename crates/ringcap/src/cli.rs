@@ -6,7 +6,8 @@ use std::path::PathBuf;
 const EXIT_STATUSES: &str = "\
 Exit status:
   0  success (stopped by -c, --duration, SIGINT or SIGTERM after draining; SIGHUP
-     ends the current file of a series at the signal and does not stop)
+     ends the current file of a series at the signal and does not stop; SIGUSR1
+     prints the counters so far and does not stop)
   1  failure while running: an output file could not be written (disk full, I/O error),
      or a capture socket failed
   2  bad usage: an unknown or invalid option value, a bad filter expression, an

@@ -6,7 +6,7 @@
 
 use crate::cli::StatsArgs;
 use crate::failure::{exit, Failure};
-use crate::reporting::{Reporter, Signals};
+use crate::reporting::{print_now, Reporter, Signals};
 use ringcap_client::{
     default_socket, Client, DumpRequest, OpenRequest, OutputFormat, Pump, Sample,
     Snap as SnapRequest, Stop, Tally,
@@ -217,6 +217,7 @@ pub fn capture(
     );
     let flows = crate::daemon_flows::DaemonFlows::start(flow_args, &session)?;
     let began = Instant::now();
+    let kept = spec.sink.output != ringcap_engine::OutputPlan::Discard;
     let mut reporter = Reporter::new(json, stats_interval);
     let mut transforms: Vec<_> = spec.transforms.iter().map(|f| f()).collect();
     let mut pump = Pump::new(spec.count);
@@ -258,8 +259,19 @@ pub fn capture(
         if signals.hup.swap(false, Ordering::Relaxed) {
             writer.shared.request_rotation();
         }
-        if let Some(c) = pump.poll_stats(&mut session, stats_interval.min(Duration::from_secs(1))) {
+        // SIGUSR1: the counters now, freshly asked of the daemon.
+        let asked = signals.info_asked();
+        let every = if asked {
+            Duration::ZERO
+        } else {
+            stats_interval.min(Duration::from_secs(1))
+        };
+        if let Some(c) = pump.poll_stats(&mut session, every) {
             let total = counters(&c, &board, &pump.tally);
+            if asked {
+                let now = [(name.clone(), total)];
+                print_now(&now, &total, began.elapsed().as_secs_f64(), kept);
+            }
             reporter.tick(|| {
                 (
                     vec![(name.clone(), total)],
@@ -276,7 +288,6 @@ pub fn capture(
     drop(encoder);
     let shared = writer.join();
     let total = counters(&end.counters, &board, &pump.tally);
-    let kept = spec.sink.output != ringcap_engine::OutputPlan::Discard;
     let seconds = began.elapsed().as_secs_f64();
     reporter.finish(&[(name, total)], &total, seconds, kept);
     eprintln!("ringcap: ringcapd ended the session: {}", end.reason);
@@ -389,8 +400,18 @@ fn run_dump(
         if signals.hup.swap(false, Ordering::Relaxed) {
             session.checkpoint().map_err(refusal)?;
         }
-        if let Some(c) = pump.poll_stats(&mut session, stats_interval.min(Duration::from_secs(1))) {
+        let asked = signals.info_asked();
+        let every = if asked {
+            Duration::ZERO
+        } else {
+            stats_interval.min(Duration::from_secs(1))
+        };
+        if let Some(c) = pump.poll_stats(&mut session, every) {
             let total = session_counters(&c);
+            if asked {
+                let now = [(name.clone(), total)];
+                print_now(&now, &total, began.elapsed().as_secs_f64(), true);
+            }
             reporter.tick(|| (vec![(name.clone(), total)], total, None));
         }
     };

@@ -3,6 +3,7 @@
 //! session of ringcapd, `daemon_client`): signals as flags, the status
 //! line, JSON counters, the final report, the failure message.
 
+use crossbeam_channel::Receiver;
 use ringcap_engine::Counters;
 use ringcap_stats::report;
 use std::fs::File;
@@ -11,25 +12,59 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Signals as flags: SIGINT/SIGTERM stop, SIGHUP rotates.
+/// Signals as flags: SIGINT/SIGTERM stop, SIGHUP rotates; SIGUSR1 asks
+/// for the counters now, as it does of tcpdump (whose users send it), and
+/// SIGUSR2 (tcpdump: flush the output) is taken and does nothing more, the
+/// writer flushing every 50-200 ms on its own. Left to their default
+/// action, both killed the capture at once: no drain, packets in the ring
+/// and the writer's buffer lost, the file left to `ringcap repair`.
 pub struct Signals {
     /// Stop requested.
     pub stop: Arc<AtomicBool>,
     /// Rotation requested.
     pub hup: Arc<AtomicBool>,
+    /// One message per SIGUSR1 (several pending may come as one), from a
+    /// thread that waits for it: a loop that blocks can wait on this too.
+    pub info: Receiver<()>,
 }
 
 impl Signals {
     /// Installs the handlers.
     pub fn install() -> Signals {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
         let stop = Arc::new(AtomicBool::new(false));
         let hup = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        for sig in [SIGINT, SIGTERM] {
             let _ = signal_hook::flag::register(sig, stop.clone());
         }
-        let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone());
-        Signals { stop, hup }
+        let _ = signal_hook::flag::register(SIGHUP, hup.clone());
+        let (tx, info) = crossbeam_channel::bounded(1);
+        if let Ok(mut usr) = signal_hook::iterator::Signals::new([SIGUSR1, SIGUSR2]) {
+            let _ = std::thread::Builder::new()
+                .name("ringcap-signals".into())
+                .spawn(move || {
+                    for sig in usr.forever() {
+                        if sig == SIGUSR1 {
+                            let _ = tx.try_send(());
+                        }
+                    }
+                });
+        }
+        Signals { stop, hup, info }
     }
+
+    /// True (once) if SIGUSR1 came since the last call.
+    pub fn info_asked(&self) -> bool {
+        self.info.try_recv().is_ok()
+    }
+}
+
+/// The counters now, for SIGUSR1: the final report's words, on stderr.
+pub fn print_now(per: &[(String, Counters)], total: &Counters, seconds: f64, kept: bool) {
+    eprint!(
+        "ringcap: counters now (SIGUSR1):\n{}",
+        report::final_report(per, total, seconds, kept)
+    );
 }
 
 /// Reporting while the capture runs.

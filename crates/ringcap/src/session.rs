@@ -7,7 +7,7 @@ use crate::config::{self, Plan};
 use crate::failure::{exit, Failure};
 use crate::privileges;
 use crate::reporting::{report_failure, Reporter, Signals};
-use crossbeam_channel::RecvTimeoutError;
+use crossbeam_channel::Select;
 use ringcap_engine::{Capture, ErrorKind, Event, OutputPlan, Started};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -146,26 +146,36 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     }
     let mut reporter =
         Reporter::new(json, stats_interval).with_flows(flows.as_ref().map(|e| e.stats()));
+    let began = std::time::Instant::now();
     let mut stopping = false;
     loop {
         // This thread waits for the capture's events, and for the next
         // interval record when there is somewhere to put it. Stops and
         // rotations reach the capture without it (above); the Finished
         // event ends the wait as soon as the capture is done.
-        let event = if stopping || !reporter.active() {
-            capture
-                .events()
-                .recv()
-                .map_err(|_| RecvTimeoutError::Disconnected)
+        // SIGUSR1 wakes it too, for the counters now.
+        let mut sel = Select::new();
+        let events = sel.recv(capture.events());
+        let info = sel.recv(&signals.info);
+        let ready = if stopping || !reporter.active() {
+            Some(sel.select())
         } else {
-            capture
-                .events()
-                .recv_timeout(reporter.until_due().max(Duration::from_millis(1)))
+            sel.select_timeout(reporter.until_due().max(Duration::from_millis(1)))
+                .ok()
         };
-        match event {
-            Ok(Event::Finished) | Err(RecvTimeoutError::Disconnected) => break,
-            Ok(e) => print_event(&e),
-            Err(RecvTimeoutError::Timeout) => {}
+        match ready {
+            Some(op) if op.index() == events => match op.recv(capture.events()) {
+                Ok(Event::Finished) | Err(_) => break,
+                Ok(e) => print_event(&e),
+            },
+            Some(op) if op.index() == info => {
+                if op.recv(&signals.info).is_ok() {
+                    let (per, total) = capture.counters();
+                    let seconds = began.elapsed().as_secs_f64();
+                    crate::reporting::print_now(&per, &total, seconds, kept);
+                }
+            }
+            Some(_) | None => {}
         }
         if !stopping && signals.stop.load(Ordering::Relaxed) {
             // No interval records while the capture drains.

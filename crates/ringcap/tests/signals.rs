@@ -1,0 +1,71 @@
+//! Signals a tcpdump user sends: SIGUSR1 asks for the counters (tcpdump
+//! prints its packet counts) and SIGUSR2 asks tcpdump to flush its output.
+//! Left to their default action they killed the capture on the spot: the
+//! packets in the ring and the writer's buffer lost, the file left hidden
+//! for `ringcap repair`. Now the capture prints its counters, carries on,
+//! and ends as ever on SIGINT with every packet written.
+
+mod common;
+
+use common::*;
+use ringcap_testkit::{frames, skip_unless_netns, Testbed};
+use std::time::{Duration, Instant};
+
+/// Waits up to `limit` for the capture's stderr to hold `needle` `times` times.
+fn wait_for_count(run: &Running, needle: &str, times: usize, limit: Duration) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if run.log.text().matches(needle).count() >= times {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn usr1_prints_the_counters_and_usr2_does_no_harm() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let dir = TempDir::new("signals");
+    let out = dir.file("out.pcap");
+    let sent = frames::mixed_sequence(&tb.endpoints(), 500);
+    let mut run = start(&tb, &["-w", &out]);
+    tb.send_from_peer(&sent[..250], 0).expect("send");
+    std::thread::sleep(SETTLE);
+    run.child.signal(libc::SIGUSR1).expect("SIGUSR1");
+    assert!(
+        wait_for_count(&run, "counters now (SIGUSR1)", 1, Duration::from_secs(5)),
+        "no counters after SIGUSR1:\n{}",
+        run.log.text()
+    );
+    run.child.signal(libc::SIGUSR2).expect("SIGUSR2");
+    tb.send_from_peer(&sent[250..], 0).expect("send");
+    std::thread::sleep(SETTLE);
+    run.child.signal(libc::SIGUSR1).expect("SIGUSR1");
+    assert!(
+        wait_for_count(&run, "counters now (SIGUSR1)", 2, Duration::from_secs(5)),
+        "no counters after the second SIGUSR1:\n{}",
+        run.log.text()
+    );
+    let text = run.log.text();
+    let seen = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("seen by the interface"))
+        .filter_map(|v| v.trim().parse::<u64>().ok())
+        .next_back();
+    assert!(
+        seen.is_some_and(|n| n >= 500),
+        "the second SIGUSR1's counters miss packets seen: {seen:?}\n{text}"
+    );
+    assert!(
+        run.child.try_wait().expect("try_wait").is_none(),
+        "the capture ended after SIGUSR1/SIGUSR2:\n{text}"
+    );
+    let fin = run.stop();
+    fin.assert_ok("capture after SIGUSR1 and SIGUSR2");
+    fin.assert_no_loss("capture after SIGUSR1 and SIGUSR2");
+    let got: Vec<Vec<u8>> = read(&out).into_iter().map(|p| p.data).collect();
+    assert_eq!(got.len(), sent.len(), "packets in the file");
+    assert!(got == sent, "the file's packets differ from those sent");
+}

@@ -127,6 +127,12 @@ pub struct CaptureArgs {
     )]
     pub write: Option<String>,
 
+    /// Read the filter expression from FILE, as tcpdump's -F: `#` starts a
+    /// comment to the end of its line. A filter on the command line as well
+    /// is refused.
+    #[arg(short = 'F', value_name = "FILE", help_heading = "What to keep")]
+    pub filter_file: Option<PathBuf>,
+
     /// Bytes to keep of each packet, or "headers" for exactly the protocol headers.
     #[arg(
         short = 's',

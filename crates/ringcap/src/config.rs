@@ -252,7 +252,7 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
     Ok(Plan {
         spec: CaptureSpec {
             source,
-            filter: a.filter.join(" "),
+            filter: filter_of(a)?,
             snap,
             sampling,
             transforms: crate::privacy::transforms(a)?,
@@ -337,8 +337,58 @@ pub fn format_of_name(path: &str) -> Option<&'static str> {
     }
 }
 
+/// A filter file bigger than this is not a filter (libpcap's own programs
+/// stop at 4096 instructions long before).
+const FILTER_FILE_MAX: u64 = 1 << 20;
+
+/// The filter expression: the words after the options, or `-F FILE`.
+fn filter_of(a: &CaptureArgs) -> Result<String, Failure> {
+    let Some(path) = &a.filter_file else {
+        return Ok(a.filter.join(" "));
+    };
+    if !a.filter.is_empty() {
+        return Err(Failure::usage(format!(
+            "-F {} and a filter on the command line ({:?}): give one of them",
+            path.display(),
+            a.filter.join(" ")
+        )));
+    }
+    let what = |e: &dyn std::fmt::Display| Failure::usage(format!("-F {}: {e}", path.display()));
+    let f = std::fs::File::open(path).map_err(|e| what(&e))?;
+    let mut text = String::new();
+    use std::io::Read;
+    f.take(FILTER_FILE_MAX + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| what(&e))?;
+    if text.len() as u64 > FILTER_FILE_MAX {
+        return Err(what(&format!(
+            "larger than {FILTER_FILE_MAX} bytes: not a filter expression"
+        )));
+    }
+    Ok(strip_comments(&text))
+}
+
+/// `text` with each `#` and the rest of its line blanked, as tcpdump reads
+/// a -F file; the lines joined by spaces.
+fn strip_comments(text: &str) -> String {
+    let lines = text
+        .lines()
+        .map(|l| l.split_once('#').map_or(l, |(code, _)| code));
+    lines.collect::<Vec<_>>().join(" ").trim().to_string()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn filter_files_lose_their_comments() {
+        let t = "# web and dns\nhost 198.18.0.1 # the server\n and (port 80 or\nport 53)\n";
+        assert_eq!(
+            super::strip_comments(t),
+            "host 198.18.0.1   and (port 80 or port 53)"
+        );
+        assert_eq!(super::strip_comments("# nothing\n"), "");
+    }
+
     use super::*;
 
     #[test]

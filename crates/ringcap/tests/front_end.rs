@@ -313,3 +313,58 @@ fn the_output_name_chooses_the_format_unless_format_is_given() {
         "--format pcap lost to the name"
     );
 }
+
+/// `-F FILE` reads the filter as tcpdump's -F does (comments to the end of
+/// a line, several lines): the packets kept are those `tcpdump -F` keeps
+/// from the same file; a filter on the command line as well, a missing file
+/// and a file too big to be a filter are usage errors.
+#[test]
+fn filter_from_a_file_as_tcpdump_reads_it() {
+    let dir = TempDir::new("filter-file");
+    let input = dir.join("in.pcap");
+    let sent = frames::mixed_sequence(&endpoints(), 300);
+    ringcap_testkit::netns::write_pcap(&input, &sent).unwrap();
+    let input = input.to_str().unwrap().to_string();
+    let ff = dir.join("web-dns.bpf");
+    std::fs::write(
+        &ff,
+        "# what we keep\n(udp and port 53) # names\n or\n tcp # all TCP\n",
+    )
+    .unwrap();
+    let ff = ff.to_str().unwrap().to_string();
+    let out = dir.file("out.pcap");
+    ringcap(&["capture", "-r", &input, "-F", &ff, "-w", &out]).assert_ok("-F");
+    let ours = tagged_seqs(&read(&out), "-F");
+    let mut cmd = Command::new("tcpdump");
+    cmd.args(["-nn", "-r", &input, "-F", &ff, "-w", "-"]);
+    let (status, stdout, stderr) = run_limited(cmd, Duration::from_secs(30));
+    assert!(status.success(), "tcpdump -F: {stderr}");
+    let theirs = tagged_seqs(
+        &ringcap_testkit::capture::parse_capture(&stdout)
+            .expect("tcpdump output")
+            .packets,
+        "tcpdump -F",
+    );
+    assert!(
+        !ours.is_empty() && ours.len() < sent.len(),
+        "{}",
+        ours.len()
+    );
+    assert_eq!(ours, theirs, "-F keeps what tcpdump -F keeps");
+
+    let big = dir.join("big.bpf");
+    std::fs::write(&big, "udp ".repeat(300_000)).unwrap();
+    let big = big.to_str().unwrap().to_string();
+    let missing = dir.join("missing.bpf").to_str().unwrap().to_string();
+    for (args, says) in [
+        (vec!["-F", ff.as_str(), "udp"], "give one of them"),
+        (vec!["-F", missing.as_str()], "No such file"),
+        (vec!["-F", big.as_str()], "not a filter expression"),
+    ] {
+        let mut a = vec!["capture", "-r", &input, "-w", &out, "--overwrite"];
+        a.extend(args.iter().copied());
+        let fin = ringcap(&a);
+        assert_eq!(fin.code(), Some(2), "{args:?}: {}", fin.stderr);
+        assert!(fin.stderr.contains(says), "{args:?}: {}", fin.stderr);
+    }
+}

@@ -307,3 +307,53 @@ fn a_client_interrupted_mid_traffic_writes_and_counts_every_delivered_packet() {
     check_identities(&cc, "client C");
     d.stop();
 }
+
+/// SIGUSR1 to a client of ringcapd prints the session's counters, freshly
+/// asked of the daemon, and SIGUSR2 does no harm: the client goes on, and
+/// its file is still exactly the oracle's (both signals used to kill it).
+#[test]
+fn a_client_prints_its_counters_on_sigusr1_and_goes_on() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(
+        &tb,
+        &format!("capture_filter = \"{FRAMEWORK}\"\nmax_snaplen = {CAP}\n"),
+    );
+    let out = open_dir("usr1");
+    let filter = "udp or icmp or arp";
+    let mut c = start_client(&tb, &d, NOBODY, &out, "c", &["-s", "1000", filter]);
+    let sent = untagged_frames(&tb, 0..400);
+    let said = |c: &Client, n: usize| {
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_secs(5) {
+            if c.log.text().matches("counters now (SIGUSR1)").count() >= n {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        false
+    };
+    tb.send_from_peer(&sent[..200], 0).expect("send");
+    std::thread::sleep(SETTLE);
+    c.child.signal(libc::SIGUSR1).expect("SIGUSR1");
+    assert!(said(&c, 1), "no counters after SIGUSR1:\n{}", c.log.text());
+    c.child.signal(libc::SIGUSR2).expect("SIGUSR2");
+    tb.send_from_peer(&sent[200..], 0).expect("send");
+    std::thread::sleep(SETTLE);
+    c.child.signal(libc::SIGUSR1).expect("SIGUSR1");
+    assert!(said(&c, 2), "no second counters:\n{}", c.log.text());
+    assert!(
+        c.child.try_wait().expect("try_wait").is_none(),
+        "{}",
+        c.log.text()
+    );
+    let f = c.stop();
+    f.assert_ok("client after SIGUSR1 and SIGUSR2");
+    let want = Oracle::new(FRAMEWORK, filter).expect(&sent, CAP as usize);
+    let got = f.packets();
+    assert_eq!(got.len(), want.len(), "packets of the client");
+    assert_packets(&got, &want, "client after SIGUSR1 and SIGUSR2");
+    d.stop();
+}

@@ -2209,3 +2209,32 @@ fn series_names_follow_the_first_packet_time_offline() {
         );
     }
 }
+
+/// Two writers of one directory whose files would get the same names (the
+/// same input read twice gives the same packet times; two ringcapd dumps of
+/// one user started in the same second): each file takes the next free
+/// number instead of failing on the other's. Run one after the other, then
+/// three at once; every file whole, none replaced.
+#[test]
+fn series_writers_sharing_a_directory_take_free_names() {
+    let d = TempDir::new("shared-series");
+    let input = d.join("in.pcap");
+    let pkts = udp_packets(50, |i| 60 + i, T0, 1_000);
+    write_input(&input, &pkts);
+    let out = d.join("out");
+    let run = || offline(&input, &args!["--format", "pcap", "-w", with_slash(&out)]);
+    run().expect_code(0, "first run");
+    run().expect_code(0, "second run into the same directory");
+    let runs: Vec<Run> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..3).map(|_| s.spawn(run)).collect();
+        hs.into_iter().map(|h| h.join().expect("run")).collect()
+    });
+    for r in &runs {
+        r.expect_code(0, "concurrent run");
+    }
+    let files = outputs(&out, ".pcap", &[]);
+    assert_eq!(files.len(), 5, "one file a run: {:?}", names(&files));
+    for got in read_all_valid(&files) {
+        assert!(got == pkts, "a file differs from the input");
+    }
+}

@@ -70,11 +70,24 @@ impl Writer {
                 (out, Some(p.clone()), Some(partial))
             }
             OutputPlan::Series { dir, template } => {
-                self.seq += 1;
+                // Another writer in the same directory (a second capture,
+                // two ringcapd dumps of one user started in the same
+                // second) may hold this name, or have published it: the
+                // next number is taken, as the name's partial file is
+                // created exclusively. One writer's numbers never meet.
                 let time = UNIX_EPOCH + Duration::from_nanos(first_ts);
-                let p = dir.join(files::expand_template(template, time, self.seq));
-                let (out, partial) = self.create(&p)?;
-                (out, Some(p), Some(partial))
+                let mut tries = 0;
+                loop {
+                    self.seq += 1;
+                    let p = dir.join(files::expand_template(template, time, self.seq));
+                    match self.create(&p) {
+                        Ok((out, partial)) => break (out, Some(p), Some(partial)),
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 1000 => {
+                            tries += 1;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
             }
         };
         let anchor = *self.anchor_ns.get_or_insert(first_ts);

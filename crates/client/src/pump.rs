@@ -54,6 +54,21 @@ pub struct End {
     pub counters: SessionCounters,
 }
 
+impl End {
+    /// True if the session ended as its client asked (a stop, its count or
+    /// duration) or at its grant's `max_duration`; false if it failed, the
+    /// output failed, or the daemon ended it otherwise (a reload that no
+    /// longer allows it, the dump quota, the daemon stopping, the
+    /// connection lost): a command exits non-zero then.
+    pub fn as_asked(&self) -> bool {
+        match &self.by {
+            EndedBy::Client(Stop::Interrupted | Stop::Count) => true,
+            EndedBy::Client(Stop::Output(_)) => false,
+            EndedBy::Daemon => self.reason.starts_with(ringcap_proto::ENDED_AS_ASKED),
+        }
+    }
+}
+
 /// One batch out of the ring.
 pub enum Batch<'a> {
     /// Packet records (at most the count's rest).

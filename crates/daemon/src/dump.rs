@@ -56,6 +56,19 @@ fn untrusted(msg: String) -> io::Error {
 /// can be trusted: an absolute path without symlinks, a directory owned by
 /// root or the daemon's user, writable by neither group nor others.
 pub fn check_dump_dir(dump_dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    check_dump_dir_as(dump_dir, true)
+}
+
+/// [`check_dump_dir`] for `ringcapd --check`: a missing directory is not
+/// made (the daemon makes it), `Ok(None)`.
+pub fn check_dump_dir_only(dump_dir: &Path) -> io::Result<Option<std::os::fd::OwnedFd>> {
+    if dump_dir.is_absolute() && std::fs::symlink_metadata(dump_dir).is_err() {
+        return Ok(None);
+    }
+    check_dump_dir_as(dump_dir, false).map(Some)
+}
+
+fn check_dump_dir_as(dump_dir: &Path, make: bool) -> io::Result<std::os::fd::OwnedFd> {
     use nix::fcntl::{open, OFlag};
     use nix::sys::stat::Mode;
     if !dump_dir.is_absolute() {
@@ -64,7 +77,7 @@ pub fn check_dump_dir(dump_dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
             dump_dir.display()
         )));
     }
-    if std::fs::symlink_metadata(dump_dir).is_err() {
+    if make && std::fs::symlink_metadata(dump_dir).is_err() {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o750)
@@ -252,6 +265,11 @@ impl Dump {
             .collect();
         self.published = done.len();
         new
+    }
+
+    /// True once its writer has failed (the session then ends).
+    pub fn failed(&self) -> bool {
+        self.shared.failure.lock().map_or(true, |f| f.is_some())
     }
 
     /// Starts a new file now.

@@ -51,6 +51,24 @@ fn main() {
     };
     if args.check {
         print!("{}", policy.describe());
+        // What the daemon would refuse at its start, or at a client's
+        // request, is said now (the unit runs --check before starting).
+        let dumps = policy.grants.iter().any(|g| g.dump_quota > 0);
+        if let Err(e) = ringcap_daemon::dump::check_dump_dir_only(&policy.dump_dir) {
+            if dumps {
+                eprintln!("ringcapd: not serving dumps: {e}");
+                std::process::exit(2);
+            }
+            eprintln!("ringcapd: warning: {e} (no grant allows dumps, so none is written)");
+        }
+        for s in &policy.stores {
+            if let Err(e) = ringcap_daemon::retrieve::check_store(&s.dir) {
+                eprintln!(
+                    "ringcapd: warning: line {}: {e}: retrievals from {} will be refused",
+                    s.line, s.interface
+                );
+            }
+        }
         return;
     }
     let path = args.socket.clone().unwrap_or_else(|| policy.socket.clone());
@@ -75,9 +93,27 @@ fn main() {
     // Checked as the user that will write there: a dump directory the
     // daemon cannot trust is refused now, with the reason, not at the
     // first dump.
-    if let Err(e) = ringcap_daemon::dump::check_dump_dir(&policy.dump_dir) {
+    // ... and one it cannot write is refused too (a root-owned 0755
+    // directory under --user: every dump failed at its start).
+    let dumps_ok = ringcap_daemon::dump::check_dump_dir(&policy.dump_dir).and_then(|fd| {
+        nix::unistd::access(
+            &policy.dump_dir,
+            nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+        )
+        .map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "dump_dir {}: ringcapd's user cannot write there: {e}",
+                    policy.dump_dir.display()
+                ),
+            )
+        })
+        .map(|_| fd)
+    });
+    if let Err(e) = dumps_ok {
         if policy.grants.iter().any(|g| g.dump_quota > 0) {
-            eprintln!("ringcapd: not serving dumps from an untrusted directory: {e}");
+            eprintln!("ringcapd: not serving dumps: {e}");
             let _ = std::fs::remove_file(&path);
             std::process::exit(2);
         }

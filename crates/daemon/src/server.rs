@@ -229,17 +229,70 @@ fn ready(conn: &impl AsFd, timeout: Duration) -> std::io::Result<bool> {
     }
 }
 
+/// Bytes of a Unix socket's path (`sun_path` less its terminating NUL).
+const SUN_PATH_MAX: usize = 107;
+
+/// The socket's directory must be the daemon's to trust: owned by root or
+/// the daemon's user, and writable by no one else unless sticky (as /run
+/// and /tmp are). Another user who could write there could replace the
+/// socket with their own, and every client would talk to them.
+fn check_socket_dir(dir: &Path) -> std::io::Result<()> {
+    use nix::fcntl::{open, OFlag};
+    use nix::sys::stat::Mode;
+    let untrusted = |m: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, m);
+    let fd = open(
+        dir,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| untrusted(format!("the socket's directory {}: {e}", dir.display())))?;
+    let st = nix::sys::stat::fstat(&fd).map_err(std::io::Error::from)?;
+    let me = nix::unistd::geteuid().as_raw();
+    if st.st_uid != 0 && st.st_uid != me {
+        return Err(untrusted(format!(
+            "the socket's directory {} is owned by uid {}, not root or ringcapd's user: \
+             that user could replace the socket",
+            dir.display(),
+            st.st_uid
+        )));
+    }
+    if st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0 {
+        return Err(untrusted(format!(
+            "the socket's directory {} is writable by its group or others without the sticky \
+             bit (mode {:o}): another user could replace the socket",
+            dir.display(),
+            st.st_mode & 0o7777
+        )));
+    }
+    Ok(())
+}
+
 /// Makes the socket's directory and the socket, replacing a stale socket
 /// (only a socket: never another kind of file) and letting every local user
 /// connect (the policy decides what they get). Called before any other
 /// thread starts (it sets the process's umask for the bind).
 pub fn listen(path: &Path) -> std::io::Result<OwnedFd> {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+    if !path.is_absolute() {
+        return Err(invalid(format!(
+            "the socket {} is not an absolute path",
+            path.display()
+        )));
+    }
+    if path.as_os_str().len() > SUN_PATH_MAX {
+        return Err(invalid(format!(
+            "the socket path {} is {} bytes long; a Unix socket's holds at most {SUN_PATH_MAX}",
+            path.display(),
+            path.as_os_str().len()
+        )));
+    }
     if let Some(dir) = path.parent() {
         if !dir.exists() {
             std::fs::create_dir_all(dir)?;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
         }
+        check_socket_dir(dir)?;
     }
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() => {
@@ -271,4 +324,46 @@ pub fn listen(path: &Path) -> std::io::Result<OwnedFd> {
     let fd = transport::listen(path, 128);
     umask(old);
     fd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(p: &Path, m: u32) {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    }
+
+    /// A socket directory another user could write is refused before the
+    /// socket is made; a relative or too long path is refused before any
+    /// directory is made.
+    #[test]
+    fn the_socket_goes_only_where_no_one_else_can_replace_it() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("run");
+        std::fs::create_dir(&dir).unwrap();
+        let sock = dir.join("d.sock");
+        mode(&dir, 0o777);
+        let e = listen(&sock).unwrap_err();
+        assert!(e.to_string().contains("without the sticky bit"), "{e}");
+        assert!(!sock.exists());
+        if nix::unistd::geteuid().is_root() {
+            mode(&dir, 0o755);
+            std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+            let e = listen(&sock).unwrap_err();
+            assert!(e.to_string().contains("owned by uid 65534"), "{e}");
+            std::os::unix::fs::chown(&dir, Some(0), None).unwrap();
+        }
+        mode(&dir, 0o1777);
+        drop(listen(&sock).expect("a sticky directory, as /run or /tmp"));
+        mode(&dir, 0o755);
+        drop(listen(&sock).expect("the daemon's own directory"));
+        let e = listen(Path::new("rel/d.sock")).unwrap_err();
+        assert!(e.to_string().contains("not an absolute path"), "{e}");
+        let long = t.path().join("x".repeat(120)).join("d.sock");
+        let e = listen(&long).unwrap_err();
+        assert!(e.to_string().contains("at most 107"), "{e}");
+        assert!(!long.parent().unwrap().exists(), "no directory left behind");
+    }
 }

@@ -384,6 +384,32 @@ impl Session {
             || (!self.request.inject_only && self.subscriptions.iter().all(|s| s.is_finished()))
     }
 
+    /// Why [`Session::finished`] is true, in the words the client gets:
+    /// those of an end it asked for, or its grant's `max_duration`, start
+    /// with [`ringcap_proto::ENDED_AS_ASKED`] (the failure itself is added
+    /// by [`Session::end`]).
+    pub fn finish_reason(&self) -> String {
+        use ringcap_proto::ENDED_AS_ASKED;
+        let failed = self.dump.as_ref().is_some_and(|d| d.failed())
+            || self.subscriptions.iter().any(|s| s.failure().is_some());
+        if failed {
+            return "the capture failed".into();
+        }
+        match self.admitted.decision.duration {
+            Some(d) if self.began.elapsed() >= d => {
+                if self.request.duration == Some(d) {
+                    format!("{ENDED_AS_ASKED} (its duration)")
+                } else {
+                    format!(
+                        "{ENDED_AS_ASKED} by the grant: its max_duration is {}",
+                        ringcap_policy::units::format_duration(d)
+                    )
+                }
+            }
+            _ => format!("{ENDED_AS_ASKED} (its packet count)"),
+        }
+    }
+
     fn totals(&self) -> Counters {
         let mut t = self.before;
         for s in &self.subscriptions {

@@ -265,3 +265,100 @@ fn without_cap_net_raw_capture_goes_through_the_daemon_by_itself() {
         assert_eq!(&p.data, f);
     }
 }
+
+/// Two dumps of one user started together (same second, same name
+/// template): each gets files of its own and every packet, and both exit 0
+/// at their duration, "as asked". (The second used to fail on the first's
+/// file name, lose its packets and still exit 0.)
+#[test]
+fn dumps_started_together_keep_their_packets() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(
+        &tb,
+        &format!(
+            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{if}\"]\ndump_quota = \"1M\"\n",
+            if = tb.capture_if
+        ),
+    );
+    let spawn = |args: &[&str]| {
+        let mut cmd = capture_cmd(&tb, &d, NOBODY, args);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        ChildGuard::spawn(&mut cmd).expect("spawn a dump client")
+    };
+    let dump = [
+        "--dump",
+        "-i",
+        tb.capture_if.as_str(),
+        "--duration",
+        "3",
+        "udp",
+    ];
+    let started = |mut c: ChildGuard| {
+        let (_, log) =
+            ringcap_testkit::wait_for_stderr_line(&mut c, "capturing on ", Duration::from_secs(20))
+                .expect("a dump client did not start");
+        (c, log)
+    };
+    let clients = [started(spawn(&dump)), started(spawn(&dump))];
+    let ep = tb.endpoints();
+    let sent: Vec<Vec<u8>> = (0..200)
+        .map(|s| frames::udp4(&ep, s, 4000, 53, 48))
+        .collect();
+    tb.send_from_peer(&sent, 2000).expect("send");
+    let mut files = Vec::new();
+    for (c, log) in clients {
+        let out = c
+            .wait_output(Duration::from_secs(20))
+            .expect("a dump client did not finish");
+        let stderr = log.wait_eof(Duration::from_secs(5));
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("ended the session: the capture ended as asked (its duration)"),
+            "{stderr}"
+        );
+        files.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::to_string),
+        );
+    }
+    assert_eq!(files.len(), 2, "one file each: {files:?}");
+    assert_ne!(files[0], files[1]);
+    for name in &files {
+        let (ok, bytes, err) = {
+            let mut c = as_user(&tb, NOBODY, &ringcap_bin());
+            c.arg("dumps").arg(d.arg()).args(["fetch", name, "-o", "-"]);
+            c.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let o = ChildGuard::spawn(&mut c)
+                .expect("spawn fetch")
+                .wait_output(Duration::from_secs(20))
+                .expect("fetch");
+            (
+                o.status.success(),
+                o.stdout,
+                String::from_utf8_lossy(&o.stderr).to_string(),
+            )
+        };
+        assert!(ok, "{err}");
+        let got: Vec<Vec<u8>> = parse_capture(&bytes)
+            .expect("a dump file")
+            .packets
+            .into_iter()
+            .map(|p| p.data)
+            .collect();
+        assert!(
+            got == sent,
+            "{name}: {} packets, not the 200 sent",
+            got.len()
+        );
+    }
+
+    d.stop();
+}

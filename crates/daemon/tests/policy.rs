@@ -220,7 +220,9 @@ fn the_first_matching_grant_in_the_file_applies() {
     let c = start_client(&tb, &d, NOBODY, &out, "c", &[]);
     d.stop();
     let fc = c.wait(std::time::Duration::from_secs(10));
-    fc.assert_ok("client c");
+    // Not as the client asked: exit status 1, the reason said.
+    assert_no_panic(&fc.stderr, "client c");
+    assert_eq!(fc.status.code(), Some(1), "client c: {}", fc.stderr);
     assert!(
         fc.stderr
             .contains("ringcapd ended the session: the daemon is stopping"),
@@ -365,10 +367,12 @@ fn rate_limits_are_counted_and_the_duration_ends_the_session() {
     tb.send_from_peer(&sent, 0).expect("send");
     let f = c.wait(std::time::Duration::from_secs(15));
     let took = t0.elapsed();
+    // Ended by the grant's max_duration: as the grant says, exit status 0.
     f.assert_ok("limited client");
     assert!(
-        f.stderr.contains("ringcapd ended the session")
-            && took >= std::time::Duration::from_secs(3),
+        f.stderr.contains(
+            "ringcapd ended the session: the capture ended as asked by the grant: its max_duration is 3s"
+        ) && took >= std::time::Duration::from_secs(3),
         "after {took:?}: {}",
         f.stderr
     );

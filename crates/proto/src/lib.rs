@@ -54,7 +54,7 @@ pub use flows::{decode_flow_chunk, FlowEntry, FlowRequest, FlowSettings};
 pub use messages::{
     DumpFile, DumpRequest, Effective, FilterProgram, InjectFrame, InjectReport, InjectStatus,
     OutputFormat, Request, Response, RingInfo, SampleRequest, SessionCounters, SessionInfo,
-    SnapRequest,
+    SnapRequest, ENDED_AS_ASKED,
 };
 pub use transport::{
     ACCEPTED_FDS, ACCEPTED_FD_CONSUMER, ACCEPTED_FD_EVENT, ACCEPTED_FD_RING, DUMP_FDS, MAX_FDS,

@@ -30,7 +30,7 @@ mod inject;
 mod response;
 
 pub use inject::{InjectFrame, InjectReport, InjectStatus};
-pub use response::Response;
+pub use response::{Response, ENDED_AS_ASKED};
 
 /// Which way a message goes; the header's kind field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

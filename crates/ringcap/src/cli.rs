@@ -9,7 +9,8 @@ Exit status:
      ends the current file of a series at the signal and does not stop; SIGUSR1
      prints the counters so far and does not stop)
   1  failure while running: an output file could not be written (disk full, I/O error),
-     or a capture socket failed
+     a capture socket failed, or ringcapd ended the session otherwise than asked (its
+     policy reloaded, the dump quota, the daemon stopping; its grant's max_duration is 0)
   2  bad usage: an unknown or invalid option value, a bad filter expression, an
      unreadable or malformed input file (-r)
   3  the system refused: no such interface, interface down, a missing capability

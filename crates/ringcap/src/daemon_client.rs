@@ -295,7 +295,16 @@ pub fn capture(
         crate::reporting::report_failure(&crate::words::write_failure(&f), &total);
         return Ok(exit::RUNTIME);
     }
-    Ok(0)
+    Ok(end_status(&end))
+}
+
+/// Exit status of a session's end: 0 as asked, else 1 (the reason was said).
+fn end_status(end: &ringcap_client::End) -> i32 {
+    if end.as_asked() {
+        0
+    } else {
+        exit::RUNTIME
+    }
 }
 
 /// `ringcap stats --daemon`: the daemon's sessions.
@@ -423,7 +432,7 @@ fn run_dump(
     let seconds = began.elapsed().as_secs_f64();
     reporter.finish(&[(name, total)], &total, seconds, true);
     eprintln!("ringcap: ringcapd ended the session: {}", end.reason);
-    Ok(0)
+    Ok(end_status(&end))
 }
 
 /// `ringcap dumps`: list, fetch or delete your daemon dump files.

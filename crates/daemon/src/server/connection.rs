@@ -169,7 +169,8 @@ impl Connection {
             return;
         }
         if s.finished() {
-            self.end("the capture ended (count, duration or failure)", peer);
+            let why = s.finish_reason();
+            self.end(&why, peer);
             return;
         }
         let (policy, generation, key) = self.shared.policy_and_key();

@@ -7,6 +7,13 @@ use super::inject::InjectReport;
 use super::{is_zero, no_fields, DumpFile, Effective, RingInfo, SessionCounters, SessionInfo};
 use serde::{Deserialize, Serialize};
 
+/// The first words of [`Response::Ended`]'s reason when a session ended
+/// as its client asked (its duration or packet count) or at its grant's
+/// `max_duration`: a client exits 0 on them, and not on any other end (a
+/// failure, a reload that no longer allows the session, the dump quota,
+/// the daemon stopping).
+pub const ENDED_AS_ASKED: &str = "the capture ended as asked";
+
 /// The daemon's answer to a request (daemon → client).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]

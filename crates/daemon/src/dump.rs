@@ -341,7 +341,8 @@ pub fn open(dir: &Path, name: &str) -> io::Result<File> {
     Ok(f)
 }
 
-/// Deletes one of the user's files.
+/// Deletes one of the user's files, and its index (whose bytes count
+/// toward the quota too, and which the user cannot name).
 pub fn delete(dir: &Path, name: &str) -> io::Result<()> {
     let path = checked(dir, name)?;
     let m = std::fs::symlink_metadata(&path)
@@ -352,12 +353,29 @@ pub fn delete(dir: &Path, name: &str) -> io::Result<()> {
             format!("{name} is not a dump file"),
         ));
     }
-    std::fs::remove_file(path)
+    std::fs::remove_file(&path)?;
+    match std::fs::remove_file(ringcap_format::sidecar::index_path(&path)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deleted_dump_takes_its_index_along() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("dump-20261128-031953-000001.pcap");
+        std::fs::write(&f, b"x").unwrap();
+        std::fs::write(ringcap_format::sidecar::index_path(&f), b"idx").unwrap();
+        delete(d.path(), "dump-20261128-031953-000001.pcap").unwrap();
+        assert_eq!(bytes_held(d.path()), 0, "the index is gone too");
+        let g = d.path().join("dump-20261128-031953-000002.pcap");
+        std::fs::write(&g, b"x").unwrap();
+        delete(d.path(), "dump-20261128-031953-000002.pcap").expect("no index: fine");
+    }
 
     #[test]
     fn names_cannot_leave_the_directory() {

@@ -307,6 +307,56 @@ fn end_status(end: &ringcap_client::End) -> i32 {
     }
 }
 
+/// Options a capture through ringcapd cannot honour, refused with the
+/// reason rather than ignored: the daemon owns the capture (its sockets,
+/// rings, threads, timestamps, the interface's settings) and, for a dump,
+/// the files (its quota decides what is kept). `--hook` is refused by the
+/// caller (it needs root).
+pub fn refuse_unsupported(args: &crate::cli::CaptureArgs) -> Result<(), Failure> {
+    let mut no = Vec::new();
+    if args.threads != 1 {
+        no.push("--threads (ringcapd runs the capture's threads)");
+    }
+    if args.buffer.is_some() {
+        no.push("-B (ringcapd sizes the kernel ring it shares)");
+    }
+    if args.tstamp != "host" {
+        no.push("--tstamp adapter (ringcapd takes the kernel's timestamps)");
+    }
+    if args.fix_offloads {
+        no.push("--fix-offloads (the interface's settings are the administrator's)");
+    }
+    if args.no_promiscuous {
+        no.push("-p (the capture is shared: ringcapd sets the interface's mode)");
+    }
+    if args.zero_copy == "on" {
+        no.push("--zero-copy on (the packets come through ringcapd's ring, not the kernel's)");
+    }
+    if args.sample.is_some() && args.sample_mode != "random" {
+        no.push("--sample-mode count (ringcapd samples at random)");
+    }
+    if args.dump {
+        let retention =
+            args.max_files.is_some() || args.max_total.is_some() || args.min_free.is_some();
+        if retention {
+            no.push("-W/--max-total/--min-free with --dump (the grant's dump_quota decides what is kept)");
+        }
+        if args.post_rotate.is_some() {
+            no.push("--post-rotate with --dump (ringcapd writes the files; fetch them with `ringcap dumps`)");
+        }
+        if args.align {
+            no.push("--align with --dump");
+        }
+    }
+    if no.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "through ringcapd these options cannot be honoured: {}; leave them out (or capture as root without --daemon)",
+        no.join("; ")
+    )))
+}
+
 /// `ringcap stats --daemon`: the daemon's sessions.
 pub fn stats(args: &StatsArgs) -> Result<i32, Failure> {
     let socket = socket_path(args.daemon.as_deref().unwrap_or(""));

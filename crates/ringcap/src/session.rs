@@ -77,6 +77,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
                 args.hook
             )));
         }
+        crate::daemon_client::refuse_unsupported(args)?;
         if args.writer_buffer.is_none() {
             spec.sink.writer_buffer_bytes =
                 u64::from(crate::config::DAEMON_WRITER_BUFFER_MIB) << 20;

@@ -368,3 +368,44 @@ fn filter_from_a_file_as_tcpdump_reads_it() {
         assert!(fin.stderr.contains(says), "{args:?}: {}", fin.stderr);
     }
 }
+
+/// Through ringcapd, options the daemon cannot honour are refused with the
+/// reason, before any connection, not silently dropped (`--sample-mode
+/// count` became random sampling; -W with --dump was ignored).
+#[test]
+fn options_ringcapd_cannot_honour_are_refused() {
+    let dir = TempDir::new("daemon-options");
+    let sock = dir.join("none.sock");
+    let daemon = format!("--daemon={}", sock.display());
+    let out = dir.file("x.pcap");
+    for (extra, says) in [
+        (vec!["--threads", "2", "-w", &out], "--threads"),
+        (vec!["-B", "64M", "-w", &out], "-B"),
+        (vec!["-p", "-w", &out], "-p (the capture is shared"),
+        (vec!["--zero-copy", "on", "-w", &out], "--zero-copy on"),
+        (vec!["--tstamp", "adapter", "-w", &out], "--tstamp adapter"),
+        (
+            vec!["--sample", "1:4", "--sample-mode", "count", "-w", &out],
+            "--sample-mode count",
+        ),
+        (vec!["--dump", "-W", "2"], "dump_quota decides"),
+        (
+            vec!["--dump", "--post-rotate", "/bin/true"],
+            "--post-rotate with --dump",
+        ),
+    ] {
+        let mut a = vec!["capture", daemon.as_str(), "-i", "lo"];
+        a.extend(extra.iter().copied());
+        let fin = ringcap(&a);
+        assert_eq!(fin.code(), Some(2), "{extra:?}: {}", fin.stderr);
+        assert!(
+            fin.stderr.contains("cannot be honoured") && fin.stderr.contains(says),
+            "{extra:?}: {}",
+            fin.stderr
+        );
+    }
+    // Without them, the same command goes on to the (absent) daemon.
+    let fin = ringcap(&["capture", daemon.as_str(), "-i", "lo", "-w", &out]);
+    assert!(!fin.stderr.contains("cannot be honoured"), "{}", fin.stderr);
+    assert_ne!(fin.code(), Some(0), "{}", fin.stderr);
+}

@@ -96,7 +96,8 @@ fn metrics_are_served_on_loopback_only() {
     );
     // Not loopback: refused at start.
     let mut bad = tb.in_capture_ns(ringcapd_bin());
-    let dir = open_dir("metrics-bad");
+    // (Not a directory others may write: the socket goes there.)
+    let dir = ringcap_testkit::TempDir::new("metrics-bad");
     let config = dir.join("p.toml");
     std::fs::write(&config, format!("{}{grant}", policy_head(dir.path()))).unwrap();
     bad.arg("--config")

@@ -57,7 +57,7 @@ fn twelve_clients_lose_nothing_next_to_one_that_never_reads() {
                 &format!("c{i}"),
                 &["-s", "96", "--", f],
             );
-            assert!(c.ready.contains("snaplen Bytes(96)"), "{}", c.ready);
+            assert!(c.ready.contains("snaplen 96 bytes"), "{}", c.ready);
             c
         })
         .collect();

@@ -194,7 +194,7 @@ fn sighup_keeps_the_old_policy_on_error_and_holds_sessions_to_a_new_one() {
         "{log}"
     );
     let two = start_client(&tb, &d, NOBODY, &out, "two", &[]);
-    assert!(two.ready.contains("snaplen Bytes(1000)"), "{}", two.ready);
+    assert!(two.ready.contains("snaplen 1000 bytes"), "{}", two.ready);
     let batch2 = untagged_frames(&tb, 1000..1000 + 23 * 10);
     tb.send_from_peer(&batch2, 20_000).expect("send");
 

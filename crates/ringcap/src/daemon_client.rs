@@ -176,7 +176,14 @@ pub fn capture(
     let client = Client::connect(&socket).map_err(refusal)?;
     let mut session = client.open(request).map_err(refusal)?;
     if dump {
-        return run_dump(session, &live.interfaces, json, stats_interval, signals);
+        return run_dump(
+            session,
+            &live.interfaces,
+            &spec.snap,
+            json,
+            stats_interval,
+            signals,
+        );
     }
     // The output once the daemon has said what it allows: the file's snap
     // length is the effective one (the daemon's cap), not the one asked for,
@@ -205,14 +212,18 @@ pub fn capture(
     .map_err(Failure::from)?;
     let e = session.effective.clone();
     eprintln!(
-        "capturing on {} through ringcapd (session {}, grant {}, snaplen {:?}, sampling {:?}, framework filter {:?}){}",
+        "capturing on {} through ringcapd (session {}, grant {}, snaplen {}, sampling {}, framework filter {}){}",
         e.interfaces.join(", "),
         session.id,
         // Counted from 1, in file order, like `ringcapd --check`.
         u64::from(e.grant) + 1,
-        e.snaplen,
-        e.sample,
-        e.framework_filter,
+        snap_words(&e.snaplen, &spec.snap),
+        sample_words(e.sample.as_ref()),
+        if e.framework_filter.is_empty() {
+            "none".to_string()
+        } else {
+            format!("\"{}\"", e.framework_filter)
+        },
         if e.compress { ", compressed stream" } else { "" }
     );
     let flows = crate::daemon_flows::DaemonFlows::start(flow_args, &session)?;
@@ -304,6 +315,35 @@ fn end_status(end: &ringcap_client::End) -> i32 {
         0
     } else {
         exit::RUNTIME
+    }
+}
+
+/// The daemon's snap length in words, and whether the grant lowered the
+/// one asked for (a cap is said, not left to be noticed in the file).
+fn snap_words(given: &SnapRequest, asked: &Snap) -> String {
+    let words = |s: &SnapRequest| match s {
+        SnapRequest::Bytes(n) => format!("{n} bytes"),
+        SnapRequest::Headers { max } => format!("headers (at most {max} bytes)"),
+    };
+    let capped = match (asked, given) {
+        (Snap::Bytes(a), SnapRequest::Bytes(g)) => g < a,
+        (Snap::Headers { max: a }, SnapRequest::Headers { max: g }) => g < a,
+        (Snap::Headers { .. }, SnapRequest::Bytes(_)) => true,
+        (Snap::Bytes(_), SnapRequest::Headers { .. }) => true,
+    };
+    if capped {
+        format!("{}, the grant's cap", words(given))
+    } else {
+        words(given)
+    }
+}
+
+/// The daemon's sampling in words.
+fn sample_words(s: Option<&Sample>) -> String {
+    match s {
+        None => "none".into(),
+        Some(Sample::Packets(n)) => format!("1 packet in {n}"),
+        Some(Sample::Flows(n)) => format!("1 flow in {n}"),
     }
 }
 
@@ -429,16 +469,17 @@ fn session_counters(c: &ringcap_client::SessionCounters) -> Counters {
 fn run_dump(
     mut session: ringcap_client::Session,
     interfaces: &[String],
+    asked: &Snap,
     json: Option<File>,
     stats_interval: Duration,
     signals: &Signals,
 ) -> Result<i32, Failure> {
     eprintln!(
-        "capturing on {} through ringcapd into daemon dump files (session {}, grant {}, snaplen {:?})",
+        "capturing on {} through ringcapd into daemon dump files (session {}, grant {}, snaplen {})",
         interfaces.join(", "),
         session.id,
         u64::from(session.effective.grant) + 1,
-        session.effective.snaplen
+        snap_words(&session.effective.snaplen, asked)
     );
     let name = format!("ringcapd:{}", interfaces.join(","));
     let began = Instant::now();

@@ -45,7 +45,12 @@ fn main() {
     let (policy, key) = match ringcap_daemon::load_policy(&args.config) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("ringcapd: {}: {e}", args.config.display());
+            // The error names the file where it is not about a line of it.
+            let e = e.to_string();
+            match e.contains(&args.config.display().to_string()) {
+                true => eprintln!("ringcapd: {e}"),
+                false => eprintln!("ringcapd: {}: {e}", args.config.display()),
+            }
             std::process::exit(2);
         }
     };

@@ -224,6 +224,13 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
         return Err(Failure::usage(
             "give an interface with -i IFACE (or files with -r FILE)",
         ));
+    } else if let Some(twice) = a
+        .interfaces
+        .iter()
+        .enumerate()
+        .find_map(|(i, x)| a.interfaces[..i].contains(x).then_some(x))
+    {
+        return Err(Failure::usage(format!("-i {twice} is given twice")));
     } else {
         SourceSpec::Live(LiveSpec {
             interfaces: a.interfaces.clone(),

@@ -22,8 +22,10 @@ use std::time::{Duration, Instant};
 
 /// CAP_NET_RAW's bit in /proc/self/status's CapEff.
 const CAP_NET_RAW: u32 = 13;
+const CAP_SETUID: u32 = 7;
 
-fn has_net_raw() -> bool {
+/// True if the process has capability `cap` (or cannot tell).
+pub(crate) fn has_cap(cap: u32) -> bool {
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
         return true;
     };
@@ -31,7 +33,16 @@ fn has_net_raw() -> bool {
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .is_none_or(|caps| caps & (1 << CAP_NET_RAW) != 0)
+        .is_none_or(|caps| caps & (1 << cap) != 0)
+}
+
+fn has_net_raw() -> bool {
+    has_cap(CAP_NET_RAW)
+}
+
+/// True if the process may change its user (-Z).
+pub(crate) fn may_setuid() -> bool {
+    has_cap(CAP_SETUID)
 }
 
 pub(crate) fn socket_path(arg: &str) -> PathBuf {

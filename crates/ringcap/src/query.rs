@@ -345,6 +345,10 @@ fn query_daemon(args: &QueryArgs, socket: &str) -> Result<i32, Failure> {
         before_ns: t(&args.before).map_err(Failure::usage)?,
         max_bytes: args.max_bytes,
     };
+    check_window(&Window {
+        after: req.after_ns,
+        before: req.before_ns,
+    })?;
     // Written whole or not at all (a refusal leaves -w FILE as it was); an
     // answer the daemon cut at a whole record is kept, and said so.
     let (mut w, answer) = crate::answer::open(args.write.as_deref())?;

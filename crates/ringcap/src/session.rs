@@ -60,6 +60,14 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
         })
         .transpose()?;
     let owner = match &user {
+        // Checked before any file is made: without the right to change
+        // user, the drop failed after the first file was opened, and left
+        // it hidden.
+        Some(u) if !crate::daemon_client::may_setuid() => {
+            return Err(Failure::usage(format!(
+                "-Z {u}: becoming another user needs root (CAP_SETUID); run without -Z"
+            )))
+        }
         Some(u) => Some(privileges::lookup(u).map_err(Failure::usage)?),
         None => None,
     };

@@ -409,3 +409,69 @@ fn options_ringcapd_cannot_honour_are_refused() {
     assert!(!fin.stderr.contains("cannot be honoured"), "{}", fin.stderr);
     assert_ne!(fin.code(), Some(0), "{}", fin.stderr);
 }
+
+/// Mistakes found by the QA pass are usage errors (exit 2) said before
+/// anything is made: an interface given twice; -Z without the right to
+/// change user (it failed after the first file was opened, and left it
+/// hidden); an empty time window asked of ringcapd.
+#[test]
+fn more_mistakes_are_usage_errors_before_anything_is_made() {
+    let dir = TempDir::new("mistakes");
+    let out = dir.file("x.pcap");
+    let fin = ringcap(&["capture", "-i", "lo", "-i", "lo", "-w", &out]);
+    assert_eq!(fin.code(), Some(2), "{}", fin.stderr);
+    assert!(
+        fin.stderr.contains("-i lo is given twice"),
+        "{}",
+        fin.stderr
+    );
+    let fin = ringcap(&[
+        "query",
+        "--daemon=/nonexistent/none.sock",
+        "-i",
+        "lo",
+        "--after",
+        "1800000000",
+        "--before",
+        "1700000000",
+        "-w",
+        &out,
+        "udp",
+    ]);
+    assert_eq!(fin.code(), Some(2), "{}", fin.stderr);
+    assert!(
+        fin.stderr.contains("the time window is empty"),
+        "{}",
+        fin.stderr
+    );
+    // -Z as an unprivileged user, into a directory it may write.
+    let open = TempDir::new("mistakes-open");
+    std::fs::set_permissions(
+        open.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let input = open.join("in.pcap");
+    ringcap_testkit::netns::write_pcap(&input, &frames::mixed_sequence(&endpoints(), 5)).unwrap();
+    let o = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(bin())
+        .args(["capture", "-r"])
+        .arg(&input)
+        .args(["-Z", "nobody", "-w"])
+        .arg(open.join("z.pcap"))
+        .output()
+        .expect("setpriv");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("needs root"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(open.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("in.pcap")],
+        "files left"
+    );
+}

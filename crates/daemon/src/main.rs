@@ -163,6 +163,25 @@ fn main() {
         if hup.swap(false, Ordering::Relaxed) {
             match ringcap_daemon::load_policy(&args.config) {
                 Ok((p, key)) => {
+                    let (old, _) = shared.policy();
+                    // The dump directory is checked as at the start: a
+                    // reload cannot bring in one the daemon would refuse.
+                    let dumps = p.grants.iter().any(|g| g.dump_quota > 0);
+                    if let (true, Err(e)) =
+                        (dumps, ringcap_daemon::dump::check_dump_dir(&p.dump_dir))
+                    {
+                        eprintln!(
+                            "ringcapd: policy not reloaded, the old one stays: {}: not serving dumps: {e}",
+                            args.config.display()
+                        );
+                        continue;
+                    }
+                    if p.socket != old.socket && args.socket.is_none() {
+                        eprintln!(
+                            "ringcapd: warning: the socket is still {} (a new `socket` takes a restart)",
+                            path.display()
+                        );
+                    }
                     shared.replace_policy(p, key);
                     eprintln!("ringcapd: policy reloaded from {}", args.config.display());
                 }

@@ -347,3 +347,46 @@ fn a_client_that_does_not_read_its_answers_cannot_escape_a_revocation() {
     drop(conn);
     d.stop();
 }
+
+/// A reload is held to what the start checks: one that brings a dump
+/// directory others may write, under a grant with dumps, is not taken (the
+/// old policy stays, and says why); one that names another socket is taken
+/// and says the socket stays until a restart.
+#[test]
+fn a_reload_is_checked_as_the_start_is() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let grant = format!(
+        "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\ndump_quota = \"1M\"\n",
+        tb.capture_if
+    );
+    let mut d = Daemon::start(&tb, &grant);
+    let open = open_dir("reload-dumps");
+    let text = format!(
+        "socket = \"{}\"\ndump_dir = \"{}\"\n{grant}",
+        d.socket.display(),
+        open.path().display()
+    );
+    assert!(!d.reload_raw(&text), "{}", d.log.text());
+    assert!(
+        d.log.text().contains("not reloaded, the old one stays")
+            && d.log.text().contains("not serving dumps"),
+        "{}",
+        d.log.text()
+    );
+    let moved = format!(
+        "socket = \"{}\"\ndump_dir = \"{}\"\n{grant}",
+        d.dir.join("elsewhere.sock").display(),
+        d.dir.join("dumps").display()
+    );
+    assert!(d.reload_raw(&moved), "{}", d.log.text());
+    assert!(
+        d.log.text().contains("the socket is still"),
+        "{}",
+        d.log.text()
+    );
+    d.assert_running("after the reloads");
+    d.stop();
+}

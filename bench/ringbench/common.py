@@ -3,6 +3,7 @@ which CPU runs what, /proc readers, number formatting.
 """
 
 import os
+import tempfile
 import statistics
 import sys
 from pathlib import Path
@@ -136,3 +137,13 @@ def frame_avg_size(size):
 
 def kernel_version():
     return os.uname().release
+
+
+def socket_dir():
+    """A fresh directory for a ringcapd socket: under /run (root's, 0755),
+    mode 0755 so that nobody reaches the socket. ringcapd refuses a socket
+    whose directory, or a parent of it, others may write (the bench's work
+    directory is 0777): they could replace the socket. The caller removes it."""
+    d = tempfile.mkdtemp(prefix="ringcap-bench-sock-", dir="/run")
+    os.chmod(d, 0o755)
+    return d

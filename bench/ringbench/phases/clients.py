@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..common import Aborted, BENCH_DIR, CAP_CPU, REPO_DIR, log
+from ..common import Aborted, socket_dir, BENCH_DIR, CAP_CPU, REPO_DIR, log
 
 
 class ClientsPhase:
@@ -47,7 +47,8 @@ class ClientsPhase:
         kinds.append(("python", ["env", "PYTHONPATH=%s" % (REPO_DIR / "python"),
                                  "RINGCAP_LIB=%s" % lib, "PYTHONDONTWRITEBYTECODE=1",
                                  "/usr/bin/python3", str(BENCH_DIR / "clients" / "drain.py")]))
-        sock = os.path.join(outdir, "ringcapd.sock")
+        sockdir = socket_dir()
+        sock = os.path.join(sockdir, "ringcapd.sock")
         policy = os.path.join(outdir, "policy.toml")
         with open(policy, "w") as f:
             f.write('socket = "%s"\ndump_dir = "%s"\n[[grant]]\nusers = ["nobody"]\n'
@@ -101,5 +102,6 @@ class ClientsPhase:
                                    % (rec["drained"], rec["sent"], rec["seconds"], rec["pps"])))
         finally:
             self._stop_group([daemon])
+            shutil.rmtree(sockdir, ignore_errors=True)
             if not self.args.keep:
                 shutil.rmtree(outdir, ignore_errors=True)

@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..common import Aborted, fmt, log, read_proc_cpu_ns, read_proc_stat_cpu_ns
+from ..common import Aborted, socket_dir, fmt, log, read_proc_cpu_ns, read_proc_stat_cpu_ns
 from ..tools import count_pcap
 
 
@@ -29,11 +29,12 @@ class DaemonPhase:
         os.chmod(outdir, 0o777)
         rec = dict(kind="daemon", how=how, clients=n, frame_size=size, snaplen=snaplen,
                    error=None)
-        procs, daemon = [], None
+        procs, daemon, sockdir = [], None, None
         filters = ["udp and not dst port %d" % (60000 + i) for i in range(n)]
         try:
             if how != "tcpdump":
-                sock = os.path.join(outdir, "ringcapd.sock")
+                sockdir = socket_dir()
+                sock = os.path.join(sockdir, "ringcapd.sock")
                 policy = os.path.join(outdir, "policy.toml")
                 with open(policy, "w") as f:
                     f.write('socket = "%s"\ndump_dir = "%s"\n[[grant]]\nusers = ["nobody"]\n'
@@ -120,6 +121,8 @@ class DaemonPhase:
                         self._reap(pr)
             if daemon is not None:
                 self._stop_group([daemon])
+            if sockdir:
+                shutil.rmtree(sockdir, ignore_errors=True)
             if not self.args.keep:
                 shutil.rmtree(outdir, ignore_errors=True)
         self.emit(rec)

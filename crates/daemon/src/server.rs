@@ -247,21 +247,34 @@ fn check_socket_dir(dir: &Path) -> std::io::Result<()> {
     )
     .map_err(|e| untrusted(format!("the socket's directory {}: {e}", dir.display())))?;
     let st = nix::sys::stat::fstat(&fd).map_err(std::io::Error::from)?;
+    trusted(dir, st.st_uid, st.st_mode, "")?;
+    // Its parents too: one another user may write (not sticky) lets them
+    // rename the directory and put another in its place.
+    for parent in dir.ancestors().skip(1) {
+        let p = nix::sys::stat::lstat(parent).map_err(std::io::Error::from)?;
+        trusted(parent, p.st_uid, p.st_mode, "a parent of ")?;
+    }
+    Ok(())
+}
+
+/// `dir` (the socket's directory, or `what` it) is owned by root or the
+/// daemon's user and writable by no one else unless sticky.
+fn trusted(dir: &Path, uid: u32, mode: u32, what: &str) -> std::io::Result<()> {
+    let untrusted = |m: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, m);
     let me = nix::unistd::geteuid().as_raw();
-    if st.st_uid != 0 && st.st_uid != me {
+    if uid != 0 && uid != me {
         return Err(untrusted(format!(
-            "the socket's directory {} is owned by uid {}, not root or ringcapd's user: \
-             that user could replace the socket",
+            "{what}the socket's directory, {}, is owned by uid {uid}, not root or ringcapd's \
+             user: that user could replace the socket",
             dir.display(),
-            st.st_uid
         )));
     }
-    if st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0 {
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
         return Err(untrusted(format!(
-            "the socket's directory {} is writable by its group or others without the sticky \
-             bit (mode {:o}): another user could replace the socket",
+            "{what}the socket's directory, {}, is writable by its group or others without the \
+             sticky bit (mode {:o}): another user could replace the socket",
             dir.display(),
-            st.st_mode & 0o7777
+            mode & 0o7777
         )));
     }
     Ok(())
@@ -357,6 +370,15 @@ mod tests {
         }
         mode(&dir, 0o1777);
         drop(listen(&sock).expect("a sticky directory, as /run or /tmp"));
+        // A parent others may write: they could rename the directory.
+        let inner = dir.join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        mode(&dir, 0o777);
+        let e = listen(&inner.join("d.sock")).unwrap_err();
+        assert!(
+            e.to_string().contains("a parent of the socket's directory"),
+            "{e}"
+        );
         mode(&dir, 0o755);
         drop(listen(&sock).expect("the daemon's own directory"));
         let e = listen(Path::new("rel/d.sock")).unwrap_err();

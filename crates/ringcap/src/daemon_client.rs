@@ -281,13 +281,7 @@ pub fn capture(
         if signals.hup.swap(false, Ordering::Relaxed) {
             writer.shared.request_rotation();
         }
-        // SIGUSR1: the counters now, freshly asked of the daemon.
-        let asked = signals.info_asked();
-        let every = if asked {
-            Duration::ZERO
-        } else {
-            stats_interval.min(Duration::from_secs(1))
-        };
+        let (asked, every) = stats_due(signals, stats_interval);
         if let Some(c) = pump.poll_stats(&mut session, every) {
             let total = counters(&c, &board, &pump.tally);
             if asked {
@@ -318,6 +312,16 @@ pub fn capture(
         return Ok(exit::RUNTIME);
     }
     Ok(end_status(&end))
+}
+
+/// Whether SIGUSR1 asked for the counters (then they are asked of the
+/// daemon at once, fresh), and how old the daemon's counters may be.
+fn stats_due(signals: &Signals, interval: Duration) -> (bool, Duration) {
+    if signals.info_asked() {
+        (true, Duration::ZERO)
+    } else {
+        (false, interval.min(Duration::from_secs(1)))
+    }
 }
 
 /// Exit status of a session's end: 0 as asked, else 1 (the reason was said).
@@ -511,12 +515,7 @@ fn run_dump(
         if signals.hup.swap(false, Ordering::Relaxed) {
             session.checkpoint().map_err(refusal)?;
         }
-        let asked = signals.info_asked();
-        let every = if asked {
-            Duration::ZERO
-        } else {
-            stats_interval.min(Duration::from_secs(1))
-        };
+        let (asked, every) = stats_due(signals, stats_interval);
         if let Some(c) = pump.poll_stats(&mut session, every) {
             let total = session_counters(&c);
             if asked {

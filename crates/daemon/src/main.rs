@@ -58,9 +58,8 @@ fn main() {
         print!("{}", policy.describe());
         // What the daemon would refuse at its start, or at a client's
         // request, is said now (the unit runs --check before starting).
-        let dumps = policy.grants.iter().any(|g| g.dump_quota > 0);
         if let Err(e) = ringcap_daemon::dump::check_dump_dir_only(&policy.dump_dir) {
-            if dumps {
+            if serves_dumps(&policy) {
                 eprintln!("ringcapd: not serving dumps: {e}");
                 std::process::exit(2);
             }
@@ -100,24 +99,8 @@ fn main() {
     // first dump.
     // ... and one it cannot write is refused too (a root-owned 0755
     // directory under --user: every dump failed at its start).
-    let dumps_ok = ringcap_daemon::dump::check_dump_dir(&policy.dump_dir).and_then(|fd| {
-        nix::unistd::access(
-            &policy.dump_dir,
-            nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
-        )
-        .map_err(|e| {
-            std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "dump_dir {}: ringcapd's user cannot write there: {e}",
-                    policy.dump_dir.display()
-                ),
-            )
-        })
-        .map(|_| fd)
-    });
-    if let Err(e) = dumps_ok {
-        if policy.grants.iter().any(|g| g.dump_quota > 0) {
+    if let Err(e) = usable_dump_dir(&policy.dump_dir) {
+        if serves_dumps(&policy) {
             eprintln!("ringcapd: not serving dumps: {e}");
             let _ = std::fs::remove_file(&path);
             std::process::exit(2);
@@ -166,10 +149,7 @@ fn main() {
                     let (old, _) = shared.policy();
                     // The dump directory is checked as at the start: a
                     // reload cannot bring in one the daemon would refuse.
-                    let dumps = p.grants.iter().any(|g| g.dump_quota > 0);
-                    if let (true, Err(e)) =
-                        (dumps, ringcap_daemon::dump::check_dump_dir(&p.dump_dir))
-                    {
+                    if let (true, Err(e)) = (serves_dumps(&p), usable_dump_dir(&p.dump_dir)) {
                         eprintln!(
                             "ringcapd: policy not reloaded, the old one stays: {}: not serving dumps: {e}",
                             args.config.display()
@@ -206,4 +186,27 @@ fn main() {
         std::thread::sleep(Duration::from_millis(50));
     }
     eprintln!("ringcapd: stopped");
+}
+
+/// True if some grant allows dumps (then an unusable `dump_dir` is refused,
+/// else only warned of).
+fn serves_dumps(p: &ringcap_policy::Policy) -> bool {
+    p.grants.iter().any(|g| g.dump_quota > 0)
+}
+
+/// The start's and a reload's check of `dump_dir`, as the user that will
+/// write there: trusted ([`ringcap_daemon::dump::check_dump_dir`]) and
+/// writable (a root-owned 0755 directory under --user: every dump failed).
+fn usable_dump_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    ringcap_daemon::dump::check_dump_dir(dir)?;
+    use nix::unistd::{access, AccessFlags};
+    access(dir, AccessFlags::W_OK | AccessFlags::X_OK).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "dump_dir {}: ringcapd's user cannot write there: {e}",
+                dir.display()
+            ),
+        )
+    })
 }

@@ -8,7 +8,8 @@
 //!
 //! **The directories are checked, not trusted.** `dump_dir` must be a real
 //! directory (no symlink anywhere in its path), owned by root or the
-//! daemon's user and writable by no one else ([`check_dump_dir`], also run
+//! daemon's user and writable by no one else, as are its parents unless
+//! sticky ([`check_dump_dir`], the rule of [`crate::trust`], also run
 //! at start so that the daemon says why it will not serve dumps); each
 //! user's directory is made and opened relative to it with `O_NOFOLLOW`
 //! and must be the daemon's own, private ([`user_dir`]). Since nobody else
@@ -53,8 +54,9 @@ fn untrusted(msg: String) -> io::Error {
 }
 
 /// Opens `dump_dir` (made, mode 0750, if missing) after checking that it
-/// can be trusted: an absolute path without symlinks, a directory owned by
-/// root or the daemon's user, writable by neither group nor others.
+/// can be trusted ([`crate::trust`]: an absolute path without symlinks, a
+/// directory owned by root or the daemon's user, writable by neither group
+/// nor others, and parents no other user can change).
 pub fn check_dump_dir(dump_dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
     check_dump_dir_as(dump_dir, true)
 }
@@ -69,52 +71,13 @@ pub fn check_dump_dir_only(dump_dir: &Path) -> io::Result<Option<std::os::fd::Ow
 }
 
 fn check_dump_dir_as(dump_dir: &Path, make: bool) -> io::Result<std::os::fd::OwnedFd> {
-    use nix::fcntl::{open, OFlag};
-    use nix::sys::stat::Mode;
-    if !dump_dir.is_absolute() {
-        return Err(untrusted(format!(
-            "dump_dir {} is not an absolute path",
-            dump_dir.display()
-        )));
-    }
-    if make && std::fs::symlink_metadata(dump_dir).is_err() {
+    if make && dump_dir.is_absolute() && std::fs::symlink_metadata(dump_dir).is_err() {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o750)
             .create(dump_dir)?;
     }
-    let real = std::fs::canonicalize(dump_dir)?;
-    if real != dump_dir {
-        return Err(untrusted(format!(
-            "dump_dir {} goes through a symlink (it is {}): name the real directory",
-            dump_dir.display(),
-            real.display()
-        )));
-    }
-    let fd = open(
-        dump_dir,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| untrusted(format!("dump_dir {}: {e}", dump_dir.display())))?;
-    let st = nix::sys::stat::fstat(&fd).map_err(io::Error::from)?;
-    let me = nix::unistd::geteuid().as_raw();
-    if st.st_uid != 0 && st.st_uid != me {
-        return Err(untrusted(format!(
-            "dump_dir {} is owned by uid {}, not root or ringcapd's user (uid {me})",
-            dump_dir.display(),
-            st.st_uid
-        )));
-    }
-    if st.st_mode & 0o022 != 0 {
-        return Err(untrusted(format!(
-            "dump_dir {} is writable by its group or others (mode {:o}): another user could \
-             put files or links in it",
-            dump_dir.display(),
-            st.st_mode & 0o7777
-        )));
-    }
-    Ok(fd)
+    crate::trust::open_trusted(dump_dir, crate::trust::DUMP_DIR)
 }
 
 /// `dump_dir/<uid>`: made (mode 0700) relative to the checked `dump_dir`

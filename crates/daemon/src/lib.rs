@@ -15,6 +15,8 @@
 //! - [`retrieve`]: stored packets for local users, held to the same
 //!   decision as a live session, answered on a pipe;
 //! - [`audit`]: a line per session start, change, end and refusal;
+//! - [`trust`]: the one rule for the directories the daemon trusts (its
+//!   socket's, `dump_dir`, the retrieval stores);
 //! - [`sys`]: the one socket option read without a safe wrapper (the
 //!   daemon's only `unsafe`).
 //!
@@ -34,17 +36,23 @@ pub mod ring_sink;
 pub mod server;
 pub mod session;
 pub mod sys;
+pub mod trust;
 
 /// Reads the policy at `path` and the anonymization key it names (checked
 /// like `ringcap capture --anonymize` checks one: private to its owner, the
 /// right size). A key that cannot be read is an error of the policy: the
-/// daemon never serves an anonymizing grant without it.
+/// daemon never serves an anonymizing grant without it. The error starts
+/// with the policy file's path, named once.
 pub fn load_policy(
     path: &std::path::Path,
 ) -> Result<(ringcap_policy::Policy, Option<ringcap_privacy::Key>), String> {
-    let policy = ringcap_policy::Policy::load(path).map_err(|e| e.to_string())?;
+    let in_file = |e: String| format!("{}: {e}", path.display());
+    let policy = ringcap_policy::Policy::load(path).map_err(|e| in_file(e.to_string()))?;
     let key = match &policy.anonymization_key {
-        Some(k) => Some(ringcap_privacy::Key::load(k)?),
+        Some(k) => Some(
+            ringcap_privacy::Key::load(k)
+                .map_err(|e| in_file(format!("anonymization_key: {e}")))?,
+        ),
         None => None,
     };
     Ok((policy, key))

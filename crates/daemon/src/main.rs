@@ -45,12 +45,7 @@ fn main() {
     let (policy, key) = match ringcap_daemon::load_policy(&args.config) {
         Ok(p) => p,
         Err(e) => {
-            // The error names the file where it is not about a line of it.
-            let e = e.to_string();
-            match e.contains(&args.config.display().to_string()) {
-                true => eprintln!("ringcapd: {e}"),
-                false => eprintln!("ringcapd: {}: {e}", args.config.display()),
-            }
+            eprintln!("ringcapd: {e}");
             std::process::exit(2);
         }
     };
@@ -165,10 +160,7 @@ fn main() {
                     shared.replace_policy(p, key);
                     eprintln!("ringcapd: policy reloaded from {}", args.config.display());
                 }
-                Err(e) => eprintln!(
-                    "ringcapd: policy not reloaded, the old one stays: {}: {e}",
-                    args.config.display()
-                ),
+                Err(e) => eprintln!("ringcapd: policy not reloaded, the old one stays: {e}"),
             }
         }
     }

@@ -71,7 +71,6 @@ use ringcap_stages::transform::{apply_all, Transform};
 use ringcap_stages::Snap;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -117,56 +116,11 @@ enum Stop {
 }
 
 /// Checks that `dir` is a store the daemon may read for others: see the
-/// module docs.
+/// module docs ([`crate::trust`]'s rule).
 pub fn check_store(dir: &Path) -> Result<(), String> {
-    let real = std::fs::canonicalize(dir).map_err(|e| format!("store {}: {e}", dir.display()))?;
-    if real != dir {
-        return Err(format!(
-            "store {} goes through a symbolic link (it is {}): the policy must name the real directory",
-            dir.display(),
-            real.display()
-        ));
-    }
-    let m = std::fs::symlink_metadata(dir).map_err(|e| format!("store {}: {e}", dir.display()))?;
-    if !m.is_dir() {
-        return Err(format!("store {} is not a directory", dir.display()));
-    }
-    let me = nix::unistd::geteuid().as_raw();
-    let owner_ok = |m: &std::fs::Metadata| m.uid() == 0 || m.uid() == me;
-    if !owner_ok(&m) {
-        return Err(format!(
-            "store {} is owned by uid {}, not root or ringcapd's user (uid {me})",
-            dir.display(),
-            m.uid()
-        ));
-    }
-    if m.mode() & 0o022 != 0 {
-        return Err(format!(
-            "store {} is writable by its group or others (mode {:o}): refused",
-            dir.display(),
-            m.mode() & 0o7777
-        ));
-    }
-    // Its parents too: a user who may rename entries of a parent could put
-    // another directory (another interface's store) in its place while a
-    // retrieval runs. A sticky directory (/tmp) lets nobody rename others'
-    // entries.
-    for parent in dir.ancestors().skip(1) {
-        let p = std::fs::symlink_metadata(parent)
-            .map_err(|e| format!("store {}: {}: {e}", dir.display(), parent.display()))?;
-        let sticky = p.mode() & 0o1000 != 0;
-        if !owner_ok(&p) || (p.mode() & 0o022 != 0 && !sticky) {
-            return Err(format!(
-                "store {}: its parent {} is owned by uid {} with mode {:o}: every parent must be \
-                 root's (or ringcapd's user's) and writable only by it, or sticky",
-                dir.display(),
-                parent.display(),
-                p.uid(),
-                p.mode() & 0o7777
-            ));
-        }
-    }
-    Ok(())
+    crate::trust::open_trusted(dir, crate::trust::STORE)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// What the client is told of a decision.

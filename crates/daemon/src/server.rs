@@ -232,54 +232,6 @@ fn ready(conn: &impl AsFd, timeout: Duration) -> std::io::Result<bool> {
 /// Bytes of a Unix socket's path (`sun_path` less its terminating NUL).
 const SUN_PATH_MAX: usize = 107;
 
-/// The socket's directory must be the daemon's to trust: owned by root or
-/// the daemon's user, and writable by no one else unless sticky (as /run
-/// and /tmp are). Another user who could write there could replace the
-/// socket with their own, and every client would talk to them.
-fn check_socket_dir(dir: &Path) -> std::io::Result<()> {
-    use nix::fcntl::{open, OFlag};
-    use nix::sys::stat::Mode;
-    let untrusted = |m: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, m);
-    let fd = open(
-        dir,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| untrusted(format!("the socket's directory {}: {e}", dir.display())))?;
-    let st = nix::sys::stat::fstat(&fd).map_err(std::io::Error::from)?;
-    trusted(dir, st.st_uid, st.st_mode, "")?;
-    // Its parents too: one another user may write (not sticky) lets them
-    // rename the directory and put another in its place.
-    for parent in dir.ancestors().skip(1) {
-        let p = nix::sys::stat::lstat(parent).map_err(std::io::Error::from)?;
-        trusted(parent, p.st_uid, p.st_mode, "a parent of ")?;
-    }
-    Ok(())
-}
-
-/// `dir` (the socket's directory, or `what` it) is owned by root or the
-/// daemon's user and writable by no one else unless sticky.
-fn trusted(dir: &Path, uid: u32, mode: u32, what: &str) -> std::io::Result<()> {
-    let untrusted = |m: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, m);
-    let me = nix::unistd::geteuid().as_raw();
-    if uid != 0 && uid != me {
-        return Err(untrusted(format!(
-            "{what}the socket's directory, {}, is owned by uid {uid}, not root or ringcapd's \
-             user: that user could replace the socket",
-            dir.display(),
-        )));
-    }
-    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
-        return Err(untrusted(format!(
-            "{what}the socket's directory, {}, is writable by its group or others without the \
-             sticky bit (mode {:o}): another user could replace the socket",
-            dir.display(),
-            mode & 0o7777
-        )));
-    }
-    Ok(())
-}
-
 /// Makes the socket's directory and the socket, replacing a stale socket
 /// (only a socket: never another kind of file) and letting every local user
 /// connect (the policy decides what they get). Called before any other
@@ -305,7 +257,7 @@ pub fn listen(path: &Path) -> std::io::Result<OwnedFd> {
             std::fs::create_dir_all(dir)?;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
         }
-        check_socket_dir(dir)?;
+        crate::trust::open_trusted(dir, crate::trust::SOCKET_DIR)?;
     }
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() => {
@@ -375,10 +327,7 @@ mod tests {
         std::fs::create_dir(&inner).unwrap();
         mode(&dir, 0o777);
         let e = listen(&inner.join("d.sock")).unwrap_err();
-        assert!(
-            e.to_string().contains("a parent of the socket's directory"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("its parent"), "{e}");
         mode(&dir, 0o755);
         drop(listen(&sock).expect("the daemon's own directory"));
         let e = listen(Path::new("rel/d.sock")).unwrap_err();

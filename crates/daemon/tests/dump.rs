@@ -96,6 +96,11 @@ fn dumps_are_written_rotated_held_to_the_quota_and_private() {
     let (ok, list, err) = dumps_cmd(&tb, &d, NOBODY, &["list"]);
     assert!(ok, "{err}");
     let kept = names(&list);
+    // --daemon after the action too.
+    let mut c = as_user(&tb, NOBODY, &ringcap_bin());
+    c.args(["dumps", "list", &d.arg()]);
+    let (status, after, err) = run_limited_out(&mut c, Duration::from_secs(20));
+    assert!(status.success() && after == list, "{err}");
     let total: u64 = list
         .lines()
         .map(|l| l.split('\t').nth(1).unwrap().parse::<u64>().unwrap())

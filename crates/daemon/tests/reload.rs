@@ -90,7 +90,24 @@ fn check_reports_the_line_and_a_bad_policy_is_refused_at_start() {
         );
         assert!(stderr.contains(&format!("line {line},")), "{stderr}");
         assert!(!dir.join("ringcapd.sock").exists(), "a socket was made");
+        // The file is named once.
+        let shown = config.display().to_string();
+        assert_eq!(stderr.matches(&shown).count(), 1, "{stderr}");
     }
+    // A file that cannot be read: named once, and why.
+    let missing = dir.join("missing.toml");
+    let (status, stderr) = run_limited(
+        Command::new(ringcapd_bin()).arg("--config").arg(&missing),
+        Duration::from_secs(20),
+    );
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        format!(
+            "ringcapd: {}: cannot read it: No such file or directory (os error 2)",
+            missing.display()
+        )
+    );
 
     // A good file: exit 0, each grant as the daemon understands it.
     std::fs::write(

@@ -99,6 +99,12 @@ impl From<ringcap_source::OpenError> for EngineError {
                     },
                 )
             }
+            ringcap_source::OpenError::MissingCapability { capability, action } => {
+                EngineError::because(
+                    ErrorKind::System,
+                    Reason::MissingCapability { capability, action },
+                )
+            }
             _ => EngineError::system(e.to_string()),
         }
     }

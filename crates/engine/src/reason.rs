@@ -49,6 +49,14 @@ pub enum Reason {
         /// The system's error.
         error: String,
     },
+    /// The process may not open a packet socket (the system's words are
+    /// `Display`; a front end may name its own way around it).
+    MissingCapability {
+        /// CAP_NET_RAW or CAP_NET_ADMIN.
+        capability: &'static str,
+        /// What was being done.
+        action: String,
+    },
     /// The sink's reason.
     Sink(SinkReason),
 }
@@ -140,6 +148,14 @@ impl fmt::Display for Reason {
             Reason::NoHardwareTimestamps { interface, error } => write!(
                 f,
                 "interface '{interface}' cannot give hardware timestamps ({error}); use host timestamps"
+            ),
+            Reason::MissingCapability { capability, action } => write!(
+                f,
+                "{}",
+                ringcap_source::OpenError::MissingCapability {
+                    capability,
+                    action: action.clone()
+                }
             ),
             Reason::Sink(r) => r.fmt(f),
         }

@@ -460,6 +460,17 @@ pub fn decide_retrieve(
     }
     let span = before - after;
     let max = u64::try_from(rights.max_window.as_nanos()).unwrap_or(u64::MAX);
+    if span > max && req.after_ns.is_none() {
+        return Err(refuse(
+            "retrieve.max_window",
+            format!(
+                "no start was given (--after), so the window reaches back to 1970; this grant allows at most {}: give --after (RFC 3339 or seconds since the epoch; the last {} is --after $(($(date +%s) - {})))",
+                units::format_duration(rights.max_window),
+                units::format_duration(rights.max_window),
+                rights.max_window.as_secs()
+            ),
+        ));
+    }
     if span > max {
         return Err(refuse(
             "retrieve.max_window",

@@ -292,10 +292,11 @@ fn lookup_group(name: &str) -> nix::Result<Option<u32>> {
 }
 
 impl Policy {
-    /// Reads and checks a policy file.
+    /// Reads and checks a policy file (errors do not repeat its path: the
+    /// caller names it).
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| PolicyError::file(format!("cannot read {}: {e}", path.display())))?;
+            .map_err(|e| PolicyError::file(format!("cannot read it: {e}")))?;
         Policy::from_toml(&text)
     }
 

@@ -425,6 +425,14 @@ max_queries = 2
             rule(req("eth0", None, None), nobody()),
             "retrieve.max_window"
         );
+        // Without a start, the refusal says to give one, and how.
+        let why = decide_retrieve(&p, &nobody(), &req("eth0", None, None), now)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            why.contains("no start was given (--after)") && why.contains("- 3600)"),
+            "{why}"
+        );
         assert_eq!(
             rule(req("eth0", Some(now), Some(now)), nobody()),
             "retrieve.max_window"

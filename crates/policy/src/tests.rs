@@ -508,7 +508,7 @@ fn load_reads_a_file_and_reports_unreadable_ones() {
     assert_eq!(Policy::load(&path).unwrap().grants.len(), 1);
     let e = Policy::load(&dir.join("missing.toml")).unwrap_err();
     assert_eq!(e.line, 0);
-    assert!(e.to_string().starts_with("cannot read "), "{e}");
+    assert!(e.to_string().starts_with("cannot read it: "), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

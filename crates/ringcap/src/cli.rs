@@ -432,8 +432,8 @@ pub struct StatsArgs {
 #[derive(Debug, Args)]
 pub struct DumpsArgs {
     /// The daemon's socket (--daemon=PATH; default $RINGCAP_DAEMON, else
-    /// /run/ringcapd/ringcapd.sock).
-    #[arg(long, value_name = "SOCKET", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    /// /run/ringcapd/ringcapd.sock); before or after the action.
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1, require_equals = true, default_missing_value = "", global = true)]
     pub daemon: Option<String>,
     /// What to do.
     #[command(subcommand)]

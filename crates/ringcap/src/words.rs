@@ -60,6 +60,12 @@ pub fn reason(r: &Reason) -> String {
         Reason::NoHardwareTimestamps { interface, error } => format!(
             "interface '{interface}' cannot give hardware timestamps ({error}); use --tstamp host"
         ),
+        Reason::MissingCapability { capability, action } => format!(
+            "permission denied while {action}: capturing needs {capability}: run as root, \
+             `setcap cap_net_raw,cap_net_admin+ep` the ringcap binary, or capture through \
+             ringcapd as an unprivileged user ({})",
+            through_ringcapd()
+        ),
         Reason::Sink(SinkReason::OutputExists(p)) => format!(
             "cannot write the output: {} already exists (use --overwrite to replace it)",
             p.display()
@@ -67,6 +73,21 @@ pub fn reason(r: &Reason) -> String {
         Reason::Sink(SinkReason::DiskFull { file, error }) => format!(
             "writing {file}: the disk is full ({error}); the file was closed valid. Free space, or set --max-total/--min-free so ringcap deletes old files"
         ),
+    }
+}
+
+/// How this user would reach ringcapd: a capture without CAP_NET_RAW goes
+/// through the default socket by itself when it exists, so here it does
+/// not, or the capability was refused for another reason.
+fn through_ringcapd() -> String {
+    let s = ringcap_client::default_socket();
+    if s.exists() {
+        format!("--daemon {}", s.display())
+    } else {
+        format!(
+            "no ringcapd listens at {}: start it, or name its socket with --daemon PATH",
+            s.display()
+        )
     }
 }
 
@@ -144,6 +165,13 @@ mod tests {
             (
                 Reason::Sink(SinkReason::OutputExists("/x".into())),
                 "--overwrite",
+            ),
+            (
+                Reason::MissingCapability {
+                    capability: "CAP_NET_RAW",
+                    action: "opening a packet socket".into(),
+                },
+                "--daemon",
             ),
             (
                 Reason::Sink(SinkReason::DiskFull {

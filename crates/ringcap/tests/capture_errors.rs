@@ -93,7 +93,13 @@ fn missing_capability_names_cap_net_raw() {
     ]);
     let (status, _, stderr) = run_limited(cmd, LIMIT);
     let fin = Finished { status, stderr };
-    expect_refusal(&fin, 3, &["CAP_NET_RAW"], "unprivileged user");
+    // ...and the unprivileged way: through ringcapd.
+    expect_refusal(
+        &fin,
+        3,
+        &["CAP_NET_RAW", "ringcapd", "--daemon"],
+        "unprivileged user",
+    );
 }
 
 #[test]
@@ -125,6 +131,7 @@ fn bad_filter_expressions() {
             .to_string();
         let fin = capture_in_ns(&tb, &["-i", &tb.capture_if, "-B", "8M", expr]);
         expect_refusal(&fin, 2, &[expr, &libpcap_msg], &format!("filter {expr:?}"));
+        assert!(!fin.stderr.contains("libpcap error"), "{}", fin.stderr);
         // Split into several arguments, as a shell user would type it unquoted.
         let mut args = vec!["-i", tb.capture_if.as_str(), "-B", "8M"];
         args.extend(expr.split(' '));

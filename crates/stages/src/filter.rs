@@ -12,6 +12,15 @@ pub struct FilterError {
     pub message: String,
 }
 
+/// libpcap's message, without the `pcap` crate's "libpcap error: " in
+/// front (front ends say where it comes from once, in their own words).
+fn libpcap_says(e: pcap::Error) -> String {
+    match e {
+        pcap::Error::PcapError(m) => m,
+        other => other.to_string(),
+    }
+}
+
 impl fmt::Display for FilterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -59,6 +68,9 @@ pub fn dlt_of_linktype(linktype: i32) -> i32 {
 /// on a Linux capture device makes libpcap emit the ancillary loads that see
 /// the tag the kernel has already stripped, so those are compiled on a briefly
 /// opened (and immediately closed) libpcap handle for that interface.
+///
+/// A filter libpcap refuses gets libpcap's own words, as tcpdump prints
+/// them ("can't parse filter expression: syntax error").
 pub fn compile(
     expression: &str,
     linktype: i32,
@@ -82,12 +94,12 @@ pub fn compile(
                 ))
             })?;
         cap.compile(expression, true)
-            .map_err(|e| err(e.to_string()))?
+            .map_err(|e| err(libpcap_says(e)))?
     } else {
         let cap = pcap::Capture::dead(pcap::Linktype(dlt_of_linktype(linktype)))
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| err(libpcap_says(e)))?;
         cap.compile(expression, true)
-            .map_err(|e| err(e.to_string()))?
+            .map_err(|e| err(libpcap_says(e)))?
     };
     let mut instructions = Vec::with_capacity(program.get_instructions().len());
     for insn in program.get_instructions() {
@@ -160,6 +172,9 @@ mod tests {
         let e = compile("udp port banana", 1, 96, Target::Offline).unwrap_err();
         assert_eq!(e.expression, "udp port banana");
         assert!(e.to_string().contains("banana"), "{e}");
+        // libpcap's words as tcpdump prints them, not prefixed twice.
+        let e = compile("host or", 1, 96, Target::Offline).unwrap_err();
+        assert_eq!(e.message, "can't parse filter expression: syntax error");
     }
 
     #[test]

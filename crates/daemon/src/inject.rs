@@ -144,13 +144,14 @@ impl Injecting {
                 Err(why) => Some(why.clone()),
                 Ok(g) => match g.check(&mut data) {
                     Err(r) => Some(format!("{}: {}", r.rule, r.reason)),
-                    Ok(()) => self
+                    Ok(rewritten) => self
                         .sender
                         .submit(Job {
                             tag: f.tag,
                             at_ns: f.at_ns,
                             tolerance_ns: f.tolerance_ns,
                             frame: data,
+                            rewritten,
                         })
                         .err()
                         .map(|_| format!("queue: {QUEUE} frames are already waiting")),
@@ -163,6 +164,7 @@ impl Injecting {
                     sent_ns: None,
                     status: InjectStatus::Refused,
                     reason: Some(reason),
+                    rewritten: Vec::new(),
                 });
             }
         }

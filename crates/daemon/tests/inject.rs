@@ -178,10 +178,19 @@ fn only_what_the_grant_allows_leaves_with_the_daemons_identity() {
 
     let rs = reports(&report);
     assert_eq!(rs.len(), n as usize, "one report per frame: {stderr}");
+    assert!(
+        stderr.contains("rewritten by the grant (eth.src, ip.src"),
+        "{stderr}"
+    );
     let in_range = |p: u16| (33434..=33534).contains(&p);
     let mut sent_tags = HashSet::new();
+    let mut rewritten: HashMap<u16, Vec<String>> = HashMap::new();
     for r in &rs {
         let tag = r["tag"].as_u64().unwrap() as u16;
+        let names = r["rewritten"].as_array().map_or(Vec::new(), |a| {
+            a.iter().map(|v| v.as_str().unwrap().to_string()).collect()
+        });
+        rewritten.insert(tag, names);
         let (_, dport) = asked[&tag];
         match r["status"].as_str().unwrap() {
             "sent" => {
@@ -219,6 +228,22 @@ fn only_what_the_grant_allows_leaves_with_the_daemons_identity() {
             "frame {id} arrived but was not reported sent"
         );
         let (ttl, dport) = asked[&id];
+        // Its report names exactly the fields that left other than sent.
+        let s = &sent[usize::from(id)];
+        let mut want = Vec::new();
+        for (name, bytes) in [
+            ("eth.src", 6..12),
+            ("ip.tos", 15..16),
+            ("ip.flags", 20..22),
+            ("ip.src", 26..30),
+            ("udp.sport", 34..36),
+            ("payload", 42..s.len()),
+        ] {
+            if s[bytes.clone()] != f[bytes] {
+                want.push(name.to_string());
+            }
+        }
+        assert_eq!(rewritten[&id], want, "frame {id}: rewritten");
         assert_eq!(f[6..12], tb.capture_mac, "frame {id}: source MAC");
         assert_eq!(
             f[26..30],

@@ -45,6 +45,7 @@
 //! about to leave ([`crate::rate`]).
 
 pub use crate::identity::Identity;
+pub use crate::rewritten::Rewritten;
 use ringcap_policy::{InjectGrant, SettableField as F};
 use ringcap_stages::CheckedProgram;
 use ringcap_wire::arp::{Addr, ArpPacket};
@@ -93,6 +94,8 @@ pub struct Guard {
     max_len: usize,
     pub(crate) next_id: u16,
     templates: Templates,
+    /// The frame as the client sent it, to tell what was rewritten.
+    before: Vec<u8>,
 }
 
 impl Guard {
@@ -108,6 +111,7 @@ impl Guard {
             max_len: identity.max_len(),
             next_id: (crate::now_ns() as u16) ^ 0x5a5a,
             templates: Templates::default(),
+            before: Vec::new(),
         })
     }
 
@@ -117,8 +121,19 @@ impl Guard {
 
     /// Holds `frame` to the grant, rewriting what the grant fixes. On
     /// success the frame is what will leave (if the rate allows when its
-    /// time comes); on refusal its bytes are unspecified.
-    pub fn check(&mut self, frame: &mut [u8]) -> Result<(), Refusal> {
+    /// time comes), and the fields rewritten are returned for its report;
+    /// on refusal its bytes are unspecified.
+    pub fn check(&mut self, frame: &mut [u8]) -> Result<Rewritten, Refusal> {
+        let mut before = std::mem::take(&mut self.before);
+        before.clear();
+        before.extend_from_slice(&frame[..frame.len().min(self.max_len)]);
+        let held = self.hold(frame);
+        let rewritten = held.map(|()| Rewritten::between(&before, frame));
+        self.before = before;
+        rewritten
+    }
+
+    fn hold(&mut self, frame: &mut [u8]) -> Result<(), Refusal> {
         if frame.len() < ETH_LEN || frame.len() > self.max_len {
             return Err(refuse(
                 "size",

@@ -16,9 +16,10 @@ pub mod guard;
 pub mod identity;
 mod layers;
 pub mod rate;
+pub mod rewritten;
 pub mod sender;
 
-pub use guard::{Guard, Refusal};
+pub use guard::{Guard, Refusal, Rewritten};
 pub use identity::Identity;
 pub use layers::TUNNEL_PORTS;
 pub use rate::{RateLimit, Rates};

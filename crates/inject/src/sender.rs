@@ -53,6 +53,8 @@ pub struct Job {
     pub tolerance_ns: u64,
     /// The frame, as checked.
     pub frame: Vec<u8>,
+    /// The fields the guard rewrote (told in the report).
+    pub rewritten: crate::Rewritten,
 }
 
 /// A running scheduler on one interface.
@@ -261,6 +263,7 @@ fn run(ctx: Context) {
             sent_ns: None,
             status,
             reason,
+            rewritten: job.rewritten.names(),
         };
         if number < withdrawn.before.load(Ordering::Acquire) {
             push(report(InjectStatus::Refused, Some(withdrawn.reason())));
@@ -321,6 +324,7 @@ fn run(ctx: Context) {
             sent_ns: None,
             status: InjectStatus::Failed,
             reason: Some("the session ended before its time".into()),
+            rewritten: job.rewritten.names(),
         });
     }
     let deadline = now_ns() + TIMESTAMP_WAIT_NS;

@@ -14,7 +14,7 @@ const UDP: u8 = 17;
 
 fn refused(g: &mut ringcap_inject::Guard, mut frame: Vec<u8>) -> (&'static str, String) {
     match g.check(&mut frame) {
-        Ok(()) => panic!("let through: {frame:02x?}"),
+        Ok(_) => panic!("let through: {frame:02x?}"),
         Err(r) => {
             assert!(!r.reason.is_empty());
             (r.rule, r.reason)

@@ -501,8 +501,15 @@ fn session(seed: u64, filter: usize, settable_bits: u16) {
         };
         let mut f = sent.clone();
         match g.check(&mut f) {
-            Ok(()) => {
+            Ok(rewritten) => {
                 assert_ne!(kind, Kind::Foreign, "a foreign shape left: {sent:02x?}");
+                // The report names no field the client may set, and
+                // nothing for a frame that left as it was sent.
+                let names = rewritten.names();
+                for field in &grant.settable {
+                    assert!(!names.contains(&field.name().to_string()), "{names:?}");
+                }
+                assert!(sent != f || names.is_empty(), "{names:?}");
                 check_left(&grant, &mut s, &f);
             }
             Err(e) => {

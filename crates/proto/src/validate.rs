@@ -74,6 +74,9 @@ pub const MAX_FIELD_NAME: usize = 64;
 /// Most frames in one `Inject` request.
 pub const MAX_INJECT_BATCH: usize = 64;
 
+/// Field names in one report's `rewritten`, at most (the guard knows 24).
+pub const MAX_REWRITTEN: usize = 32;
+
 /// Injected frame sizes: an Ethernet header at least, a jumbo frame at most.
 pub const INJECT_FRAME_LEN: RangeInclusive<usize> = 14..=9216;
 
@@ -287,6 +290,15 @@ impl Response {
                 for (i, r) in reports.iter().enumerate() {
                     if let Some(reason) = &r.reason {
                         check_text(&format!("reports[{i}].reason"), reason)?;
+                    }
+                    if r.rewritten.len() > MAX_REWRITTEN {
+                        return Err(ProtoError::invalid(
+                            "rewritten",
+                            format!("{} fields, at most {MAX_REWRITTEN}", r.rewritten.len()),
+                        ));
+                    }
+                    for f in &r.rewritten {
+                        check_text(&format!("reports[{i}].rewritten"), f)?;
                     }
                 }
                 Ok(())

@@ -2,8 +2,9 @@
 //! times — directly as root (`ringcap_inject`'s scheduler), or through
 //! ringcapd, which holds each frame to the user's grant — and reports what
 //! became of each: one JSON line per frame with `--report`, and a summary
-//! (sent / refused by rule / missed / failed, and how far from the asked
-//! time the frames left: median, p99, max).
+//! (sent / refused by rule / missed / failed, which fields ringcapd's
+//! guard rewrote, and how far from the asked time the frames left:
+//! median, p99, max).
 
 use crate::cli::InjectArgs;
 use crate::daemon_client::{refusal, socket_path};
@@ -123,6 +124,8 @@ fn local(
                 at_ns: f.at_ns,
                 tolerance_ns: f.tolerance_ns,
                 frame: f.data.clone(),
+                // As root nothing holds the frame to a grant.
+                rewritten: Default::default(),
             };
             if sender.submit(job).is_err() {
                 break;
@@ -208,6 +211,19 @@ fn summary(reports: &[InjectReport]) -> String {
     }
     let counts: Vec<String> = by.iter().map(|(k, v)| format!("{v} {k}")).collect();
     let mut line = format!("{} frames: {}", reports.len(), counts.join(", "));
+    // Frames the grant changed: how many, and which fields.
+    let mut fields: BTreeMap<&str, usize> = BTreeMap::new();
+    let changed = reports.iter().filter(|r| !r.rewritten.is_empty()).count();
+    for f in reports.iter().flat_map(|r| &r.rewritten) {
+        *fields.entry(f).or_default() += 1;
+    }
+    if changed > 0 {
+        let names: Vec<&str> = fields.keys().copied().collect();
+        line.push_str(&format!(
+            "; {changed} rewritten by the grant ({}: not settable)",
+            names.join(", ")
+        ));
+    }
     if !errors.is_empty() {
         errors.sort_unstable();
         let q = |p: f64| errors[((errors.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0;

@@ -53,6 +53,11 @@ pub struct InjectReport {
     /// Why it was refused or failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The fields the daemon's guard rewrote (by `inject.settable` name:
+    /// "ip.ttl", "eth.src", ...): the frame left, or was to leave, with
+    /// the grant's values there instead of the client's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewritten: Vec<String>,
 }
 
 /// Bytes as a hexadecimal string: half the size of a JSON number array.

@@ -294,11 +294,7 @@ pub fn listen(path: &Path) -> std::io::Result<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    fn mode(p: &Path, m: u32) {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
-    }
+    use crate::trust::tests::mode;
 
     /// A socket directory another user could write is refused before the
     /// socket is made; a relative or too long path is refused before any

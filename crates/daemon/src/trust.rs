@@ -108,11 +108,12 @@ fn check(uid: u32, mode: u32, sticky_ok: bool) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn mode(p: &Path, m: u32) {
+    /// Sets `p`'s mode (tests of the directories the daemon trusts).
+    pub(crate) fn mode(p: &Path, m: u32) {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
     }
 

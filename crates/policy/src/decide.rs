@@ -460,26 +460,21 @@ pub fn decide_retrieve(
     }
     let span = before - after;
     let max = u64::try_from(rights.max_window.as_nanos()).unwrap_or(u64::MAX);
-    if span > max && req.after_ns.is_none() {
-        return Err(refuse(
-            "retrieve.max_window",
-            format!(
-                "no start was given (--after), so the window reaches back to 1970; this grant allows at most {}: give --after (RFC 3339 or seconds since the epoch; the last {} is --after $(($(date +%s) - {})))",
-                units::format_duration(rights.max_window),
-                units::format_duration(rights.max_window),
+    if span > max {
+        let allowed = units::format_duration(rights.max_window);
+        let why = match req.after_ns {
+            // Without a start the window reaches back to 1970: say how to
+            // give one, not how long that is.
+            None => format!(
+                "no start was given (--after), so the window reaches back to 1970; this grant allows at most {allowed}: give --after (RFC 3339 or seconds since the epoch; the last {allowed} is --after $(($(date +%s) - {})))",
                 rights.max_window.as_secs()
             ),
-        ));
-    }
-    if span > max {
-        return Err(refuse(
-            "retrieve.max_window",
-            format!(
-                "the time window is {} long; this grant allows at most {} (give --after and --before closer together)",
+            Some(_) => format!(
+                "the time window is {} long; this grant allows at most {allowed} (give --after and --before closer together)",
                 units::format_duration(Duration::from_nanos(span)),
-                units::format_duration(rights.max_window)
             ),
-        ));
+        };
+        return Err(refuse("retrieve.max_window", why));
     }
     let use_index = !grant.rewrites()
         && rights

@@ -212,13 +212,13 @@ fn summary(reports: &[InjectReport]) -> String {
     let counts: Vec<String> = by.iter().map(|(k, v)| format!("{v} {k}")).collect();
     let mut line = format!("{} frames: {}", reports.len(), counts.join(", "));
     // Frames the grant changed: how many, and which fields.
-    let mut fields: BTreeMap<&str, usize> = BTreeMap::new();
     let changed = reports.iter().filter(|r| !r.rewritten.is_empty()).count();
-    for f in reports.iter().flat_map(|r| &r.rewritten) {
-        *fields.entry(f).or_default() += 1;
-    }
     if changed > 0 {
-        let names: Vec<&str> = fields.keys().copied().collect();
+        let fields: std::collections::BTreeSet<&str> = reports
+            .iter()
+            .flat_map(|r| r.rewritten.iter().map(String::as_str))
+            .collect();
+        let names: Vec<&str> = fields.into_iter().collect();
         line.push_str(&format!(
             "; {changed} rewritten by the grant ({}: not settable)",
             names.join(", ")

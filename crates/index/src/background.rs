@@ -38,10 +38,22 @@ const CLOSED: usize = 8;
 /// file's keys in memory (8 bytes per distinct key and group). Beyond, a
 /// file waits by name only and is read back when its turn comes, so an
 /// indexer that falls behind holds a bounded amount of memory.
-const GATHERED: usize = 4;
+pub const GATHERED: usize = 4;
 
-/// A file to index, with what its tap gathered if it had one.
-type Job = (PathBuf, Option<Stream>);
+/// A file to index, with what its tap gathered if it had one, and whether
+/// that was set aside (more than [`GATHERED`] files waiting).
+type Job = (PathBuf, Option<Stream>, bool);
+
+/// Files the indexer read back instead of taking their keys from their tap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadBack {
+    /// Their tap could not follow them: recovered from an earlier run, or
+    /// cut after a failed write.
+    pub untapped: usize,
+    /// Their tap's keys were set aside because more than [`GATHERED`]
+    /// files waited (files published faster than they were indexed).
+    pub set_aside: usize,
+}
 
 /// Files waiting for the indexer at most: beyond, a file is left without
 /// an index (said once; queries scan it, `ringcap index` builds it) rather
@@ -61,8 +73,9 @@ pub struct Indexer {
     closed: Arc<Mutex<Vec<Job>>>,
     done: Mutex<mpsc::Receiver<()>>,
     pending: Arc<AtomicUsize>,
-    /// Files indexed by reading them back (their tap could not follow).
-    read_back: Arc<AtomicUsize>,
+    /// Files indexed by reading them back: their tap could not follow, or
+    /// its keys were set aside.
+    read_back: Arc<[AtomicUsize; 2]>,
     /// Jobs queued with what their tap gathered.
     gathered: Arc<AtomicUsize>,
     behind: AtomicBool,
@@ -76,7 +89,7 @@ impl Indexer {
         let (done_tx, done) = mpsc::channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let left = pending.clone();
-        let read_back = Arc::new(AtomicUsize::new(0));
+        let read_back: Arc<[AtomicUsize; 2]> = Arc::default();
         let reread = read_back.clone();
         let gathered = Arc::new(AtomicUsize::new(0));
         let held = gathered.clone();
@@ -86,7 +99,7 @@ impl Indexer {
             .name("ringcap-index".into())
             .spawn(move || {
                 lower_priority();
-                for (path, stream) in rx {
+                for (path, stream, set_aside) in rx {
                     if stream.is_some() {
                         held.fetch_sub(1, Ordering::Relaxed);
                     }
@@ -98,7 +111,7 @@ impl Indexer {
                         .unwrap_or_else(|p| p.into_inner())
                         .get_or_insert(left_over);
                     if matches!(r, Ok(true)) {
-                        reread.fetch_add(1, Ordering::Relaxed);
+                        reread[usize::from(set_aside)].fetch_add(1, Ordering::Relaxed);
                     }
                     if let Err(e) = r {
                         // Deleted by retention before its turn, or a
@@ -137,9 +150,10 @@ impl Indexer {
         };
         let stream = {
             let mut closed = self.closed.lock().unwrap_or_else(|p| p.into_inner());
-            let at = closed.iter().position(|(p, _)| p == path);
+            let at = closed.iter().position(|(p, _, _)| p == path);
             at.and_then(|i| closed.remove(i).1)
         };
+        let tapped = stream.is_some();
         let stream = stream.filter(|_| {
             self.gathered
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
@@ -149,7 +163,11 @@ impl Indexer {
         });
         let had_stream = stream.is_some();
         self.pending.fetch_add(1, Ordering::Relaxed);
-        if tx.try_send((path.to_path_buf(), stream)).is_err() {
+        let set_aside = tapped && !had_stream;
+        if tx
+            .try_send((path.to_path_buf(), stream, set_aside))
+            .is_err()
+        {
             self.pending.fetch_sub(1, Ordering::Relaxed);
             if had_stream {
                 self.gathered.fetch_sub(1, Ordering::Relaxed);
@@ -165,10 +183,13 @@ impl Indexer {
         }
     }
 
-    /// Files that had to be read back to be indexed (a write failed and
-    /// the file was cut, say): normally none, every file is tapped.
-    pub fn read_back(&self) -> usize {
-        self.read_back.load(Ordering::Relaxed)
+    /// Files that had to be read back to be indexed, by why: normally
+    /// none, every file is tapped.
+    pub fn read_back(&self) -> ReadBack {
+        ReadBack {
+            untapped: self.read_back[0].load(Ordering::Relaxed),
+            set_aside: self.read_back[1].load(Ordering::Relaxed),
+        }
     }
 
     /// Waits (up to a few seconds) for the queued files to be indexed; says
@@ -247,7 +268,7 @@ impl Drop for Tap {
         if closed.len() >= CLOSED {
             closed.remove(0);
         }
-        closed.push((std::mem::take(&mut self.path), self.stream.take()));
+        closed.push((std::mem::take(&mut self.path), self.stream.take(), false));
     }
 }
 

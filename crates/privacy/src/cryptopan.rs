@@ -96,15 +96,29 @@ impl CryptoPan {
             .to_be_bytes()
     }
 
-    /// The image of a MAC address (the OUI's prefix structure is kept).
+    /// The image of a MAC address. The broadcast address stays itself, and
+    /// the individual/group and universal/local bits (the two low bits of
+    /// the first byte) stay as they are, so that a unicast address stays
+    /// unicast and a group address a group address (a reader of the file,
+    /// a switch it is replayed through, tshark, all tell them apart by that
+    /// bit). The other 46 bits are anonymized prefix-preservingly behind
+    /// those two (which lead the prefix), so addresses of one OUI keep one
+    /// OUI, and the image's first `k` bytes depend only on the original's
+    /// first `k`.
     pub fn mac(&self, addr: [u8; 6]) -> [u8; 6] {
-        let mut b = [0u8; 16];
-        b[..6].copy_from_slice(&addr);
-        let y = self
-            .anonymize_bits(u128::from_be_bytes(b), 48)
-            .to_be_bytes();
+        if addr == [0xff; 6] {
+            return addr;
+        }
+        let v = addr.iter().fold(0u64, |v, b| v << 8 | u64::from(*b));
+        let flags = u64::from(addr[0] & 3);
+        // The flags, then the first byte's other six bits, then the rest.
+        let rest = (v >> 42) << 40 | (v & ((1 << 40) - 1));
+        let x = u128::from(flags << 46 | rest) << 80;
+        let y = ((x ^ self.flips(x, 2, 48)) >> 80) as u64;
+        let rest = y & ((1 << 46) - 1);
+        let v = (rest >> 40) << 42 | flags << 40 | (rest & ((1 << 40) - 1));
         let mut out = [0u8; 6];
-        out.copy_from_slice(&y[..6]);
+        out.copy_from_slice(&v.to_be_bytes()[2..]);
         out
     }
 }
@@ -163,6 +177,32 @@ mod tests {
     fn first_reference_pair() {
         let c = CryptoPan::new(&REFERENCE_KEY);
         assert_eq!(c.ipv4([128, 11, 68, 132]), [135, 242, 180, 132]);
+    }
+
+    #[test]
+    fn mac_keeps_broadcast_group_and_local_bits_and_ouis() {
+        let c = CryptoPan::new(&REFERENCE_KEY);
+        assert_eq!(c.mac([0xff; 6]), [0xff; 6]);
+        let mut seen = std::collections::HashSet::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let m: [u8; 6] = x.to_be_bytes()[2..].try_into().unwrap();
+            let a = c.mac(m);
+            assert_eq!(a[0] & 3, m[0] & 3, "{m:02x?} -> {a:02x?}");
+            assert!(seen.insert(a), "two addresses, one image: {a:02x?}");
+            // Same OUI, same image OUI; the first k bytes of the image
+            // depend on the first k of the original only.
+            let mut other = m;
+            other[3] ^= 0x5a;
+            let b = c.mac(other);
+            assert_eq!(a[..3], b[..3]);
+            assert_ne!(a[3..], b[3..]);
+        }
+        // A unicast address does not become broadcast or group.
+        assert_eq!(c.mac([0x02, 0, 0, 0, 0, 1])[0] & 1, 0);
     }
 
     #[test]

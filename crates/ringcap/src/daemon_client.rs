@@ -308,7 +308,7 @@ pub fn capture(
     reporter.finish(&[(name, total)], &total, seconds, kept);
     eprintln!("ringcap: ringcapd ended the session: {}", end.reason);
     if let Some(f) = shared.failure.lock().ok().and_then(|f| f.clone()) {
-        crate::reporting::report_failure(&crate::words::write_failure(&f), &total);
+        crate::reporting::report_failure(&crate::words::write_failure(&f), &total, kept);
         return Ok(exit::RUNTIME);
     }
     Ok(end_status(&end))

@@ -24,7 +24,7 @@ pub fn repair(args: &RepairArgs) -> Result<i32, Failure> {
         if let (false, Some(final_path)) =
             (args.check, ringcap_sink::files::final_path_of_partial(f))
         {
-            match ringcap_sink::writer::publish_partial(f, &final_path) {
+            match ringcap_sink::writer::publish_partial(f, &final_path, None) {
                 Ok(Some((target, rep))) => {
                     println!(
                         "{}: cut {} bytes after the last complete record; {} packets published as {}",

@@ -65,6 +65,17 @@ pub fn print_now(per: &[(String, Counters)], total: &Counters, seconds: f64, kep
         "ringcap: counters now (SIGUSR1):\n{}",
         report::final_report(per, total, seconds, kept)
     );
+    // A capture thread hands a partly filled batch to the writer after
+    // --flush-interval at the latest: until then "written" lags
+    // "delivered" (at the end they add up).
+    let on_the_way = total
+        .packets_delivered
+        .saturating_sub(total.packets_written + total.packets_dropped_writer);
+    if on_the_way > 0 {
+        eprintln!(
+            "ringcap: {on_the_way} packets delivered are on their way to the writer (handed over within --flush-interval)"
+        );
+    }
 }
 
 /// Reporting while the capture runs.
@@ -180,10 +191,19 @@ impl Reporter {
 }
 
 /// Prints why the capture failed and how many packets did not make it.
-pub fn report_failure(message: &str, total: &Counters) {
+pub fn report_failure(message: &str, total: &Counters, kept: bool) {
     eprintln!("ringcap: error: {message}");
-    eprintln!(
-        "ringcap: {} packets could not be written ({} were)",
-        total.packets_dropped_writer, total.packets_written
-    );
+    if !kept {
+        // Nothing was to be written.
+    } else if total.packets_dropped_writer > 0 {
+        eprintln!(
+            "ringcap: {} packets could not be written ({} were)",
+            total.packets_dropped_writer, total.packets_written
+        );
+    } else {
+        eprintln!(
+            "ringcap: the {} packets before it were written",
+            total.packets_written
+        );
+    }
 }

@@ -201,11 +201,21 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     let outcome = capture.join();
     if let Some(ix) = indexer {
         ix.finish();
-        let n = ix.read_back();
-        if n > 0 {
+        let read = ix.read_back();
+        let files = |n: usize| match n {
+            1 => "1 file was".to_string(),
+            n => format!("{n} files were"),
+        };
+        if read.untapped > 0 {
             eprintln!(
-                "ringcap: note: {n} file{} were read back to be indexed (files recovered from an earlier run, or cut after a failed write)",
-                if n == 1 { "" } else { "s" }
+                "ringcap: note: {} read back to be indexed (recovered from an earlier run, or cut after a failed write)",
+                files(read.untapped)
+            );
+        }
+        if read.set_aside > 0 {
+            eprintln!(
+                "ringcap: note: {} read back to be indexed (published faster than the indexer took them: the keys taken while they were written are kept for a few waiting files only)",
+                files(read.set_aside)
             );
         }
     }
@@ -220,7 +230,7 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
             Ok(exit::USAGE)
         }
         Some(e) => {
-            report_failure(&crate::words::error(&e), &outcome.total);
+            report_failure(&crate::words::error(&e), &outcome.total, kept);
             Ok(exit::RUNTIME)
         }
     }

@@ -74,6 +74,66 @@ fn interface_down() {
     expect_refusal(&fin, 3, &["is down", &tb.capture_if], "interface down");
 }
 
+/// An interface that goes down while captured is waited for (as libpcap
+/// does); one that is deleted ends the capture with exit status 1 and
+/// libpcap's words, every packet before it written and the interface's
+/// counters as last read (they were reported as 0 once its statistics files
+/// were gone).
+#[test]
+fn interface_down_then_deleted_while_capturing() {
+    skip_unless_netns!();
+    let tb = Testbed::new().expect("testbed");
+    let dir = TempDir::new("gone");
+    let out = dir.file("out.pcap");
+    let sent = frames::mixed_sequence(&tb.endpoints(), 40);
+    let run = start(&tb, &["-w", &out]);
+    tb.send_from_peer(&sent[..20], 0).expect("send before down");
+    std::thread::sleep(SETTLE);
+    tb.set_capture_if_up(false).expect("down");
+    std::thread::sleep(Duration::from_millis(600));
+    tb.set_capture_if_up(true).expect("up");
+    // The peer's carrier comes back with it.
+    std::thread::sleep(Duration::from_millis(300));
+    tb.send_from_peer(&sent[20..], 0).expect("send after up");
+    // The counters are read every second while no status line reads them.
+    std::thread::sleep(Duration::from_millis(1300));
+    tb.delete_capture_if().expect("delete the interface");
+    let fin = run.wait(EXIT_LIMIT);
+    assert_no_panic(&fin.stderr, "deleted interface");
+    assert_eq!(fin.code(), Some(1), "exit status; stderr:\n{}", fin.stderr);
+    assert!(
+        fin.stderr
+            .contains(&format!("the interface {} disappeared", tb.capture_if)),
+        "{}",
+        fin.stderr
+    );
+    assert!(
+        !fin.stderr.contains("could not be written"),
+        "nothing failed to be written: {}",
+        fin.stderr
+    );
+    let got = read(&out);
+    // (The interface's own frames, such as IPv6 neighbour discovery after
+    // it came up, carry no tag.)
+    let tagged: Vec<u32> = seqs(&got).into_iter().flatten().collect();
+    assert_eq!(
+        tagged,
+        (0..40).collect::<Vec<u32>>(),
+        "every frame sent before the deletion, in order"
+    );
+    assert_eq!(
+        fin.report_value("written"),
+        Some(got.len() as u64),
+        "{}",
+        fin.stderr
+    );
+    assert!(
+        fin.report_value("seen by the interface").unwrap_or(0) >= 40,
+        "the interface's counters as last read: {}",
+        fin.stderr
+    );
+}
+
 #[test]
 fn missing_capability_names_cap_net_raw() {
     skip_unless_netns!();

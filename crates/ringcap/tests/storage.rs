@@ -1040,6 +1040,10 @@ fn sigkill_during_live_capture_then_restart_recovers_a_prefix() {
     );
 }
 
+/// A capture's start recovers its own series' leftovers (cut after the
+/// last whole record and published), leaves a partial that is not a capture
+/// file as it is, and does not touch leftovers of names its series does not
+/// make (another capture's, in a shared directory).
 #[test]
 fn leftover_partials_are_repaired_and_published_on_start() {
     if skip_without(TOOLS) {
@@ -1051,13 +1055,25 @@ fn leftover_partials_are_repaired_and_published_on_start() {
     let pkts = udp_packets(11, varied, T0, 1000);
     let full = pcap_bytes(&pkts);
     let (_, ends) = record_ends(&full);
-    // a: cut in the middle of record 11.
-    std::fs::write(out.join(".a.pcap.ringcap-partial"), &full[..ends[9].0 + 20]).unwrap();
-    // d: ten records followed by zeros (blocks a crash kept from being written).
+    // The series of `-w out/cap.pcap --rotate-packets N`: cap-{seq}.pcap.
+    // 1: cut in the middle of record 11.
+    std::fs::write(
+        out.join(".cap-000001.pcap.ringcap-partial"),
+        &full[..ends[9].0 + 20],
+    )
+    .unwrap();
+    // 2: ten records followed by zeros (blocks a crash kept from being written).
     let mut zeros = full[..ends[9].0].to_vec();
     zeros.extend_from_slice(&[0u8; 4096]);
-    std::fs::write(out.join(".d.pcap.ringcap-partial"), &zeros).unwrap();
-    // b: a pcapng file by ringcap cut in the middle of an EPB.
+    std::fs::write(out.join(".cap-000002.pcap.ringcap-partial"), &zeros).unwrap();
+    // 3: not a capture file at all: left alone.
+    let junk = b"this is not a capture file\n".repeat(10);
+    std::fs::write(out.join(".cap-000003.pcap.ringcap-partial"), &junk).unwrap();
+    // Another capture's leftover: not this one's to recover.
+    let other = out.join(".other.pcap.ringcap-partial");
+    std::fs::write(&other, &zeros).unwrap();
+    // pcapng: a file by ringcap cut in the middle of an EPB, in the series
+    // of `--format pcapng -w out/ng.pcapng --rotate-packets N`.
     let input = d.join("in.pcap");
     write_input(&input, &pkts);
     let ng = d.join("full.pcapng");
@@ -1065,14 +1081,19 @@ fn leftover_partials_are_repaired_and_published_on_start() {
     let ngb = std::fs::read(&ng).unwrap();
     let (_, ng_ends) = record_ends(&ngb);
     let epbs: Vec<usize> = ng_ends.iter().filter(|e| e.1).map(|e| e.0).collect();
-    std::fs::write(out.join(".b.pcapng.ringcap-partial"), &ngb[..epbs[5] + 10]).unwrap();
-    // c: not a capture file at all: left alone.
-    let junk = b"this is not a capture file\n".repeat(10);
-    std::fs::write(out.join(".c.pcap.ringcap-partial"), &junk).unwrap();
+    std::fs::write(
+        out.join(".ng-000001.pcapng.ringcap-partial"),
+        &ngb[..epbs[5] + 10],
+    )
+    .unwrap();
 
-    let r = offline(&input, &args!["-w", out.join("new.pcap")]);
+    let rotate = ["--rotate-packets", "1000"];
+    let r = offline(
+        &input,
+        &args!["-w", out.join("cap.pcap"), rotate[0], rotate[1]],
+    );
     r.expect_code(0, "start with leftovers");
-    for n in ["a.pcap", "b.pcapng", "d.pcap"] {
+    for n in ["cap-000001.pcap", "cap-000002.pcap"] {
         assert!(
             r.stderr
                 .lines()
@@ -1082,19 +1103,47 @@ fn leftover_partials_are_repaired_and_published_on_start() {
         );
     }
     assert!(
-        std::fs::read(out.join(".c.pcap.ringcap-partial")).unwrap() == junk,
+        std::fs::read(out.join(".cap-000003.pcap.ringcap-partial")).unwrap() == junk,
         "a partial file that is not a capture must be left as it is"
     );
-    let files: Vec<PathBuf> = ["a.pcap", "b.pcapng", "d.pcap", "new.pcap"]
-        .iter()
-        .map(|n| out.join(n))
-        .collect();
+    assert!(
+        std::fs::read(&other).unwrap() == zeros && !r.stderr.contains("other.pcap"),
+        "another capture's leftover was touched:\n{}",
+        r.stderr
+    );
+    let r = offline(
+        &input,
+        &args![
+            "--format",
+            "pcapng",
+            "-w",
+            out.join("ng.pcapng"),
+            rotate[0],
+            rotate[1]
+        ],
+    );
+    r.expect_code(0, "pcapng start with a leftover");
+    assert!(
+        r.stderr.contains("recovered") && r.stderr.contains("ng-000001.pcapng"),
+        "{}",
+        r.stderr
+    );
+    let files: Vec<PathBuf> = [
+        "cap-000001.pcap",
+        "cap-000002.pcap",
+        "ng-000001.pcapng",
+        "cap-000004.pcap",
+    ]
+    .iter()
+    .map(|n| out.join(n))
+    .collect();
     let got = read_all_valid(&files);
-    assert!(got[0] == pkts[..10], "a.pcap: the ten complete records");
+    assert!(got[0] == pkts[..10], "cap-000001: the ten complete records");
     assert!(std::fs::read(&files[0]).unwrap() == full[..ends[9].0]);
-    assert!(got[1] == pkts[..6], "b.pcapng: the six complete EPBs");
-    assert!(got[2] == pkts[..10], "d.pcap: zeros cut");
-    assert!(got[3] == pkts, "new.pcap");
+    assert!(got[1] == pkts[..10], "cap-000002: zeros cut");
+    assert!(got[2] == pkts[..6], "ng-000001: the six complete EPBs");
+    // The new capture took the first number free.
+    assert!(got[3] == pkts, "the new capture's file: {:?}", list(&out));
 }
 
 /// Cut points: every record boundary and a byte either side, plus a stride.

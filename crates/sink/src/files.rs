@@ -114,6 +114,18 @@ impl OutputPlan {
         OutputPlan::Series { dir, template }
     }
 
+    /// True if this plan could name a file `name` (in its directory): the
+    /// single file's name, or a name its series' template makes. A
+    /// capture's start recovers only its own leftovers: in a directory
+    /// shared with other captures (/tmp), theirs are not its to touch.
+    pub fn could_name(&self, name: &str) -> bool {
+        match self {
+            OutputPlan::Single(p) => p.file_name().is_some_and(|n| n == name),
+            OutputPlan::Series { template, .. } => matches_template(template, name),
+            _ => false,
+        }
+    }
+
     /// The directory files are written in.
     pub fn dir(&self) -> Option<PathBuf> {
         match self {

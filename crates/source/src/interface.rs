@@ -190,7 +190,11 @@ impl Interface {
     /// made up most of the cost.
     pub fn counter_files(&self) -> CounterFiles {
         let dir = Self::sysfs(&self.name).join("statistics");
-        let open = |f: &str| fs::File::open(dir.join(f)).ok();
+        let open = |f: &str| {
+            fs::File::open(dir.join(f))
+                .ok()
+                .map(|f| (f, std::sync::atomic::AtomicU64::new(0)))
+        };
         CounterFiles {
             packets: [open("rx_packets"), open("tx_packets")],
             dropped: [
@@ -250,32 +254,42 @@ pub fn short_feature_name(feature: &str) -> &str {
         .unwrap_or(feature)
 }
 
-/// An interface's statistics files, open (see [`Interface::counter_files`]);
-/// a file that could not be opened or read counts 0, as with
-/// [`Interface::counters`].
+/// An interface's statistics files, open (see [`Interface::counter_files`]),
+/// each with the last value read from it: a file that could not be opened
+/// counts 0, as with [`Interface::counters`]; one that can no longer be read
+/// (the interface was deleted) keeps its last value, so that a capture's
+/// final report still says what the interface saw.
 #[derive(Debug)]
 pub struct CounterFiles {
-    packets: [Option<fs::File>; 2],
-    dropped: [Option<fs::File>; 3],
+    packets: [Option<(fs::File, std::sync::atomic::AtomicU64)>; 2],
+    dropped: [Option<(fs::File, std::sync::atomic::AtomicU64)>; 3],
 }
 
 impl CounterFiles {
     /// The counters now.
     pub fn read(&self) -> InterfaceCounters {
         use std::os::unix::fs::FileExt;
-        let sum = |files: &[Option<fs::File>]| -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let sum = |files: &[Option<(fs::File, AtomicU64)>]| -> u64 {
             files
                 .iter()
                 .flatten()
-                .map(|f| {
+                .map(|(f, last)| {
                     // A sysfs attribute is made anew by each read from
                     // offset 0.
                     let mut buf = [0u8; 32];
-                    f.read_at(&mut buf, 0)
+                    match f
+                        .read_at(&mut buf, 0)
                         .ok()
                         .and_then(|n| std::str::from_utf8(&buf[..n]).ok().map(parse_u64))
                         .and_then(Result::ok)
-                        .unwrap_or(0)
+                    {
+                        Some(v) => {
+                            last.store(v, Ordering::Relaxed);
+                            v
+                        }
+                        None => last.load(Ordering::Relaxed),
+                    }
                 })
                 .sum()
         };

@@ -72,7 +72,37 @@ pub struct CaptureSocket {
     fd: OwnedFd,
     fanout_id: Option<u16>,
     stats: SocketStats,
+    /// The interface's name, for errors.
+    interface: String,
+    /// The interface went down and has not been seen back up: the kernel
+    /// reports nothing more about it (not even its deletion), so waits are
+    /// cut short to look at it.
+    down: bool,
 }
+
+/// How long a wait lasts at most while the interface is down.
+const DOWN_RECHECK_MS: i32 = 250;
+
+/// Waiting for packets failed.
+#[derive(Debug)]
+pub enum WaitError {
+    /// The interface was deleted (or moved to another network namespace)
+    /// while the socket was bound to it: no packet can come any more.
+    InterfaceGone(String),
+    /// A system call failed.
+    Os(std::io::Error),
+}
+
+impl std::fmt::Display for WaitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitError::InterfaceGone(name) => write!(f, "the interface {name} disappeared"),
+            WaitError::Os(e) => write!(f, "waiting for packets: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WaitError {}
 
 const FANOUT_TYPE: u32 = libc::PACKET_FANOUT_HASH;
 
@@ -199,6 +229,8 @@ impl CaptureSocket {
             fd,
             fanout_id,
             stats: SocketStats::default(),
+            interface: iface.name.clone(),
+            down: false,
         })
     }
 
@@ -218,21 +250,43 @@ impl CaptureSocket {
         &mut self.ring
     }
 
-    /// Waits up to `timeout_ms` for a block (returns at once if one is ready).
-    pub fn wait(&self, timeout_ms: i32) -> std::io::Result<bool> {
-        if self.ring.ready() {
-            return Ok(true);
-        }
-        sys::poll_readable(self.fd.as_raw_fd(), timeout_ms)
-    }
-
     /// Waits up to `timeout_ms` (-1: without a timeout) for a block, or
-    /// until `wake` is readable: (a block may be ready, `wake` is readable).
-    pub fn wait_or(&self, timeout_ms: i32, wake: RawFd) -> std::io::Result<(bool, bool)> {
+    /// until `wake`, if given, is readable: true when `wake` is. Returns at
+    /// once if a block is ready.
+    ///
+    /// The interface going down is not an error (the kernel takes its
+    /// packets again when it comes back up, and libpcap waits too); its
+    /// deletion is, as in libpcap ("The interface disappeared").
+    pub fn wait(&mut self, timeout_ms: i32, wake: Option<RawFd>) -> Result<bool, WaitError> {
         if self.ring.ready() {
-            return Ok((true, false));
+            return Ok(false);
         }
-        sys::poll_readable_or(self.fd.as_raw_fd(), wake, timeout_ms)
+        let timeout_ms = match self.down {
+            true if timeout_ms < 0 => DOWN_RECHECK_MS,
+            true => timeout_ms.min(DOWN_RECHECK_MS),
+            false => timeout_ms,
+        };
+        let (revents, woken) =
+            sys::poll_readable_or(self.fd.as_raw_fd(), wake, timeout_ms).map_err(WaitError::Os)?;
+        if revents & libc::POLLERR != 0 {
+            // Reading SO_ERROR clears it (else poll reports it forever).
+            let error: i32 = sys::getsockopt(&self.fd, libc::SOL_SOCKET, libc::SO_ERROR)
+                .map_err(WaitError::Os)?;
+            match error {
+                0 => {}
+                // Down or deleted: which one, the binding says.
+                libc::ENETDOWN => self.down = true,
+                e => return Err(WaitError::Os(std::io::Error::from_raw_os_error(e))),
+            }
+        }
+        if self.down {
+            if sys::bound_ifindex(&self.fd).map_err(WaitError::Os)? <= 0 {
+                return Err(WaitError::InterfaceGone(self.interface.clone()));
+            }
+            // A block of packets again: it is back up.
+            self.down = !self.ring.ready();
+        }
+        Ok(woken)
     }
 
     /// Reads the kernel's counters and adds them to the running totals.

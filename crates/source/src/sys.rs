@@ -226,25 +226,14 @@ pub fn bind_packet(fd: &impl AsRawFd, ifindex: i32) -> io::Result<()> {
     .map(drop)
 }
 
-/// Waits up to `timeout_ms` for the socket to become readable (a ring block
-/// retired) or to report an error. Returns false on timeout or EINTR.
-pub fn poll_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN | libc::POLLERR,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    match check(unsafe { libc::poll(&mut pfd, 1, timeout_ms) }) {
-        Ok(n) => Ok(n > 0),
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Waits up to `timeout_ms` (-1: no timeout) until `fd` or `wake` is
-/// readable: (`fd` is, `wake` is). Interrupted: neither.
-pub fn poll_readable_or(fd: RawFd, wake: RawFd, timeout_ms: i32) -> io::Result<(bool, bool)> {
+/// Waits up to `timeout_ms` (-1: no timeout) until `fd` is readable (a ring
+/// block retired) or reports an error, or until `wake`, if given, is
+/// readable: (`fd`'s revents, `wake` is readable). Interrupted: (0, false).
+pub fn poll_readable_or(
+    fd: RawFd,
+    wake: Option<RawFd>,
+    timeout_ms: i32,
+) -> io::Result<(libc::c_short, bool)> {
     let mut pfd = [
         libc::pollfd {
             fd,
@@ -252,17 +241,37 @@ pub fn poll_readable_or(fd: RawFd, wake: RawFd, timeout_ms: i32) -> io::Result<(
             revents: 0,
         },
         libc::pollfd {
-            fd: wake,
+            // A negative descriptor is ignored by poll.
+            fd: wake.unwrap_or(-1),
             events: libc::POLLIN,
             revents: 0,
         },
     ];
     // SAFETY: two valid pollfds.
     match check(unsafe { libc::poll(pfd.as_mut_ptr(), 2, timeout_ms) }) {
-        Ok(_) => Ok((pfd[0].revents != 0, pfd[1].revents != 0)),
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok((false, false)),
+        Ok(_) => Ok((pfd[0].revents, pfd[1].revents != 0)),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok((0, false)),
         Err(e) => Err(e),
     }
+}
+
+/// The interface index a packet socket is bound to (`getsockname`): -1
+/// once the interface was unregistered (deleted, or moved to another
+/// network namespace).
+pub fn bound_ifindex(fd: &impl AsRawFd) -> io::Result<i32> {
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+    // SAFETY: `sll` is writable for `len` bytes and `len` is a valid,
+    // writable socklen_t; the kernel writes at most `len` bytes.
+    check(unsafe {
+        libc::getsockname(
+            fd.as_raw_fd(),
+            &mut sll as *mut libc::sockaddr_ll as *mut libc::sockaddr,
+            &mut len,
+        )
+    })?;
+    Ok(sll.sll_ifindex)
 }
 
 /// A shared, read-write mapping of a packet socket's ring.

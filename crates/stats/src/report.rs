@@ -89,9 +89,9 @@ fn pct(part: u64, whole: u64) -> f64 {
 /// The report printed at exit, in the README's terms (seen by the
 /// interface, accepted, sampled out, delivered, dropped in the ring, ...).
 /// `kept`: the packets went somewhere (`-w`, or a client's ring). A capture
-/// with nowhere to put them (flows only, or counting) still counts them as
-/// written — the writer took them, which is what the rates and losses are
-/// about — but the last line says that none was kept.
+/// with nowhere to put them (flows only, or counting) counts what the writer
+/// took (which is what the rates and losses are about) as "counted", and
+/// the last line says that none was kept.
 pub fn final_report(
     per: &[(String, Counters)],
     total: &Counters,
@@ -128,11 +128,16 @@ pub fn final_report(
         if c.packets_not_read > 0 {
             line(out, "not read (came after the stop)", c.packets_not_read);
         }
-        line(out, "written", c.packets_written);
+        // Nothing is written without a place to keep it: say "counted".
+        let (packets, bytes) = match kept {
+            true => ("written", "bytes written"),
+            false => ("counted (none kept)", "bytes counted"),
+        };
+        line(out, packets, c.packets_written);
         line(out, "dropped by the writer", c.packets_dropped_writer);
         line(out, "merged by offload", c.packets_merged_by_offload);
         line(out, "bytes on wire", c.bytes_on_wire);
-        line(out, "bytes written", c.bytes_written);
+        line(out, bytes, c.bytes_written);
         if c.ring_blocks > 0 {
             line(out, "ring high water (blocks)", c.ring_blocks_high_water);
             line(out, "ring size (blocks)", c.ring_blocks);
@@ -210,6 +215,9 @@ mod tests {
         let counted = final_report(&[("eth0".into(), c)], &c, 1.0, false);
         assert!(counted.ends_with("none kept (no -w)\n"), "{counted}");
         assert!(!counted.contains("packets written in"), "{counted}");
+        // Without a place to keep them, nothing reads as written.
+        assert!(!counted.contains("written"), "{counted}");
+        assert!(counted.contains("counted (none kept)"), "{counted}");
         for w in [
             "seen by the interface",
             "accepted by the filter",

@@ -7,7 +7,9 @@ with its byte position) and PyPI's yacryptopan:
 
 * every IPv4/IPv6/ARP address tshark finds (outer, tunnelled, quoted by an
   ICMP error) is yacryptopan's image of the original (or zero when masked),
-  MAC addresses are zero when eth.addr is masked;
+  MAC addresses are zero when eth.addr is masked, and keep their
+  individual/group and universal/local bits when anonymized (broadcast
+  stays broadcast);
 * every masked field tshark finds is zero in the rewritten packet;
 * no byte changed outside those fields and the checksum fields;
 * every checksum tshark verifies as good in the original is good in the
@@ -152,6 +154,13 @@ def main():
                         problems.append(f"packet {i}: {name} at {pos} not zeroed")
                 elif "eth.addr" in anon:
                     allowed.update(span)
+                    # An image keeps the group and local bits; broadcast stays.
+                    stats["addresses_checked"] += 1
+                    was, now = o[pos:pos + size], n[pos:pos + size]
+                    if size == 6 and was == b"\xff" * 6 and now != was:
+                        problems.append(f"packet {i}: {name} at {pos}: broadcast became {now.hex()}")
+                    elif size == 6 and (was[0] & 3) != (now[0] & 3):
+                        problems.append(f"packet {i}: {name} at {pos}: group/local bits of {was.hex()} changed in {now.hex()}")
             elif name in CHECKSUMS:
                 allowed.update(span)
             elif name == "opaque:":

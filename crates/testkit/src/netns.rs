@@ -469,6 +469,16 @@ impl Testbed {
         .map(|_| ())
     }
 
+    /// Deletes the capture end (and so the veth pair) while the namespaces
+    /// stay: an interface that disappears under a capture.
+    pub fn delete_capture_if(&self) -> io::Result<()> {
+        run(
+            "ip",
+            &["-n", &self.capture_ns, "link", "del", &self.capture_if],
+        )
+        .map(|_| ())
+    }
+
     /// Sends the frames from the peer end (they arrive on the capture end), paced at
     /// `pps` frames per second (0: as fast as possible), and waits until all are
     /// sent. Refuses more than [`MAX_SEND_FRAMES`] frames.

@@ -1,6 +1,7 @@
 //! The supervisor thread of a capture: waits for its bells (stop, the
-//! writer's attention, rotation) or the end of the duration, turns the
-//! writer's log into events and, at the end, joins everything in order.
+//! writer's attention, rotation), the end of the duration or the next
+//! reading of the interfaces' counters, turns the writer's log into events
+//! and, at the end, joins everything in order.
 
 use super::setup::Running;
 use super::*;
@@ -13,6 +14,11 @@ use ringcap_sink::bell::wait_readable;
 const STOP_BELL: u32 = 1 << 0;
 const ATTENTION_BELL: u32 = 1 << 1;
 const ROTATE_BELL: u32 = 1 << 2;
+
+/// How often the interfaces' counters are read while nothing else reads
+/// them (no status lines): an interface deleted under the capture takes its
+/// counters with it, and the final report then shows them as last read.
+const COUNTERS_EVERY: Duration = Duration::from_secs(1);
 
 fn drain_log(shared: &Shared, completed_seen: &mut usize, tx: &Sender<Event>) {
     if let Ok(mut l) = shared.log.lock() {
@@ -37,10 +43,19 @@ pub(super) fn supervise(
 ) -> Option<EngineError> {
     let mut error: Option<EngineError> = None;
     let mut completed_seen = 0;
+    let mut counted = Instant::now();
     loop {
-        // Woken by a bell (a stop, the writer, a rotation) or by the end of
-        // the duration: no timer while the capture runs.
-        let timeout = duration.map(|d| d.saturating_sub(began.elapsed()));
+        // Woken by a bell (a stop, the writer, a rotation), by the end of
+        // the duration or to read the interfaces' counters.
+        let mut timeout = duration.map(|d| d.saturating_sub(began.elapsed()));
+        if let Some(live) = &inner.live {
+            if counted.elapsed() >= COUNTERS_EVERY {
+                live.refresh(&inner.board);
+                counted = Instant::now();
+            }
+            let next = COUNTERS_EVERY.saturating_sub(counted.elapsed());
+            timeout = Some(timeout.map_or(next, |t| t.min(next)));
+        }
         // In the order of the *_BELL bits above.
         let bells = [inner.stop.fd(), inner.attention.fd(), inner.rotate.fd()];
         match wait_readable(&bells, timeout) {

@@ -3,6 +3,7 @@
 //! kernel; each call hands over one ring block and gives it back after.
 
 use super::{Flow, Next, Packet, Source, SourceError};
+use ringcap_source::socket::WaitError;
 use ringcap_source::CaptureSocket;
 use ringcap_stats::CaptureCounts;
 use std::time::Duration;
@@ -151,11 +152,12 @@ impl Source for LiveSource {
         let ms = timeout.map_or(-1, |t| {
             t.as_micros().div_ceil(1000).clamp(1, i32::MAX as u128) as i32
         });
-        match wake {
-            Some(fd) => self.socket.wait_or(ms, fd).map(|(_, woken)| woken),
-            None => self.socket.wait(ms).map(|_| false),
-        }
-        .map_err(|e| SourceError::Os(format!("waiting for packets: {e}")))
+        self.socket.wait(ms, wake).map_err(|e| match e {
+            WaitError::InterfaceGone(_) => SourceError::Os(format!(
+                "{e} (deleted or moved to another network namespace while capturing)"
+            )),
+            WaitError::Os(_) => SourceError::Os(e.to_string()),
+        })
     }
 
     fn refresh(&mut self, counts: &mut CaptureCounts) -> Result<(), SourceError> {

@@ -341,7 +341,7 @@ impl Writer {
             // directory no file can be made in (read-only, /proc) must fail
             // now, not when packets come.
             probe_dir(&dir)?;
-            for msg in recover_leftovers(&dir) {
+            for msg in recover_leftovers(&dir, &w.cfg.plan) {
                 w.log(msg);
             }
         }

@@ -532,6 +532,13 @@ fn run(
     let stopped = shared_out.lock().ok().and_then(|p| p.stop.clone());
     let outcome = match (result, stopped) {
         (_, Some(s)) => Err(s),
+        // Files read in part: the answer is complete up to their damage.
+        // Their paths are the store's, not said to the client.
+        (Ok(st), None) if !st.damaged.is_empty() => Err(Stop::Cut(format!(
+            "{} stored file(s) end in damage (a torn last record, say) and were read up to it; \
+             the rest of the answer is whole (`ringcap repair` on the sensor cuts them)",
+            st.damaged.len()
+        ))),
         (Ok(_), None) => Ok(()),
         (Err(QueryError::Output(e)), None)
             if e.to_string() == ringcap_index::out::LIMIT_REACHED =>

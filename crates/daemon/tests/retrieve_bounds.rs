@@ -114,6 +114,59 @@ fn only_the_stores_interface_is_served() {
     assert_no_panic(&log, "ringcapd");
 }
 
+/// A stored file that ends in a torn record is read up to it, and the
+/// answer goes on to the next file; the client is told the answer was cut
+/// by damage (not which store paths).
+#[test]
+fn a_torn_stored_file_is_read_up_to_its_damage() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let iface = tb.capture_if.clone();
+    let st = store_dir();
+    let idb = InterfaceDescription {
+        linktype: 1,
+        snaplen: 262_144,
+        name: &iface,
+        filter: None,
+        description: None,
+    };
+    let ep = tb.endpoints();
+    let t0 = now_ns();
+    let mut want = Vec::new();
+    for (n, torn) in [(1, true), (2, false)] {
+        let mut file = pcapng::section_header("Linux", "test", None);
+        file.extend_from_slice(&pcapng::interface_description(&idb));
+        for seq in 0..50u32 {
+            let frame = frames::udp4(&ep, seq, 5000, 6000, 100);
+            let ts = t0 + (n * 1000 + seq as u64) * 1000;
+            file.extend_from_slice(&epb(0, ts, &frame));
+            if !(torn && seq == 49) {
+                want.push((ts, frame.len() as u32, frame));
+            }
+        }
+        if torn {
+            file.truncate(file.len() - 9);
+        }
+        std::fs::write(st.join(format!("cap-000{n}.pcapng")), &file).unwrap();
+    }
+    let d = Daemon::start(&tb, &grants(&iface, st.path(), "60s"));
+    let after = secs(t0);
+    let (_, err, got) = retrieve_as_nobody(&tb, &d, &iface, &["--after", &after], "");
+    assert!(err.contains("1 stored file(s) end in damage"), "{err}");
+    assert!(!err.contains(&st.path().display().to_string()), "{err}");
+    let got = records(&got);
+    assert!(
+        got == want,
+        "{} packets, want {}: {err}",
+        got.len(),
+        want.len()
+    );
+    let log = d.stop();
+    assert_no_panic(&log, "ringcapd");
+}
+
 #[test]
 fn a_retrieval_that_keeps_nothing_meets_max_time() {
     if !can_run() {

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use crate::build::{build_index, head_of, publish_index};
+use crate::build::{build_index, head_of, modified, publish_index};
 use crate::postings::Spare;
 use crate::stream::Stream;
 use crate::BuildError;
@@ -276,9 +276,11 @@ impl Drop for Tap {
 /// true); the tap's arrays are left in `spare`.
 fn index_one(path: &Path, stream: Option<Stream>, spare: &mut Spare) -> Result<bool, BuildError> {
     if let Some(s) = stream {
-        let (crc, len) = head_of(path).map_err(|e| BuildError::Io(path.to_path_buf(), e))?;
+        let io_err = |e| BuildError::Io(path.to_path_buf(), e);
+        let mtime = modified(path).map_err(io_err)?;
+        let (crc, len) = head_of(path).map_err(io_err)?;
         if let Some(c) = s.finish(len, crc, spare) {
-            return publish_index(path, c).map(|_| false);
+            return publish_index(path, c, mtime).map(|_| false);
         }
     }
     build_index(path).map(|_| true)

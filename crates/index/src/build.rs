@@ -5,7 +5,10 @@
 //! tools see only the captures. It is written under a temporary hidden name,
 //! fsync'd, and renamed over the final name, so a reader sees a whole index
 //! or none. It records the capture's length and a checksum of its first
-//! bytes: an index whose file has changed since is *stale* and not used.
+//! bytes, and takes the capture's modification time as seen before it was
+//! read: an index whose file has changed since (other length, other first
+//! bytes, or modified later: an edit in place past the first bytes) is
+//! *stale* and not used.
 
 use std::fmt;
 use std::fs::{self, File};
@@ -240,7 +243,7 @@ pub fn collect(path: &Path) -> Result<Contents, BuildError> {
 
 /// Writes `bytes` to `path` atomically: a hidden temporary file in the same
 /// directory, fsync'd, renamed over `path`, and the directory fsync'd.
-fn publish(path: &Path, bytes: &[u8]) -> io::Result<()> {
+fn publish(path: &Path, bytes: &[u8], mtime: std::time::SystemTime) -> io::Result<()> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -255,6 +258,9 @@ fn publish(path: &Path, bytes: &[u8]) -> io::Result<()> {
             .create_new(true)
             .open(&tmp)?;
         f.write_all(bytes)?;
+        // The capture's time as it was read: a later change makes the
+        // capture newer than its index.
+        f.set_modified(mtime)?;
         f.sync_all()?;
         fs::rename(&tmp, path)
     })();
@@ -276,15 +282,28 @@ fn publish(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Builds the index of the capture file `capture` and publishes it next to
 /// it. If the capture is deleted meanwhile (retention), so is the index.
 pub fn build_index(capture: &Path) -> Result<BuildReport, BuildError> {
+    let mtime = modified(capture).map_err(|e| BuildError::Io(capture.to_path_buf(), e))?;
     let c = collect(capture)?;
-    publish_index(capture, c)
+    publish_index(capture, c, mtime)
 }
 
-/// Publishes the index `c` of `capture` next to it.
-pub(crate) fn publish_index(capture: &Path, c: Contents) -> Result<BuildReport, BuildError> {
+/// The modification time of `path`, taken before its bytes are read for
+/// its index (see [`publish_index`]).
+pub(crate) fn modified(path: &Path) -> io::Result<std::time::SystemTime> {
+    fs::metadata(path)?.modified()
+}
+
+/// Publishes the index `c` of `capture` next to it, with the capture's
+/// modification time `mtime` as seen before its bytes were read: the index
+/// is stale once the capture is newer.
+pub(crate) fn publish_index(
+    capture: &Path,
+    c: Contents,
+    mtime: std::time::SystemTime,
+) -> Result<BuildReport, BuildError> {
     let bytes = file::encode(&c);
     let index = index_path(capture);
-    publish(&index, &bytes).map_err(|e| BuildError::Io(index.clone(), e))?;
+    publish(&index, &bytes, mtime).map_err(|e| BuildError::Io(index.clone(), e))?;
     if !capture.exists() {
         let _ = fs::remove_file(&index);
     }
@@ -325,6 +344,15 @@ pub fn load_index(capture: &Path) -> Result<Index, Unusable> {
     load_index_into(capture, Vec::new())
 }
 
+/// [`load_index`], and every block of the index checked (a query checks
+/// only the blocks it reads): for tools that say an index is good.
+pub fn load_checked_index(capture: &Path) -> Result<Index, Unusable> {
+    let idx = load_index(capture)?;
+    idx.verify()
+        .map_err(|e| Unusable::Bad(format!("{}: {e}", index_path(capture).display())))?;
+    Ok(idx)
+}
+
 /// [`load_index`], reading into `buf` (a buffer an earlier index gave back
 /// with [`Index::into_raw`]: a query over many files reuses one).
 pub fn load_index_into(capture: &Path, buf: Vec<u8>) -> Result<Index, Unusable> {
@@ -334,10 +362,15 @@ pub fn load_index_into(capture: &Path, buf: Vec<u8>) -> Result<Index, Unusable> 
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Unusable::Missing),
         Err(e) => return Err(Unusable::Bad(format!("{}: {e}", path.display()))),
     };
+    let built = f
+        .metadata()
+        .and_then(|m| m.modified())
+        .map_err(|e| Unusable::Bad(format!("{}: {e}", path.display())))?;
     let idx = Index::open(f, buf)
         .map_err(|e: IndexError| Unusable::Bad(format!("{}: {e}", path.display())))?;
     let (crc, len) = head_of(capture).map_err(|e| Unusable::Bad(e.to_string()))?;
-    if idx.summary.capture_len != len || idx.summary.head_crc != crc {
+    let changed = modified(capture).map_err(|e| Unusable::Bad(e.to_string()))?;
+    if idx.summary.capture_len != len || idx.summary.head_crc != crc || changed > built {
         return Err(Unusable::Stale);
     }
     Ok(idx)

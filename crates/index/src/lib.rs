@@ -42,7 +42,7 @@ mod stream;
 pub mod time;
 mod varint;
 
-pub use build::{build_index, load_index, BuildError, BuildReport, Unusable};
+pub use build::{build_index, load_checked_index, load_index, BuildError, BuildReport, Unusable};
 pub use file::{Index, IndexError};
 pub use out::{OutFormat, Output};
 pub use plan::{packet_may_match, plan, Expr};

@@ -234,6 +234,35 @@ fn key(kind: Kind, lo: u128, hi: u128) -> Expr {
     Expr::Key { kind, lo, hi }
 }
 
+/// A number as libpcap's scanner reads it: `0x`/`0X` and hex digits, a
+/// leading `0` and octal digits (`053` is 43), else decimal. `None` for
+/// anything else, which libpcap refuses or reads as a name: the plan then
+/// narrows nothing there (a scan), never a wrong key.
+fn pcap_number(w: &str) -> Option<u32> {
+    let (digits, radix) = match w.as_bytes() {
+        [b'0', b'x' | b'X', ..] => (&w[2..], 16),
+        [b'0', _, ..] => (&w[1..], 8),
+        _ => (w, 10),
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u32::from_str_radix(digits, radix).ok()
+}
+
+/// A 16-bit number (port, VLAN ID) as libpcap reads it.
+fn pcap_u16(w: &str) -> Option<u16> {
+    pcap_number(w).and_then(|n| u16::try_from(n).ok())
+}
+
+/// A decimal number without a leading zero (or `0`), which every libpcap
+/// reads alike.
+fn plain_u16(w: &str) -> Option<u16> {
+    (w == "0" || !w.starts_with('0') && w.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| w.parse().ok())
+        .flatten()
+}
+
 fn proto_number(w: &str) -> Option<u8> {
     let w = w.strip_prefix('\\').unwrap_or(w);
     Some(match w {
@@ -247,7 +276,7 @@ fn proto_number(w: &str) -> Option<u8> {
         "pim" => 103,
         "vrrp" => 112,
         "sctp" => 132,
-        _ => return w.parse().ok(),
+        _ => return pcap_number(w).and_then(|n| u8::try_from(n).ok()),
     })
 }
 
@@ -405,15 +434,14 @@ impl Parser {
                 };
                 net(v, mask.as_deref())
             }
-            Slot::Port => match v.parse::<u16>() {
-                Ok(p) => key(Kind::Port, p as u128, p as u128),
-                Err(_) => Expr::All,
+            Slot::Port => match pcap_u16(v) {
+                Some(p) => key(Kind::Port, p as u128, p as u128),
+                None => Expr::All,
             },
-            Slot::Portrange => match v
-                .split_once('-')
-                .map(|(a, b)| (a.parse::<u16>(), b.parse::<u16>()))
-            {
-                Some((Ok(a), Ok(b))) => key(Kind::Port, a.min(b) as u128, a.max(b) as u128),
+            // libpcap versions read a range's numbers differently (sscanf's
+            // decimal, or as ports): plain decimal only, else a scan.
+            Slot::Portrange => match v.split_once('-').map(|(a, b)| (plain_u16(a), plain_u16(b))) {
+                Some((Some(a), Some(b))) => key(Kind::Port, a.min(b) as u128, a.max(b) as u128),
                 _ => Expr::All,
             },
             Slot::Proto => match proto_number(v) {
@@ -522,8 +550,8 @@ impl Parser {
         match first.as_str() {
             "vlan" => {
                 self.p += 1;
-                match self.peek().map(|w| w.parse::<u16>()) {
-                    Some(Ok(v)) => {
+                match self.peek().and_then(pcap_u16) {
+                    Some(v) => {
                         self.p += 1;
                         Ok(Expr::Key {
                             kind: Kind::Vlan,

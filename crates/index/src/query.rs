@@ -114,6 +114,26 @@ pub struct QueryStats {
     pub taken: u64,
     /// Link type of the first file in time order (1 when there is none).
     pub first_linktype: u32,
+    /// Files scanned whole that ended in damage (a torn last record, say):
+    /// the packets before it were taken, the rest of the file passed over,
+    /// and the query went on, as `tcpdump -r` of each would (it too exits
+    /// 1). What was found, for the first [`DAMAGE_SAID`] of them.
+    pub damaged: Vec<String>,
+}
+
+/// Damaged files a query describes at most ([`QueryStats::damaged`]).
+pub const DAMAGE_SAID: usize = 16;
+
+/// How [`read_until`] reads a file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// Being written: its last whole record ends it ([`is_growing`]).
+    Growing,
+    /// Scanned whole: damage ends it (said in the stats), not the query.
+    Whole,
+    /// A run of groups its index names: damage there means the file is not
+    /// the one indexed, and fails the query.
+    Run,
 }
 
 /// A file's bytes up to a movable end: the reader stops at the end of a
@@ -427,7 +447,7 @@ pub fn run_with(
                 continue;
             };
             end.set(size);
-            read_until(q, &s.path, &mut rd, size, true, taker, &mut st)?;
+            read_until(q, &s.path, &mut rd, size, Reading::Growing, taker, &mut st)?;
             st.bytes_read += rd.offset();
             continue;
         }
@@ -440,7 +460,15 @@ pub fn run_with(
                 st.scanned += 1;
                 let (mut rd, end) = open(&s.path)?;
                 end.set(u64::MAX);
-                read_until(q, &s.path, &mut rd, u64::MAX, false, taker, &mut st)?;
+                read_until(
+                    q,
+                    &s.path,
+                    &mut rd,
+                    u64::MAX,
+                    Reading::Whole,
+                    taker,
+                    &mut st,
+                )?;
                 st.bytes_read += rd.offset();
             }
         }
@@ -525,7 +553,7 @@ fn query_indexed(
         }
         end.set(to);
         rd.seek_to(from).map_err(|e| file_err(&s.path, e))?;
-        read_until(q, &s.path, &mut rd, to, false, taker, st)?;
+        read_until(q, &s.path, &mut rd, to, Reading::Run, taker, st)?;
         st.bytes_read += to - from;
     }
     Ok(())
@@ -556,17 +584,17 @@ fn program_for<'p>(
 }
 
 /// Reads packets until the reader's offset reaches `to` or the data ends,
-/// writing those in the window the filter accepts. `growing`: the file is
-/// being written, and its last whole record ends it ([`is_growing`]).
+/// writing those in the window the filter accepts; `how`: see [`Reading`].
 fn read_until(
     q: &Query,
     path: &Path,
     rd: &mut Reader<Bounded>,
     to: u64,
-    growing: bool,
+    how: Reading,
     taker: &mut dyn Taker,
     st: &mut QueryStats,
 ) -> Result<(), QueryError> {
+    let growing = how == Reading::Growing;
     // Per interface: its link type if the taker admits its packets.
     let admitted = |rd: &Reader<Bounded>, taker: &mut dyn Taker| -> Vec<Option<u32>> {
         let ifaces = rd.interfaces().iter().enumerate();
@@ -588,6 +616,12 @@ fn read_until(
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(_) if growing => break,
+                Err(e) if how == Reading::Whole => {
+                    if st.damaged.len() < DAMAGE_SAID {
+                        st.damaged.push(format!("{}: {e}", path.display()));
+                    }
+                    break;
+                }
                 Err(e) => return Err(file_err(path, annotate(e))),
             };
             if !q.window.contains(p.ts_ns) {

@@ -111,3 +111,36 @@ fn what_cannot_be_narrowed() {
         assert_eq!(plan(f), Expr::All, "{f}");
     }
 }
+
+/// Numbers as libpcap's scanner reads them (`tcpdump -d 'port 053'` is
+/// `port 43`): a leading zero is octal, `0x` hex. Read as decimal, `053`
+/// narrowed a query to port 53's groups and missed every packet of port 43.
+/// A port range's numbers are read differently by libpcap versions: only
+/// plain decimal narrows one.
+#[test]
+fn numbers_as_libpcap_reads_them() {
+    assert_eq!(plan("udp port 053"), port(43));
+    assert_eq!(plan("port 0x35"), port(53));
+    assert_eq!(plan("port 0X35"), port(53));
+    assert_eq!(plan("port 0"), port(0));
+    assert_eq!(plan("vlan 010"), k(Kind::Vlan, 8, 8));
+    assert_eq!(plan("vlan 0x10"), k(Kind::Vlan, 16, 16));
+    assert_eq!(plan("ip proto 021"), proto(17));
+    assert_eq!(plan("ip proto 0x11"), proto(17));
+    assert_eq!(plan("portrange 10-20"), k(Kind::Port, 10, 20));
+    for never_narrowed in [
+        "portrange 010-020",
+        "portrange 0x10-20",
+        "port 09",
+        "port 0x",
+        "port +53",
+        "port 70000",
+        "vlan 09",
+    ] {
+        assert!(
+            !matches!(plan(never_narrowed), Expr::Key { .. }),
+            "{never_narrowed}: {:?}",
+            plan(never_narrowed)
+        );
+    }
+}

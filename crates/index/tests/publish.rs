@@ -54,3 +54,35 @@ fn a_symlink_at_the_temporary_name_is_not_followed() {
     let report = build_index(&capture).expect("index");
     assert_eq!(report.packets, 1);
 }
+
+/// An index is stale once its capture is modified after it was read, even
+/// in place, at the same length and past the first bytes the index checks
+/// (a same-length edit 100 KB in was not seen, and queries missed what the
+/// edit put there).
+#[test]
+fn an_edit_in_place_past_the_head_makes_the_index_stale() {
+    use ringcap_index::{load_index, Unusable};
+    let dir = TempDir::new("index-stale");
+    let capture = dir.join("c.pcap");
+    let mut bytes = one_packet_pcap();
+    let record = bytes[24..].to_vec();
+    for _ in 0..200 {
+        bytes.extend_from_slice(&record);
+    }
+    std::fs::write(&capture, &bytes).expect("write capture");
+    build_index(&capture).expect("index");
+    assert!(load_index(&capture).is_ok(), "a fresh index is used");
+    // File times tick with the kernel's coarse clock (a few ms).
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let at = bytes.len() - 100;
+    assert!(at > 4096);
+    bytes[at] ^= 0xff;
+    std::fs::write(&capture, &bytes).expect("edit capture");
+    assert!(
+        matches!(load_index(&capture), Err(Unusable::Stale)),
+        "an index older than its capture's last change is stale"
+    );
+    // Rebuilt, it is used again.
+    build_index(&capture).expect("index again");
+    assert!(load_index(&capture).is_ok());
+}

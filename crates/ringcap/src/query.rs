@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use ringcap_index::background::{Indexer, RetireIndexes};
 use ringcap_index::{
-    build_index, load_index, plan, query::Window, run, time::parse_time, OutFormat, Output, Query,
-    Unusable,
+    build_index, load_checked_index, plan, query::Window, run, time::parse_time, OutFormat, Output,
+    Query, Unusable,
 };
 use ringcap_sink::FileHook;
 
@@ -138,7 +138,7 @@ pub fn index(args: &IndexArgs) -> Result<i32, Failure> {
     let mut status = 0;
     for f in &args.files {
         if !args.force {
-            if let Ok(idx) = load_index(f) {
+            if let Ok(idx) = load_checked_index(f) {
                 println!(
                     "{}: index up to date ({} packets)",
                     f.display(),
@@ -270,7 +270,33 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
             started.elapsed().as_secs_f64()
         );
     }
-    Ok(0)
+    Ok(damage_said(&stats))
+}
+
+/// Says which files scanned whole ended in damage (their packets before it
+/// were written, the query went on) and gives the exit status: 1 if any
+/// did, as `tcpdump -r` of such a file exits 1 after its packets.
+fn damage_said(stats: &ringcap_index::QueryStats) -> i32 {
+    for d in &stats.damaged {
+        eprintln!(
+            "ringcap: warning: {d}: the packets before it were written, the rest of the file is skipped (`ringcap repair FILE` cuts a capture after its last whole record)"
+        );
+    }
+    match stats.damaged.len() {
+        0 => 0,
+        n => {
+            eprintln!(
+                "ringcap: {n}{} damaged file{} read in part; the other files in full",
+                if n >= ringcap_index::query::DAMAGE_SAID {
+                    " or more"
+                } else {
+                    ""
+                },
+                if n == 1 { "" } else { "s" }
+            );
+            crate::failure::exit::RUNTIME
+        }
+    }
 }
 
 /// A window that holds no time (`--before` not after `--after`) is a
@@ -414,7 +440,7 @@ pub fn file_hook(no_index: bool) -> (FileHook, Option<Arc<Indexer>>) {
 /// For `ringcap repair`: rebuilds the index of a repaired file if it has
 /// none or one that no longer fits; returns what was done, if anything.
 pub fn repair_index(file: &Path) -> Option<String> {
-    let why = match load_index(file) {
+    let why = match load_checked_index(file) {
         Ok(_) => return None,
         Err(Unusable::Missing) => "missing".to_string(),
         Err(e) => e.to_string(),

@@ -82,6 +82,19 @@ fn cli_query_matches_tcpdump() {
     let mut raw = std::fs::read(&idx5).unwrap();
     raw[8] = 99;
     std::fs::write(&idx5, raw).unwrap();
+    // A block of file 4's index is damaged past its head: a query that
+    // reads it finds the checksum wrong and scans the file (it failed the
+    // whole query).
+    let idx4 = ringcap_index::index_path(&files[4]);
+    let mut raw = std::fs::read(&idx4).unwrap();
+    let at = raw.len() - 5;
+    raw[at] ^= 0xff;
+    std::fs::write(&idx4, raw).unwrap();
+    assert!(
+        ringcap_index::load_index(&files[4]).is_ok(),
+        "the head is intact"
+    );
+    assert!(ringcap_index::load_checked_index(&files[4]).is_err());
     let span = 8 * 300 * 1_000_000u64;
     let dir_s = dir.display().to_string();
     let out = d.join("out.pcap").display().to_string();
@@ -97,6 +110,7 @@ fn cli_query_matches_tcpdump() {
         ("ip6 and port 80".into(), t0 + span / 7, t0 + 6 * span / 7),
         ("".into(), t0 + span / 2, t0 + span / 2 + 50_000_000),
     ];
+    let mut damage_seen = false;
     for (i, (filter, after, before)) in cases.iter().enumerate() {
         let mut a: Vec<String> = vec!["query".into(), "-d".into(), dir_s.clone(), "-v".into()];
         if *after > 0 {
@@ -146,6 +160,12 @@ fn cli_query_matches_tcpdump() {
             );
         }
         assert!(err.contains("version 99"), "{err}");
+        // (A query reads the blocks of its keys only.)
+        damage_seen |= err.contains(&format!(
+            "{}: index not usable: {}: damaged index file",
+            files[4].display(),
+            idx4.display()
+        ));
         assert!(
             err.contains("notes.txt: not a capture file, skipped"),
             "{err}"
@@ -157,6 +177,22 @@ fn cli_query_matches_tcpdump() {
             err.lines().last().unwrap_or("")
         );
     }
+    if !damage_seen {
+        // The block damaged is the index's last: the VLAN keys.
+        let o = ringcap(&["query", "-d", &dir_s, "-w", &out, "vlan 100"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert_eq!(
+            records(&std::fs::read(&out).unwrap()),
+            tcpdump(&files, "vlan 100", 0, u64::MAX)
+        );
+        damage_seen = err.contains(&format!(
+            "{}: index not usable: {}: damaged index file",
+            files[4].display(),
+            idx4.display()
+        ));
+    }
+    assert!(damage_seen, "no query read file 4's damaged block");
     // Explicit files and --filter; an index rebuilt by `ringcap index --force`.
     let o = ringcap(&["index", "--force", &files[5].display().to_string()]);
     assert!(o.status.success());
@@ -172,6 +208,13 @@ fn cli_query_matches_tcpdump() {
         records(&std::fs::read(&out).unwrap()),
         tcpdump(&files[5..6], "udp", 0, u64::MAX)
     );
+    // `ringcap index` checks every block before it calls an index up to
+    // date: file 4's is rebuilt.
+    let f4 = files[4].display().to_string();
+    let o = ringcap(&["index", &f4]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && said.contains("indexed"), "{said}");
+    assert!(ringcap_index::load_checked_index(&files[4]).is_ok());
     // `ringcap repair` rebuilds a missing index (and leaves a good one).
     std::fs::remove_file(ringcap_index::index_path(&files[0])).unwrap();
     let f0 = files[0].display().to_string();
@@ -464,4 +507,54 @@ fn pcapng_answers_keep_the_interfaces() {
     assert_eq!(names, [Some("eth0".to_string()), Some("eth1".to_string())]);
     let want: Vec<usize> = (0..20).map(|i| i % 2).collect();
     assert_eq!(got, want, "each packet in its interface");
+}
+
+/// A file that ends in a torn record (a copy in progress, another writer's
+/// crash) is read up to it, said, and the query goes on to the other files
+/// (it stopped the whole query, and with -w FILE wrote nothing); the exit
+/// status is 1, as `tcpdump -r` of that file exits 1 after its packets.
+#[test]
+fn a_torn_file_is_read_up_to_its_damage_and_the_query_goes_on() {
+    if skip_without(&["tcpdump"]) {
+        return;
+    }
+    let d = TempDir::new("query-torn");
+    let dir = d.join("caps");
+    std::fs::create_dir(&dir).unwrap();
+    let mut rng = Rng(7);
+    let files = mixed::write_series(&dir, &mut rng, 3, 200, 1_764_000_000_000_000_000);
+    let torn = &files[1];
+    let len = std::fs::metadata(torn).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(torn)
+        .unwrap()
+        .set_len(len - 7)
+        .unwrap();
+    let out = d.join("out.pcap").display().to_string();
+    let dir_s = dir.display().to_string();
+    let o = ringcap(&["query", "-d", &dir_s, "-w", &out, "udp or tcp"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{}: ", torn.display())) && err.contains("ringcap repair"),
+        "{err}"
+    );
+    // tcpdump reads each file up to the tear (and exits 1 for that file),
+    // as the query does.
+    let mut want = Vec::new();
+    for f in &files {
+        let o = Command::new("tcpdump")
+            .args(["-n", "--nano", "-r"])
+            .arg(f)
+            .args(["-w", "-", "udp or tcp"])
+            .output()
+            .expect("tcpdump");
+        let code = if f == torn { 1 } else { 0 };
+        assert_eq!(o.status.code(), Some(code), "tcpdump -r {}", f.display());
+        want.extend(records(&o.stdout));
+    }
+    let got = records(&std::fs::read(&out).unwrap());
+    assert!(got == want, "{} packets, tcpdump {}", got.len(), want.len());
+    assert!(!want.is_empty());
 }

@@ -174,7 +174,7 @@ impl Job {
         programs: &mut Programs,
         out: &mut Output,
         files: &[PathBuf],
-    ) -> Result<(), QueryError> {
+    ) -> Result<Vec<String>, QueryError> {
         let q = Query {
             filter: &self.filter,
             plan: plan(&self.filter),
@@ -183,7 +183,8 @@ impl Job {
             stop: Some(&self.stop),
         };
         let st = run_with(&q, files, &mut Matcher { programs, out }, &mut |_| {})?;
-        out.finish(st.first_linktype).map_err(QueryError::Output)
+        out.finish(st.first_linktype).map_err(QueryError::Output)?;
+        Ok(st.damaged)
     }
 
     /// Refuses (413) an answer larger than `max` bytes; counts only when
@@ -206,7 +207,7 @@ impl Job {
         let mut out = Output::new(Box::new(io::sink()), OutFormat::Pcap);
         out.limit(None, Some(max));
         match self.query(programs, &mut out, &files) {
-            Ok(()) => Ok(()),
+            Ok(_) => Ok(()),
             Err(_) if out.limited => Err(Refusal(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!(
@@ -230,19 +231,33 @@ impl Job {
         programs: &mut Programs,
         w: Box<dyn io::Write>,
         (packets, bytes): (Option<u64>, Option<u64>),
-    ) -> Result<(u64, u64), String> {
+    ) -> Result<Streamed, String> {
         let files = self.files()?;
         let mut out = Output::new(w, OutFormat::Pcap);
         out.limit(packets, bytes);
-        let r = self.query(programs, &mut out, &files);
-        if let Err(e) = r {
-            if !out.limited {
-                return Err(e.to_string());
-            }
-        }
+        let damaged = match self.query(programs, &mut out, &files) {
+            Ok(d) => d,
+            Err(_) if out.limited => Vec::new(),
+            Err(e) => return Err(e.to_string()),
+        };
         out.finish(1).map_err(|e| e.to_string())?;
-        Ok((out.packets, out.bytes))
+        Ok(Streamed {
+            packets: out.packets,
+            bytes: out.bytes,
+            damaged,
+        })
     }
+}
+
+/// What [`Job::stream`] sent.
+pub struct Streamed {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Files read in part: they end in damage (see
+    /// `ringcap_index::QueryStats::damaged`), for the log.
+    pub damaged: Vec<String>,
 }
 
 #[cfg(test)]

@@ -447,9 +447,15 @@ async fn handle(
         let secs = started.elapsed().as_secs_f64();
         let compiles = programs.compiles;
         match r {
-            Ok((n, bytes)) => log(format!(
-                "{who}: {what}: 200 {n} packets, {bytes} bytes, {secs:.3} s, {compiles} filter compile(s)"
-            )),
+            Ok(sent) => {
+                let (n, bytes) = (sent.packets, sent.bytes);
+                log(format!(
+                    "{who}: {what}: 200 {n} packets, {bytes} bytes, {secs:.3} s, {compiles} filter compile(s)"
+                ));
+                for d in sent.damaged {
+                    log(format!("{who}: {what}: read in part: {d}"));
+                }
+            }
             Err(e) => {
                 log(format!("{who}: {what}: cut after {secs:.3} s: {e}"));
                 tx.fail(e);

@@ -93,12 +93,19 @@ impl<R: Read> Reader<R> {
         let ts_ns = secs * 1_000_000_000 + if nano { frac } else { frac * 1_000 };
         let data_start = self.start + RECORD_HEADER_LEN;
         self.consume(total);
+        // A record longer than the file's snapshot length is cut to it, as
+        // libpcap reads it (so `tcpdump -r` and its filters see that much;
+        // the rest is skipped). A snapshot length of 0 sets no limit.
+        let kept = match snaplen {
+            0 => caplen,
+            s => caplen.min(s),
+        };
         Ok(Some(Found {
             interface: 0,
             ts_ns,
             wire_len,
             data_start,
-            data_len: caplen as usize,
+            data_len: kept as usize,
         }))
     }
 }

@@ -941,3 +941,25 @@ fn compressed_errors_repeat_and_offsets_stay() {
         assert_eq!(r.offset(), at);
     }
 }
+
+/// A record longer than the file's snapshot length is cut to it, as libpcap
+/// reads it (`tcpdump -r -w` writes 100 captured bytes of a 166-byte record
+/// in a file of snapshot length 100, and a filter on byte 150 matches
+/// nothing); the next record is read whole. Snapshot length 0: no cut.
+#[test]
+fn pcap_record_longer_than_the_snaplen_is_cut_to_it() {
+    let long: Vec<u8> = (0..166u32).map(|i| i as u8).collect();
+    let short = [9u8; 40];
+    let recs: [(u32, u32, u32, &[u8]); 2] = [(1, 0, 200, &long), (2, 0, 40, &short)];
+    let f = pcap_by_hand(ByteOrder::host(), false, 100, &recs);
+    let (got, end, off) = read_all(&f).unwrap();
+    end.unwrap();
+    assert_eq!(off, f.len() as u64);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].data, long[..100]);
+    assert_eq!(got[0].wire_len, 200);
+    assert_eq!(got[1].data, short);
+    let f = pcap_by_hand(ByteOrder::host(), false, 0, &recs);
+    let (got, _, _) = read_all(&f).unwrap();
+    assert_eq!(got[0].data, long);
+}

@@ -15,7 +15,7 @@ use crate::keys::Kind;
 use crate::plan::Expr;
 use crate::readahead::hint_heads;
 
-use super::{file_err, Query, QueryError, Window};
+use super::{Query, QueryError, Window};
 
 /// What a query keeps of a file's index: the runs of candidate groups (the
 /// key blocks and pages of groups are read and let go batch by batch: a
@@ -196,32 +196,45 @@ pub(super) fn prepare(
     for idx in opened.iter().flatten().filter(|i| live(i)) {
         will_need(&q.plan, idx);
     }
+    // A block of an index found damaged (its checksum) makes that index
+    // unusable, as a damaged head does: the file is scanned, the query
+    // goes on.
+    let damaged = |path: &PathBuf, e: IndexError| {
+        Unusable::Bad(format!(
+            "{}: {e}",
+            ringcap_format::sidecar::index_path(path).display()
+        ))
+    };
     let mut cands = Vec::with_capacity(paths.len());
     for (path, idx) in paths.iter().zip(&opened) {
         cands.push(match idx {
             Ok(idx) if live(idx) => {
                 let mut budget = BLOCK_BUDGET;
-                let c = candidates(&q.plan, idx, &mut budget).map_err(|e| file_err(path, e))?;
-                for p in 0..idx.pages() {
-                    if page_wanted(idx, p, c.as_deref(), &q.window) {
-                        idx.will_need_page(p);
+                match candidates(&q.plan, idx, &mut budget) {
+                    Ok(c) => {
+                        for p in 0..idx.pages() {
+                            if page_wanted(idx, p, c.as_deref(), &q.window) {
+                                idx.will_need_page(p);
+                            }
+                        }
+                        Ok((c, BLOCK_BUDGET - budget))
                     }
+                    Err(e) => Err(damaged(path, e)),
                 }
-                (c, BLOCK_BUDGET - budget)
             }
-            _ => (None, 0),
+            _ => Ok((None, 0)),
         });
     }
     let mut out = Vec::with_capacity(paths.len());
-    for ((path, idx), (c, key_blocks)) in paths.iter().zip(opened).zip(cands) {
-        out.push(match idx {
-            Ok(idx) => {
+    for ((path, idx), cand) in paths.iter().zip(opened).zip(cands) {
+        out.push(match (idx, cand) {
+            (Ok(idx), Ok((c, key_blocks))) => {
                 let runs = if live(&idx) {
-                    runs_of(&idx, c.as_deref(), &q.window).map_err(|e| file_err(path, e))?
+                    runs_of(&idx, c.as_deref(), &q.window)
                 } else {
-                    Vec::new()
+                    Ok(Vec::new())
                 };
-                Ok(Prepared {
+                runs.map_err(|e| damaged(path, e)).map(|runs| Prepared {
                     summary: idx.summary.clone(),
                     epochs: idx.epochs.clone(),
                     groups: idx.group_count(),
@@ -229,7 +242,7 @@ pub(super) fn prepare(
                     key_blocks,
                 })
             }
-            Err(e) => Err(e),
+            (Ok(_), Err(e)) | (Err(e), _) => Err(e),
         });
     }
     Ok(out)

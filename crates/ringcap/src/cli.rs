@@ -136,6 +136,7 @@ pub struct CaptureArgs {
 
     /// Bytes to keep of each packet, or "headers" for exactly the protocol headers.
     #[arg(
+        allow_negative_numbers = true,
         short = 's',
         long = "snaplen",
         value_name = "SNAPLEN|headers",
@@ -154,11 +155,22 @@ pub struct CaptureArgs {
     pub headers_max: u32,
 
     /// Stop after writing COUNT packets.
-    #[arg(short = 'c', long, value_name = "COUNT", help_heading = "When to stop")]
+    #[arg(
+        allow_negative_numbers = true,
+        short = 'c',
+        long,
+        value_name = "COUNT",
+        help_heading = "When to stop"
+    )]
     pub count: Option<u64>,
 
     /// Stop after SECS seconds.
-    #[arg(long, value_name = "SECS", help_heading = "When to stop")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "SECS",
+        help_heading = "When to stop"
+    )]
     pub duration: Option<f64>,
 
     /// Kernel ring size per interface, in KiB as tcpdump's -B (262144 = 256 MiB),
@@ -199,7 +211,13 @@ pub struct CaptureArgs {
     pub monitor: bool,
 
     /// Capture threads per interface, joined by a PACKET_FANOUT flow-hash group.
-    #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Capture")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        help_heading = "Capture"
+    )]
     pub threads: u32,
 
     /// Keep one packet in N (random, or every Nth with --sample-mode count).
@@ -231,6 +249,7 @@ pub struct CaptureArgs {
 
     /// Seconds between status lines and JSON records.
     #[arg(
+        allow_negative_numbers = true,
         long,
         value_name = "SECS",
         default_value_t = 1.0,
@@ -304,6 +323,7 @@ pub struct CaptureArgs {
 
     /// Start a new file before one would exceed MB million bytes.
     #[arg(
+        allow_negative_numbers = true,
         short = 'C',
         value_name = "MB",
         help_heading = "Files: rotation and retention"
@@ -312,6 +332,7 @@ pub struct CaptureArgs {
 
     /// Start a new file every SECS seconds.
     #[arg(
+        allow_negative_numbers = true,
         short = 'G',
         value_name = "SECS",
         help_heading = "Files: rotation and retention"
@@ -323,12 +344,18 @@ pub struct CaptureArgs {
     pub align: bool,
 
     /// Start a new file every N packets.
-    #[arg(long, value_name = "N", help_heading = "Files: rotation and retention")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "N",
+        help_heading = "Files: rotation and retention"
+    )]
     pub rotate_packets: Option<u64>,
 
     /// Keep a ring of N files, deleting the oldest (with -G too: unlike tcpdump,
     /// which stops after N files there).
     #[arg(
+        allow_negative_numbers = true,
         short = 'W',
         value_name = "N",
         help_heading = "Files: rotation and retention"
@@ -345,6 +372,7 @@ pub struct CaptureArgs {
 
     /// Delete the oldest files while the filesystem has less than PERCENT free.
     #[arg(
+        allow_negative_numbers = true,
         long,
         value_name = "PERCENT",
         help_heading = "Files: rotation and retention"
@@ -361,6 +389,7 @@ pub struct CaptureArgs {
 
     /// Seconds between pushes of written data towards the disk (bounds loss on a crash).
     #[arg(
+        allow_negative_numbers = true,
         long,
         value_name = "SECS",
         default_value_t = 1.0,
@@ -402,7 +431,12 @@ pub struct CaptureArgs {
     pub no_index: bool,
 
     /// Output buffer per capture thread in MiB (packets are dropped, and counted, when it is full) [default: 256; through ringcapd 32, as the session's shared ring buffers before it].
-    #[arg(long, value_name = "MIB", help_heading = "Output")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "MIB",
+        help_heading = "Output"
+    )]
     pub writer_buffer: Option<u32>,
 
     /// Flow records (--flows URL, timeouts, table size): see `crate::flows`.

@@ -131,3 +131,37 @@ fn metrics_are_served_on_loopback_only() {
     assert!(page.contains(&delivered), "no {delivered:?} in:\n{page}");
     c.stop().assert_ok("the metered client");
 }
+
+/// The interface of a shared capture is deleted: every session on it ends
+/// with why ("the interface ... disappeared"), its packets so far
+/// delivered, and the daemon goes on. The hub used to nap and retry for
+/// ever: the client waited, told nothing.
+#[test]
+fn a_deleted_interface_ends_its_sessions_with_why() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(&tb, "");
+    let out = open_dir("gone");
+    let c = start_client(&tb, &d, NOBODY, &out, "g", &["udp"]);
+    let ep = tb.endpoints();
+    let sent: Vec<Vec<u8>> = (0..50)
+        .map(|s| ringcap_testkit::frames::udp4(&ep, s, 4000, 53, 30))
+        .collect();
+    tb.send_from_peer(&sent, 2000).expect("send");
+    std::thread::sleep(SETTLE);
+    tb.delete_capture_if().expect("delete the interface");
+    let fin = c.wait(Duration::from_secs(15));
+    assert_no_panic(&fin.stderr, "client");
+    assert_ne!(fin.status.code(), Some(0), "{}", fin.stderr);
+    assert!(
+        fin.stderr
+            .contains(&format!("the interface {} disappeared", tb.capture_if)),
+        "{}",
+        fin.stderr
+    );
+    assert_eq!(fin.packets().len(), sent.len(), "{}", fin.stderr);
+    let log = d.stop();
+    assert_no_panic(&log, "ringcapd");
+}

@@ -397,9 +397,22 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
             }
             last_publish = Instant::now();
         }
-        if !got && source.wait(Some(NAP), None).is_err() {
-            // A failing poll shows in the next next_batch.
-            std::thread::sleep(NAP);
+        if !got {
+            if let Err(e) = source.wait(Some(NAP), None) {
+                // The interface is gone (or the socket failed): nothing
+                // more can come. Every session ends with why
+                // (`Subscription::failure`), its packets so far delivered.
+                *shared.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                // A new subscriber starts a new hub (the interface may be
+                // back by then).
+                shared.stop.store(true, Ordering::Relaxed);
+                for e in &mut entries {
+                    e.sub.sink.close();
+                    e.sub.done = true;
+                    e.publish();
+                }
+                return;
+            }
         }
     }
 }

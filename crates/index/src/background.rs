@@ -40,9 +40,12 @@ const CLOSED: usize = 8;
 /// indexer that falls behind holds a bounded amount of memory.
 pub const GATHERED: usize = 4;
 
-/// A file to index, with what its tap gathered if it had one, and whether
-/// that was set aside (more than [`GATHERED`] files waiting).
-type Job = (PathBuf, Option<Stream>, bool);
+/// A file to index, with what its tap gathered if it had one, whether that
+/// was set aside (more than [`GATHERED`] files waiting), and the file's
+/// modification time when it was published (its index takes that time:
+/// a change after publication makes the index stale, see
+/// `build::publish_index`).
+type Job = (PathBuf, Option<Stream>, bool, Option<std::time::SystemTime>);
 
 /// Files the indexer read back instead of taking their keys from their tap.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -99,12 +102,12 @@ impl Indexer {
             .name("ringcap-index".into())
             .spawn(move || {
                 lower_priority();
-                for (path, stream, set_aside) in rx {
+                for (path, stream, set_aside, mtime) in rx {
                     if stream.is_some() {
                         held.fetch_sub(1, Ordering::Relaxed);
                     }
                     let mut left_over = Spare::default();
-                    let r = index_one(&path, stream, &mut left_over);
+                    let r = index_one(&path, stream, mtime, &mut left_over);
                     // One set of arrays is kept for the next tap.
                     given
                         .lock()
@@ -150,7 +153,7 @@ impl Indexer {
         };
         let stream = {
             let mut closed = self.closed.lock().unwrap_or_else(|p| p.into_inner());
-            let at = closed.iter().position(|(p, _, _)| p == path);
+            let at = closed.iter().position(|(p, ..)| p == path);
             at.and_then(|i| closed.remove(i).1)
         };
         let tapped = stream.is_some();
@@ -164,8 +167,9 @@ impl Indexer {
         let had_stream = stream.is_some();
         self.pending.fetch_add(1, Ordering::Relaxed);
         let set_aside = tapped && !had_stream;
+        let mtime = modified(path).ok();
         if tx
-            .try_send((path.to_path_buf(), stream, set_aside))
+            .try_send((path.to_path_buf(), stream, set_aside, mtime))
             .is_err()
         {
             self.pending.fetch_sub(1, Ordering::Relaxed);
@@ -268,16 +272,29 @@ impl Drop for Tap {
         if closed.len() >= CLOSED {
             closed.remove(0);
         }
-        closed.push((std::mem::take(&mut self.path), self.stream.take(), false));
+        closed.push((
+            std::mem::take(&mut self.path),
+            self.stream.take(),
+            false,
+            None,
+        ));
     }
 }
 
 /// Indexes `path` from what its tap gathered, or by reading it (then
 /// true); the tap's arrays are left in `spare`.
-fn index_one(path: &Path, stream: Option<Stream>, spare: &mut Spare) -> Result<bool, BuildError> {
+fn index_one(
+    path: &Path,
+    stream: Option<Stream>,
+    published: Option<std::time::SystemTime>,
+    spare: &mut Spare,
+) -> Result<bool, BuildError> {
     if let Some(s) = stream {
         let io_err = |e| BuildError::Io(path.to_path_buf(), e);
-        let mtime = modified(path).map_err(io_err)?;
+        let mtime = match published {
+            Some(t) => t,
+            None => modified(path).map_err(io_err)?,
+        };
         let (crc, len) = head_of(path).map_err(io_err)?;
         if let Some(c) = s.finish(len, crc, spare) {
             return publish_index(path, c, mtime).map(|_| false);

@@ -320,7 +320,8 @@ fn net(v: &str, mask: Option<&str>) -> Expr {
         return v4_range(u32::from(a), m.leading_ones()).unwrap_or(Expr::All);
     }
     if let Some((a, len)) = v.split_once('/') {
-        let Ok(bits) = len.parse::<u32>() else {
+        // A number to libpcap: `/010` is /8.
+        let Some(bits) = pcap_number(len) else {
             return Expr::All;
         };
         if let Ok(a) = a.parse::<Ipv4Addr>() {
@@ -338,6 +339,14 @@ fn net(v: &str, mask: Option<&str>) -> Expr {
         return Expr::All;
     }
     let parts: Vec<&str> = v.split('.').collect();
+    // One part is a number to libpcap (`net 012` is 10/8, `net 0xa` too);
+    // dotted parts are decimal (`10.010` is 10.10/16).
+    if let [one] = parts[..] {
+        return match pcap_number(one).and_then(|n| u8::try_from(n).ok()) {
+            Some(b) => v4_range(u32::from(b) << 24, 8).unwrap_or(Expr::All),
+            None => Expr::All,
+        };
+    }
     if parts.len() < 4 && parts.iter().all(|p| !p.is_empty() && p.len() <= 3) {
         let mut n = 0u32;
         for p in &parts {

@@ -427,7 +427,7 @@ pub fn run_with(
             done.iter().map(|_| Err(Unusable::Missing)).collect()
         };
         for (path, index) in done.into_iter().zip(indexes) {
-            add_source(path, index, &mut sources)?;
+            add_source(path, index, &mut sources, &mut st)?;
         }
     }
     sources.sort_by(|a, b| (a.first_ts, &a.path).cmp(&(b.first_ts, &b.path)));
@@ -479,18 +479,51 @@ pub fn run_with(
 
 /// Adds a file not being written to `sources`, with its prepared index or
 /// why it has none.
+/// A file cut short (in its header or a record): a copy in progress,
+/// another writer's crash. Not a file that is no capture at all (a usage
+/// error when named).
+fn torn(e: &ringcap_format::FormatError) -> bool {
+    matches!(e.kind, ringcap_format::FormatErrorKind::Truncated { .. })
+}
+
+/// A file whose header or first record is damaged (cut short: a copy in
+/// progress) holds no packet to read: it is said in the stats and passed
+/// over, as the damage later in a file is ([`Reading::Whole`]).
 fn add_source(
     path: &Path,
     index: Result<Prepared, Unusable>,
     sources: &mut Vec<Source>,
+    st: &mut QueryStats,
 ) -> Result<(), QueryError> {
-    let (mut rd, end) = open(path)?;
+    let mut damaged = |e: &ringcap_format::FormatError| {
+        if st.damaged.len() < DAMAGE_SAID {
+            st.damaged.push(format!("{}: {e}", path.display()));
+        }
+    };
+    let f = File::open(path).map_err(|e| file_err(path, e))?;
+    let end = Rc::new(Cell::new(OPEN_LEN));
+    let mut rd = match Reader::new(Bounded {
+        f,
+        pos: 0,
+        end: end.clone(),
+    }) {
+        Ok(rd) => rd,
+        Err(e) if torn(&e) && index.is_err() => {
+            damaged(&e);
+            return Ok(());
+        }
+        Err(e) => return Err(file_err(path, e)),
+    };
     let first_ts = match &index {
         Ok(idx) => idx.summary.first_ts,
         Err(_) => {
             end.set(u64::MAX);
             match rd.next_packet() {
                 Ok(p) => p.map_or(0, |p| p.ts_ns),
+                Err(e) if torn(&e) => {
+                    damaged(&e);
+                    return Ok(());
+                }
                 Err(e) => return Err(file_err(path, e)),
             }
         }

@@ -128,6 +128,28 @@ fn numbers_as_libpcap_reads_them() {
     assert_eq!(plan("ip proto 021"), proto(17));
     assert_eq!(plan("ip proto 0x11"), proto(17));
     assert_eq!(plan("portrange 10-20"), k(Kind::Port, 10, 20));
+    // `net`: one part and a prefix length are numbers to libpcap; dotted
+    // parts are decimal (tcpdump -d: `net 012` and `net 10.0.0.0/010` are
+    // 10/8, `net 10.010` is 10.10/16).
+    let v4net = |lo: &str, hi: &str| {
+        let n = |s: &str| u32::from(s.parse::<std::net::Ipv4Addr>().unwrap()) as u128;
+        k(Kind::V4, n(lo), n(hi))
+    };
+    let ten = v4net("10.0.0.0", "10.255.255.255");
+    assert_eq!(plan("net 012"), ten);
+    assert_eq!(plan("net 0xa"), ten);
+    assert_eq!(plan("net 10"), ten);
+    assert_eq!(plan("net 10.0.0.0/010"), ten);
+    assert_eq!(plan("net 10.010"), v4net("10.10.0.0", "10.10.255.255"));
+    let v6 = |s: &str| u128::from(s.parse::<std::net::Ipv6Addr>().unwrap());
+    assert_eq!(
+        plan("net 2001:db8::/040"),
+        k(
+            Kind::V6,
+            v6("2001:db8::"),
+            v6("2001:db8:ffff:ffff:ffff:ffff:ffff:ffff")
+        )
+    );
     for never_narrowed in [
         "portrange 010-020",
         "portrange 0x10-20",
@@ -136,6 +158,8 @@ fn numbers_as_libpcap_reads_them() {
         "port +53",
         "port 70000",
         "vlan 09",
+        // libpcap: 1.44.0.0/16; not narrowed here.
+        "net 300",
     ] {
         assert!(
             !matches!(plan(never_narrowed), Expr::Key { .. }),

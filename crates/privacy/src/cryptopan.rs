@@ -96,7 +96,8 @@ impl CryptoPan {
             .to_be_bytes()
     }
 
-    /// The image of a MAC address. The broadcast address stays itself, and
+    /// The image of a MAC address. The broadcast and all-zero addresses
+    /// stay themselves, and
     /// the individual/group and universal/local bits (the two low bits of
     /// the first byte) stay as they are, so that a unicast address stays
     /// unicast and a group address a group address (a reader of the file,
@@ -106,9 +107,24 @@ impl CryptoPan {
     /// OUI, and the image's first `k` bytes depend only on the original's
     /// first `k`.
     pub fn mac(&self, addr: [u8; 6]) -> [u8; 6] {
-        if addr == [0xff; 6] {
+        // Broadcast and the all-zero address (ARP's unknown target) stay
+        // themselves; the one address whose image either would have been
+        // takes that address's own image instead, so the mapping stays
+        // one to one.
+        const KEPT: [[u8; 6]; 2] = [[0xff; 6], [0; 6]];
+        if KEPT.contains(&addr) {
             return addr;
         }
+        let image = self.mac_bits(addr);
+        match KEPT.iter().find(|k| **k == image) {
+            Some(k) => self.mac_bits(*k),
+            None => image,
+        }
+    }
+
+    /// The prefix-preserving image of a MAC address with its flag bits kept
+    /// (see [`mac`](Self::mac)).
+    fn mac_bits(&self, addr: [u8; 6]) -> [u8; 6] {
         let v = addr.iter().fold(0u64, |v, b| v << 8 | u64::from(*b));
         let flags = u64::from(addr[0] & 3);
         // The flags, then the first byte's other six bits, then the rest.
@@ -183,6 +199,10 @@ mod tests {
     fn mac_keeps_broadcast_group_and_local_bits_and_ouis() {
         let c = CryptoPan::new(&REFERENCE_KEY);
         assert_eq!(c.mac([0xff; 6]), [0xff; 6]);
+        assert_eq!(c.mac([0; 6]), [0; 6]);
+        // The kept addresses' images are what the two addresses that would
+        // have had them get instead.
+        assert_ne!(c.mac_bits([0xff; 6]), [0xff; 6]);
         let mut seen = std::collections::HashSet::new();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..20_000 {
@@ -193,6 +213,9 @@ mod tests {
             let a = c.mac(m);
             assert_eq!(a[0] & 3, m[0] & 3, "{m:02x?} -> {a:02x?}");
             assert!(seen.insert(a), "two addresses, one image: {a:02x?}");
+            if m != [0xff; 6] && m != [0; 6] {
+                assert!(a != [0xff; 6] && a != [0; 6], "{m:02x?} -> {a:02x?}");
+            }
             // Same OUI, same image OUI; the first k bytes of the image
             // depend on the first k of the original only.
             let mut other = m;

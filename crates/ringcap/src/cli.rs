@@ -147,6 +147,7 @@ pub struct CaptureArgs {
 
     /// Upper bound on the bytes kept with -s headers.
     #[arg(
+        allow_negative_numbers = true,
         long,
         value_name = "BYTES",
         default_value_t = 256,
@@ -179,6 +180,7 @@ pub struct CaptureArgs {
     /// 512 bytes, else 1 GiB; plus the --writer-buffer size per thread when
     /// the ring blocks are written in place (which uses no writer buffer).
     #[arg(
+        allow_hyphen_values = true,
         short = 'B',
         long = "buffer",
         value_name = "KIB|SIZE",
@@ -221,7 +223,12 @@ pub struct CaptureArgs {
     pub threads: u32,
 
     /// Keep one packet in N (random, or every Nth with --sample-mode count).
-    #[arg(long, value_name = "1:N", help_heading = "What to keep")]
+    #[arg(
+        allow_hyphen_values = true,
+        long,
+        value_name = "1:N",
+        help_heading = "What to keep"
+    )]
     pub sample: Option<String>,
 
     /// How --sample picks: random or count.
@@ -236,6 +243,7 @@ pub struct CaptureArgs {
 
     /// Keep one flow in N, both directions (symmetric 5-tuple hash).
     #[arg(
+        allow_hyphen_values = true,
         long,
         value_name = "1:N",
         conflicts_with = "sample",
@@ -364,6 +372,7 @@ pub struct CaptureArgs {
 
     /// Delete the oldest files when the series exceeds SIZE (e.g. 500M, 20G).
     #[arg(
+        allow_hyphen_values = true,
         long,
         value_name = "SIZE",
         help_heading = "Files: rotation and retention"

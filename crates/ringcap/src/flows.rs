@@ -20,19 +20,39 @@ pub struct FlowArgs {
     pub flows: Vec<String>,
 
     /// A flow is exported, and counted anew, after this long [default: 1800].
-    #[arg(long, value_name = "SECS", help_heading = "Flows")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "SECS",
+        help_heading = "Flows"
+    )]
     pub active_timeout: Option<f64>,
 
     /// A flow without packets for this long is exported [default: 15].
-    #[arg(long, value_name = "SECS", help_heading = "Flows")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "SECS",
+        help_heading = "Flows"
+    )]
     pub idle_timeout: Option<f64>,
 
     /// Flows held per capture thread; when full, the one idle longest is exported early (counted) [default: 262144; through ringcapd: 16384 per session, within the grant's max_flows].
-    #[arg(long, value_name = "N", help_heading = "Flows")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "N",
+        help_heading = "Flows"
+    )]
     pub max_flows: Option<u32>,
 
     /// UDP targets (ipfix://, netflow9://): send at most this many MB (10^6 bytes) of datagrams a second. A UDP exporter cannot see a collector's drops; a burst (a file's last flows, many flows idling out at once) can outrun a local collector's socket buffer, and pacing keeps it within what the collector reads (80 MB/s is ~1.1 M IPFIX records a second) [default: unpaced].
-    #[arg(long, value_name = "MB_PER_S", help_heading = "Flows")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "MB_PER_S",
+        help_heading = "Flows"
+    )]
     pub flows_pace: Option<f64>,
 }
 

@@ -43,6 +43,35 @@ pub fn reserve(file: &File, offset: u64, len: u64) -> io::Result<()> {
     }
 }
 
+/// Renames `from` to `to` unless `to` exists (`renameat2` with
+/// RENAME_NOREPLACE): AlreadyExists then, and nothing changes. In one
+/// step, so a crash leaves the file under one name or the other, never
+/// both. Filesystems that do not support the flag fail with EINVAL.
+pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    };
+    let (from, to) = (c(from)?, c(to)?);
+    // SAFETY: two valid C strings, relative to the working directory; no
+    // memory is written.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Free space of the filesystem holding `dir`: (available blocks, total blocks).
 pub fn filesystem_space(dir: &Path) -> Option<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;

@@ -285,7 +285,10 @@ impl CounterFiles {
                         .and_then(Result::ok)
                     {
                         Some(v) => {
-                            last.store(v, Ordering::Relaxed);
+                            // Readers race (status lines, the supervisor):
+                            // the counters only grow, so the largest read
+                            // is the latest.
+                            last.fetch_max(v, Ordering::Relaxed);
                             v
                         }
                         None => last.load(Ordering::Relaxed),

@@ -74,9 +74,9 @@ pub struct CaptureSocket {
     stats: SocketStats,
     /// The interface's name, for errors.
     interface: String,
-    /// The interface went down and has not been seen back up: the kernel
-    /// reports nothing more about it (not even its deletion), so waits are
-    /// cut short to look at it.
+    /// The interface went down (and may be up again): the kernel reports
+    /// nothing more about it (not even its deletion while down), so waits
+    /// are cut short to look at its binding.
     down: bool,
 }
 
@@ -279,12 +279,13 @@ impl CaptureSocket {
                 e => return Err(WaitError::Os(std::io::Error::from_raw_os_error(e))),
             }
         }
-        if self.down {
-            if sys::bound_ifindex(&self.fd).map_err(WaitError::Os)? <= 0 {
-                return Err(WaitError::InterfaceGone(self.interface.clone()));
-            }
-            // A block of packets again: it is back up.
-            self.down = !self.ring.ready();
+        // Once down, the binding is looked at after every wait for the rest
+        // of the capture (a few times a second at most): a block that
+        // arrives says nothing of the interface (the kernel retires a
+        // block of packets from before it went down), and a deletion while
+        // it is down raises no error.
+        if self.down && sys::bound_ifindex(&self.fd).map_err(WaitError::Os)? <= 0 {
+            return Err(WaitError::InterfaceGone(self.interface.clone()));
         }
         Ok(woken)
     }

@@ -9,7 +9,7 @@ with its byte position) and PyPI's yacryptopan:
   ICMP error) is yacryptopan's image of the original (or zero when masked),
   MAC addresses are zero when eth.addr is masked, and keep their
   individual/group and universal/local bits when anonymized (broadcast
-  stays broadcast);
+  and all-zero stay themselves);
 * every masked field tshark finds is zero in the rewritten packet;
 * no byte changed outside those fields and the checksum fields;
 * every checksum tshark verifies as good in the original is good in the
@@ -157,8 +157,8 @@ def main():
                     # An image keeps the group and local bits; broadcast stays.
                     stats["addresses_checked"] += 1
                     was, now = o[pos:pos + size], n[pos:pos + size]
-                    if size == 6 and was == b"\xff" * 6 and now != was:
-                        problems.append(f"packet {i}: {name} at {pos}: broadcast became {now.hex()}")
+                    if size == 6 and was in (b"\xff" * 6, b"\0" * 6) and now != was:
+                        problems.append(f"packet {i}: {name} at {pos}: {was.hex()} became {now.hex()}")
                     elif size == 6 and (was[0] & 3) != (now[0] & 3):
                         problems.append(f"packet {i}: {name} at {pos}: group/local bits of {was.hex()} changed in {now.hex()}")
             elif name in CHECKSUMS:

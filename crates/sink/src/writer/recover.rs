@@ -91,13 +91,19 @@ pub fn publish_partial(
         if taken.is_some_and(|t| t.file_name() == target.file_name()) {
             continue;
         }
-        // A link fails where a name exists; a rename would replace it.
-        match std::fs::hard_link(partial, &target) {
-            Ok(()) => {
-                std::fs::remove_file(partial).map_err(could_not)?;
+        // A plain rename would replace a file of that name.
+        match crate::sys::rename_noreplace(partial, &target) {
+            Ok(()) => return Ok(Some((target, report))),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            // A filesystem without RENAME_NOREPLACE: look, then rename (a
+            // name made between the two by someone else is replaced).
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                if std::fs::symlink_metadata(&target).is_ok() {
+                    continue;
+                }
+                std::fs::rename(partial, &target).map_err(could_not)?;
                 return Ok(Some((target, report)));
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(could_not(e)),
         }
     }

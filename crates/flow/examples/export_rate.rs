@@ -77,6 +77,7 @@ fn main() {
             proto: 17,
             v6: false,
             vlan: 0,
+            icmp: 0,
             tunnel: ringcap_flow::NO_TUNNEL,
         };
         // 198.18.0.0/15: every flow its own source.

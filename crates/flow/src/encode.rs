@@ -47,8 +47,9 @@ pub(crate) fn record(d: Dialect, r: &FlowRecord, b: &mut Vec<u8>) {
     put(&r.key.dport.to_be_bytes());
     put(&[r.key.proto]);
     if ipfix {
-        put(&r.fwd.tcp_flags.to_be_bytes());
+        // Reverse first (see the templates in `netflow`).
         put(&r.rev.tcp_flags.to_be_bytes());
+        put(&r.fwd.tcp_flags.to_be_bytes());
     } else {
         // NetFlow v9's TCP_FLAGS is one byte.
         put(&[r.fwd.tcp_flags as u8]);
@@ -83,6 +84,7 @@ mod tests {
                         proto,
                         v6,
                         vlan: 0x0abc,
+                        icmp,
                         tunnel: NO_TUNNEL,
                     };
                     for i in 0..16 {

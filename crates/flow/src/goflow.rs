@@ -175,6 +175,7 @@ mod tests {
             proto: 6,
             v6: false,
             vlan: 7,
+            icmp: 0,
             tunnel: NO_TUNNEL,
         };
         key.src[..4].copy_from_slice(&[198, 18, 0, 1]);

@@ -15,8 +15,11 @@
 //! Octets are the outer IP packet's (what the link carried: the IP header's
 //! total length, or 40 + payload length for IPv6), as IPFIX's
 //! octetDeltaCount counts them, so a cut snap length does not change them.
-//! ICMP keeps its ports at 0 and its type and code apart; a fragment that
-//! is not the first has no transport header and keys with ports 0.
+//! ICMP keeps its ports at 0 and its type and code are part of the key: a
+//! flow per type and code, as softflowd exports them and nfdump shows them
+//! (an echo request and its replies, or a port unreachable among them, are
+//! not one flow under the first packet's type). A fragment that is not the
+//! first has no transport header and keys with ports 0.
 
 use ringcap_wire::ethernet::{ethertype, EthernetFrame};
 use ringcap_wire::gre::GrePacket;
@@ -55,6 +58,9 @@ pub struct FlowKey {
     pub v6: bool,
     /// VLAN ID of the outermost tag (0: none).
     pub vlan: u16,
+    /// ICMP or ICMPv6 type and code (`type << 8 | code`; 0 for other
+    /// protocols).
+    pub icmp: u16,
     /// The tunnel the 5-tuple was found in ([`NO_TUNNEL`]: none).
     pub tunnel: Tunnel,
 }
@@ -396,6 +402,7 @@ fn transport(l4: &[u8], info: &mut PacketInfo) {
         }
         ip_proto::ICMP | ip_proto::ICMPV6 if l4.len() >= 2 => {
             info.icmp = u16::from_be_bytes([l4[0], l4[1]]);
+            info.key.icmp = info.icmp;
         }
         _ => {}
     }

@@ -84,8 +84,12 @@ const IPFIX_V4: &[Field] = &[
     (7, 2, false),   // sourceTransportPort
     (11, 2, false),  // destinationTransportPort
     (4, 1, false),   // protocolIdentifier
-    (6, 2, false),   // tcpControlBits
+    // The reverse flags first: nfdump (1.7) keeps one flags field and
+    // stores each tcpControlBits it meets in it, the reverse one too (PEN
+    // 29305 or not), so the forward one must come last to be what it
+    // shows. Collectors that tell them apart do not mind the order.
     (6, 2, true),    // reverse tcpControlBits
+    (6, 2, false),   // tcpControlBits
     (58, 2, false),  // vlanId
     (32, 2, false),  // icmpTypeCodeIPv4
     (136, 1, false), // flowEndReason
@@ -103,8 +107,8 @@ const IPFIX_V6: &[Field] = &[
     (7, 2, false),
     (11, 2, false),
     (4, 1, false),
-    (6, 2, false),
     (6, 2, true),
+    (6, 2, false),
     (58, 2, false),
     (139, 2, false), // icmpTypeCodeIPv6
     (136, 1, false),

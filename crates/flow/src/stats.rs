@@ -47,6 +47,34 @@ impl FlowStats {
         )
     }
 
+    /// Why the export did not deliver everything, if it did not: sends that
+    /// failed (over UDP the ICMP "port unreachable" of an earlier datagram
+    /// shows on a later send: what was sent around it is lost too, and how
+    /// much is not known), records lost. Connections that failed and were
+    /// made later (a collector that came late) lost nothing. `None`: every
+    /// record was handed over.
+    pub fn failure(&self) -> Option<String> {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (errors, connects) = (g(&self.export_errors), g(&self.connect_failures));
+        let lost = g(&self.queue_dropped) + g(&self.export_dropped);
+        if errors + lost == 0 {
+            return None;
+        }
+        let mut why = Vec::new();
+        if errors > 0 {
+            why.push(format!(
+                "{errors} sends failed (a collector not listening, over UDP: records sent around them are lost too)"
+            ));
+        }
+        if connects > 0 {
+            why.push(format!("{connects} connections to the collector failed"));
+        }
+        if lost > 0 {
+            why.push(format!("{lost} records lost"));
+        }
+        Some(format!("flow export incomplete: {}", why.join("; ")))
+    }
+
     /// The counters as `"name":value` pairs of a JSON object (no braces),
     /// for `--stats-json`.
     pub fn json_fields(&self) -> String {

@@ -56,11 +56,15 @@ pub struct TableCounts {
 struct Entry {
     key: FlowKey,
     hash: u64,
+    /// The first packet's time: the flow's place in the age list (active
+    /// timeout), which stays ordered by it.
     first_ns: u64,
+    /// The earliest packet's time (packets out of time order: the record's
+    /// start, never after a packet it counts).
+    start_ns: u64,
     last_ns: u64,
     fwd: Direction,
     rev: Direction,
-    icmp: u16,
     /// First-packet list.
     age_prev: u32,
     age_next: u32,
@@ -75,14 +79,15 @@ const EMPTY_ENTRY: Entry = Entry {
         proto: 0,
         v6: false,
         vlan: 0,
+        icmp: 0,
         tunnel: crate::key::NO_TUNNEL,
     },
     hash: 0,
     first_ns: 0,
+    start_ns: 0,
     last_ns: 0,
     fwd: Direction::ZERO,
     rev: Direction::ZERO,
-    icmp: 0,
     age_prev: NIL,
     age_next: NIL,
 };
@@ -131,7 +136,12 @@ fn hash_key(k: &FlowKey, seed: u64) -> u64 {
     let (a, b) = (end(&k.src, k.sport), end(&k.dst, k.dport));
     // Commutative in the ends, then mixed with the rest.
     let ends = a.wrapping_add(b) ^ (a ^ b).rotate_left(17);
-    let mut x = ends ^ seed ^ (u64::from(k.proto) << 32 | u64::from(k.vlan) << 8 | u64::from(k.v6));
+    let mut x = ends
+        ^ seed
+        ^ (u64::from(k.icmp) << 48
+            | u64::from(k.proto) << 32
+            | u64::from(k.vlan) << 8
+            | u64::from(k.v6));
     if k.tunnel.kind != 0 {
         // The tunnel's outer ends, also commutative.
         let t = &k.tunnel;
@@ -156,11 +166,11 @@ fn mix(mut x: u64) -> u64 {
 fn record(e: &Entry, reason: EndReason) -> FlowRecord {
     FlowRecord {
         key: e.key,
-        start_ns: e.first_ns,
+        start_ns: e.start_ns,
         end_ns: e.last_ns,
         fwd: e.fwd,
         rev: e.rev,
-        icmp: e.icmp,
+        icmp: e.key.icmp,
         reason,
     }
 }
@@ -254,6 +264,7 @@ impl FlowTable {
         };
         let e = &mut self.entries[idx as usize];
         e.last_ns = e.last_ns.max(ts_ns);
+        e.start_ns = e.start_ns.min(ts_ns);
         let d = if forward { &mut e.fwd } else { &mut e.rev };
         d.packets += 1;
         d.octets += u64::from(p.octets);
@@ -403,8 +414,8 @@ impl FlowTable {
             key: p.key,
             hash,
             first_ns: ts_ns,
+            start_ns: ts_ns,
             last_ns: ts_ns,
-            icmp: p.icmp,
             ..EMPTY_ENTRY
         };
         let mut slot = hash as usize & self.mask;

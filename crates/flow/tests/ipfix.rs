@@ -283,7 +283,9 @@ fn one_ipfix_message_byte_for_byte() {
     want.extend_from_slice(&40u64.to_be_bytes());
     want.extend_from_slice(&[198, 18, 0, 1, 198, 19, 0, 1]);
     want.extend_from_slice(&[0x03, 0xe9, 0x01, 0xbb, 6]);
-    want.extend_from_slice(&[0, 0x1b, 0, 0x12, 0, 1, 0, 0, 1]);
+    // Reverse tcpControlBits (0x12) before the forward ones (0x1b): nfdump
+    // keeps the last it meets.
+    want.extend_from_slice(&[0, 0x12, 0, 0x1b, 0, 1, 0, 0, 1]);
     assert_eq!(data, &want[..]);
     // The template's reverse packet count: enterprise bit, IE 2, length 8, PEN.
     let rev_pkts = [0x80, 2, 0, 8, 0, 0, 0x72, 0x79];

@@ -29,6 +29,7 @@ fn record(i: u32) -> FlowRecord {
         proto: 17,
         v6: false,
         vlan: 0,
+        icmp: 0,
         tunnel: NO_TUNNEL,
     };
     key.src[..4].copy_from_slice(&[198, 18, 0, i as u8]);

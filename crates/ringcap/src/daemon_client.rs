@@ -297,9 +297,10 @@ pub fn capture(
             });
         }
     };
-    if let Some(f) = flows {
-        f.finish(&mut session, &end.counters)?;
-    }
+    let flows_failed = match flows {
+        Some(f) => f.finish(&mut session, &end.counters)?,
+        None => false,
+    };
     encoder.close();
     drop(encoder);
     let shared = writer.join();
@@ -311,7 +312,10 @@ pub fn capture(
         crate::reporting::report_failure(&crate::words::write_failure(&f), &total, kept);
         return Ok(exit::RUNTIME);
     }
-    Ok(end_status(&end))
+    match end_status(&end) {
+        0 if flows_failed => Ok(exit::RUNTIME),
+        status => Ok(status),
+    }
 }
 
 /// Whether SIGUSR1 asked for the counters (then they are asked of the

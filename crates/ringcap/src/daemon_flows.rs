@@ -101,6 +101,7 @@ impl DaemonFlows {
         let opts = ExportOptions {
             sampling: crate::flows::sampling_report(&sampling),
             pace_bytes_per_s: crate::flows::pace(a)?,
+            domain: crate::flows::domain(a),
             ..ExportOptions::default()
         };
         let exporter = Exporter::start(&targets, opts).map_err(Failure::usage)?;
@@ -125,12 +126,13 @@ impl DaemonFlows {
             .map_err(crate::failure::refusal)
     }
 
-    /// Exports the rest and reports, with the daemon's final counters `c`.
+    /// Exports the rest and reports, with the daemon's final counters `c`;
+    /// true when the export did not deliver everything (said).
     pub fn finish(
         self,
         session: &mut Session,
         c: &ringcap_client::SessionCounters,
-    ) -> Result<(), Failure> {
+    ) -> Result<bool, Failure> {
         self.pump(session)?;
         eprintln!(
             "ringcap: ringcapd made {} flow records ({} exported early: table full, {} lost: ring full){}",
@@ -150,8 +152,7 @@ impl DaemonFlows {
             );
         }
         drop(self.sender);
-        crate::flows::finish(Some(self.exporter));
-        Ok(())
+        Ok(crate::flows::finish(Some(self.exporter)))
     }
 }
 
@@ -174,6 +175,7 @@ pub fn record(e: &FlowEntry) -> FlowRecord {
             proto: e.proto,
             v6: e.v6,
             vlan: e.vlan,
+            icmp: e.icmp,
             tunnel: Tunnel {
                 kind: e.tunnel_kind,
                 id: e.tunnel_id,

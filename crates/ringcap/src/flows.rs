@@ -19,6 +19,10 @@ pub struct FlowArgs {
     #[arg(long = "flows", value_name = "URL", help_heading = "Flows")]
     pub flows: Vec<String>,
 
+    /// The IPFIX observation domain (NetFlow v9: source ID) of the records [default: this process's id, so that two exporters on one host are two exporters to a collector such as nfcapd, which tells them apart by it].
+    #[arg(long, value_name = "N", help_heading = "Flows")]
+    pub flows_domain: Option<u32>,
+
     /// A flow is exported, and counted anew, after this long [default: 1800].
     #[arg(
         allow_negative_numbers = true,
@@ -154,11 +158,19 @@ pub fn start(a: &FlowArgs, spec: &mut CaptureSpec) -> Result<Option<Exporter>, F
     let opts = ExportOptions {
         sampling: sampling_report(&spec.sampling),
         pace_bytes_per_s: pace(a)?,
+        domain: domain(a),
         ..ExportOptions::default()
     };
     let exporter = Exporter::start(&targets, opts).map_err(flag)?;
     spec.observer = Some(FlowStage::factory(cfg, exporter.sender()));
     Ok(Some(exporter))
+}
+
+/// The observation domain: `--flows-domain`, else this process's id (two
+/// exporters on one host with one domain are one exporter to nfcapd, and
+/// their sequence numbers look like losses).
+pub fn domain(a: &FlowArgs) -> u32 {
+    a.flows_domain.unwrap_or_else(std::process::id)
 }
 
 /// The sampling in front of the flow table, as IPFIX and NetFlow v9 report it.
@@ -188,10 +200,21 @@ pub fn add_json(line: &mut String, s: &ringcap_flow::FlowStats) {
 }
 
 /// Exports what is left (after the capture has ended) and reports.
-pub fn finish(exporter: Option<Exporter>) {
-    if let Some(e) = exporter {
-        let stats = e.finish();
-        eprintln!("ringcap: {}", stats.summary());
+/// Ends the export and says what it did; true when it did not deliver
+/// everything (then said why, and the capture's exit status is 1, as for
+/// packets that could not be written).
+pub fn finish(exporter: Option<Exporter>) -> bool {
+    let Some(e) = exporter else {
+        return false;
+    };
+    let stats = e.finish();
+    eprintln!("ringcap: {}", stats.summary());
+    match stats.failure() {
+        Some(why) => {
+            eprintln!("ringcap: error: {why}");
+            true
+        }
+        None => false,
     }
 }
 

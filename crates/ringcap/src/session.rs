@@ -221,9 +221,10 @@ pub fn capture(args: &crate::cli::CaptureArgs, command_line: String) -> Result<i
     }
     // Every capture thread has ended: the flows they left are queued, and
     // exported before the final record counts them.
-    crate::flows::finish(flows);
+    let flows_failed = crate::flows::finish(flows);
     reporter.finish(&outcome.per_input, &outcome.total, outcome.seconds, kept);
     match outcome.error {
+        None if flows_failed => Ok(exit::RUNTIME),
         None => Ok(0),
         Some(e) if e.kind == ErrorKind::Usage => {
             eprintln!("ringcap: error: {}", crate::words::error(&e));

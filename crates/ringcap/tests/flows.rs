@@ -50,6 +50,48 @@ fn ipfix_and_netflow9_into_nfcapd_count_what_the_file_holds() {
     }
 }
 
+/// nfdump keeps one TCP flags field: over IPFIX it showed the reverse
+/// direction's flags (it stores each tcpControlBits it meets, and the
+/// reverse one came last), so a SYN answered by a RST read `A.R..` and an
+/// unanswered SYN no flags at all. The forward flags come last now.
+#[test]
+fn nfdump_shows_each_flows_own_tcp_flags_over_ipfix() {
+    if !collectors_here() {
+        return;
+    }
+    let dir = TempDir::new("flows-flags");
+    let (a, b) = ep(1, false);
+    let (c, _) = ep(2, false);
+    // A SYN answered by RST|ACK; a SYN nobody answers.
+    let frames = vec![
+        tcp(&a, 1, 40000, 80, 0x02, 0),
+        tcp(&b, 2, 80, 40000, 0x14, 0),
+        tcp(&c, 3, 40001, 81, 0x02, 0),
+    ];
+    let pcap = dir.join("syn.pcap");
+    ringcap_testkit::netns::write_pcap(&pcap, &frames).unwrap();
+    let col = Collector::start(&dir.join("ipfix"));
+    let url = format!("ipfix://127.0.0.1:{}", col.port);
+    common::ringcap(&["capture", "-r", pcap.to_str().unwrap(), "--flows", &url])
+        .assert_ok("ringcap");
+    let lines = col.csv();
+    let flags = |dport: &str| -> String {
+        lines
+            .iter()
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .find(|f| f.len() > 8 && f[6] == dport)
+            .map(|f| f[8].to_string())
+            .unwrap_or_else(|| panic!("no flow to port {dport}: {lines:?}"))
+    };
+    for port in ["80", "81"] {
+        let f = flags(port);
+        assert!(
+            f.contains('S') && !f.contains('R'),
+            "port {port}: flags {f:?}: {lines:?}"
+        );
+    }
+}
+
 #[test]
 fn softflowd_exports_the_same_counts() {
     if !collectors_here() {
@@ -305,7 +347,14 @@ fn a_collector_that_is_down_does_not_hold_the_capture() {
         "--flows",
         &format!("json:{}", out.display()),
     ]);
-    run.assert_ok("collector down");
+    // The capture was not held, but the export was incomplete: exit 1.
+    common::assert_no_panic(&run.stderr, "collector down");
+    assert_eq!(run.code(), Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("error: flow export incomplete"),
+        "{}",
+        run.stderr
+    );
     assert!(
         t.elapsed() < Duration::from_secs(20),
         "took {:?}",

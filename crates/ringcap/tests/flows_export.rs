@@ -125,6 +125,8 @@ fn ipfix_over_tcp_counts_what_the_file_holds_with_templates_once() {
         pcap.to_str().unwrap(),
         "--flows",
         &format!("ipfix+tcp://127.0.0.1:{port}"),
+        "--flows-domain",
+        "4242",
         "--stats-json",
         stats.to_str().unwrap(),
     ]);
@@ -159,7 +161,15 @@ fn ipfix_over_tcp_counts_what_the_file_holds_with_templates_once() {
         "exportedFlowRecordTotalCount"
     );
     assert_eq!(last["163"].as_u64(), Some(flows), "observedFlowTotalCount");
-    assert_eq!(last["149"].as_u64(), Some(1), "observation domain");
+    assert_eq!(last["149"].as_u64(), Some(4242), "observation domain");
+    assert!(
+        conn["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["domain"] == 4242),
+        "every message's observation domain"
+    );
     // --stats-json: the final record has the flow counters.
     let text = std::fs::read_to_string(&stats).unwrap();
     let fin: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
@@ -282,4 +292,31 @@ fn community_ids_match_the_reference_implementation() {
     let lines = std::fs::read_to_string(&out).unwrap().lines().count() as u64;
     assert_eq!(v["checked"].as_u64(), Some(lines));
     assert!(lines >= 240, "{lines}");
+}
+
+/// Nothing listens at the collector's address: the capture is not held,
+/// the summary says the export is incomplete, and the exit status is 1 (it
+/// was 0 with "0 lost", every record gone).
+#[test]
+fn an_export_nobody_receives_fails_the_capture() {
+    let dir = TempDir::new("flows-nobody");
+    let pcap = dir.join("mixed.pcap");
+    ringcap_testkit::netns::write_pcap(&pcap, &traffic()).unwrap();
+    for scheme in ["ipfix", "netflow9"] {
+        let url = format!("{scheme}://127.0.0.1:{}", free_udp_port());
+        let mut cmd = Command::new(common::bin());
+        cmd.args(["capture", "-r", pcap.to_str().unwrap(), "--flows", &url])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let out = ChildGuard::spawn(&mut cmd)
+            .expect("ringcap")
+            .wait_output(Duration::from_secs(30))
+            .expect("ringcap ends");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{scheme}: {stderr}");
+        assert!(
+            stderr.contains("error: flow export incomplete") && stderr.contains("sends failed"),
+            "{scheme}: {stderr}"
+        );
+    }
 }

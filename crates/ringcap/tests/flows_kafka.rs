@@ -99,7 +99,8 @@ fn kafka_gets_one_message_per_flow() {
 
 /// Nothing listens where the broker should be: the file is read at full
 /// speed (a JSON target alongside gets every flow), the end waits a bounded
-/// time for the broker, and every Kafka record is counted as lost.
+/// time for the broker, every Kafka record is counted as lost, and the
+/// exit status says the export was incomplete.
 #[test]
 fn a_broker_that_is_down_costs_counted_losses_not_the_capture() {
     if !cfg!(feature = "kafka") {
@@ -128,7 +129,14 @@ fn a_broker_that_is_down_costs_counted_losses_not_the_capture() {
         "--stats-json",
         stats.to_str().unwrap(),
     ]);
-    run.assert_ok("broker down");
+    // Not held, but incomplete: said, exit 1.
+    common::assert_no_panic(&run.stderr, "broker down");
+    assert_eq!(run.code(), Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("error: flow export incomplete"),
+        "{}",
+        run.stderr
+    );
     assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
     let flows = std::fs::read_to_string(&json).unwrap().lines().count() as u64;
     assert!(flows >= 240, "{flows}");

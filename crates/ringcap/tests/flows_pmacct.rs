@@ -41,10 +41,12 @@ fn ipfix_and_netflow9_into_nfacctd_count_what_the_file_holds() {
         file_vlans.values().any(|v| *v != 0),
         "the file has VLAN-tagged flows"
     );
-    // A biflow's forward direction: the first frame's.
+    // A biflow's forward direction: the first frame's. ICMP is a flow per
+    // type and code: an echo's requests and its replies are two flows, each
+    // forward.
     let forward: Sums = all
         .iter()
-        .filter(|(k, _)| initiators.contains(k))
+        .filter(|(k, _)| initiators.contains(k) || k.4 == 1 || k.4 == 58)
         .map(|(k, v)| (*k, *v))
         .collect();
     assert!(

@@ -245,8 +245,9 @@ impl Collector {
         }
     }
 
-    /// Stops nfcapd and reads its flows with nfdump: per direction.
-    pub fn read(mut self) -> Sums {
+    /// Stops nfcapd and reads its flows with nfdump: its CSV lines (ts, te,
+    /// td, sa, da, sp, dp, pr, flg, fwd, stos, ipkt, ibyt, opkt, obyt, ...).
+    pub fn csv(mut self) -> Vec<String> {
         // Give the last datagrams time to be stored.
         std::thread::sleep(Duration::from_millis(500));
         let _ = self.child.terminate();
@@ -261,9 +262,17 @@ impl Collector {
             "nfdump: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let text = String::from_utf8_lossy(&out.stdout);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Stops nfcapd and reads its flows with nfdump: per direction.
+    pub fn read(self) -> Sums {
         let mut sums = Sums::new();
-        for line in text.lines() {
+        for line in self.csv() {
+            let line = line.as_str();
             let f: Vec<&str> = line.split(',').collect();
             if f.len() < 15 || f[0] == "ts" {
                 continue;

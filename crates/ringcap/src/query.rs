@@ -161,7 +161,17 @@ pub fn index(args: &IndexArgs) -> Result<i32, Failure> {
                 t.elapsed().as_secs_f64()
             ),
             Err(e) => {
-                eprintln!("ringcap: {e}");
+                // A file cut short (a copy in progress, a writer's crash):
+                // what to do about it.
+                let hint = match &e {
+                    ringcap_index::BuildError::Format(_, fe)
+                        if matches!(fe.kind, ringcap_format::FormatErrorKind::Truncated { .. }) =>
+                    {
+                        " (`ringcap repair FILE` cuts a capture after its last whole record; index it then)"
+                    }
+                    _ => "",
+                };
+                eprintln!("ringcap: {e}{hint}");
                 status = exit::USAGE;
             }
         }

@@ -551,6 +551,11 @@ fn a_torn_file_is_read_up_to_its_damage_and_the_query_goes_on() {
         err.contains(&format!("{}: ", torn.display())) && err.contains("ringcap repair"),
         "{err}"
     );
+    // `ringcap index` of the torn file refuses it and says what to do.
+    let o = ringcap(&["index", &torn.display().to_string()]);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert!(said.contains("ringcap repair"), "{said}");
     // tcpdump reads each file up to the tear (and exits 1 for that file),
     // as the query does.
     let mut want = Vec::new();

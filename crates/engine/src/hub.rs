@@ -406,10 +406,10 @@ fn run(mut source: LiveSource, shared: Arc<Shared>) {
                 // A new subscriber starts a new hub (the interface may be
                 // back by then).
                 shared.stop.store(true, Ordering::Relaxed);
-                for e in &mut entries {
-                    e.sub.sink.close();
-                    e.sub.done = true;
-                    e.publish();
+                for entry in &mut entries {
+                    entry.sub.sink.close();
+                    entry.sub.done = true;
+                    entry.publish();
                 }
                 return;
             }

@@ -235,13 +235,17 @@ fn open(path: &Path) -> Result<(Reader<Bounded>, Rc<Cell<u64>>), QueryError> {
 
 /// [`open`] with the file already open.
 fn open_file(path: &Path, f: File) -> Result<(Reader<Bounded>, Rc<Cell<u64>>), QueryError> {
+    reader(f).map_err(|e| file_err(path, e))
+}
+
+/// A reader of `f` whose end can be moved (first [`OPEN_LEN`] bytes).
+fn reader(f: File) -> Result<(Reader<Bounded>, Rc<Cell<u64>>), ringcap_format::FormatError> {
     let end = Rc::new(Cell::new(OPEN_LEN));
     let rd = Reader::new(Bounded {
         f,
         pos: 0,
         end: end.clone(),
-    })
-    .map_err(|e| file_err(path, e))?;
+    })?;
     Ok((rd, end))
 }
 
@@ -477,8 +481,6 @@ pub fn run_with(
     Ok(st)
 }
 
-/// Adds a file not being written to `sources`, with its prepared index or
-/// why it has none.
 /// A file cut short (in its header or a record): a copy in progress,
 /// another writer's crash. Not a file that is no capture at all (a usage
 /// error when named).
@@ -486,30 +488,31 @@ fn torn(e: &ringcap_format::FormatError) -> bool {
     matches!(e.kind, ringcap_format::FormatErrorKind::Truncated { .. })
 }
 
-/// A file whose header or first record is damaged (cut short: a copy in
-/// progress) holds no packet to read: it is said in the stats and passed
-/// over, as the damage later in a file is ([`Reading::Whole`]).
+impl QueryStats {
+    /// Notes a file that ends in damage (the first [`DAMAGE_SAID`] are said).
+    fn damage(&mut self, path: &Path, e: &ringcap_format::FormatError) {
+        if self.damaged.len() < DAMAGE_SAID {
+            self.damaged.push(format!("{}: {e}", path.display()));
+        }
+    }
+}
+
+/// Adds a file not being written to `sources`, with its prepared index or
+/// why it has none. A file whose header or first record is damaged (cut
+/// short: a copy in progress) holds no packet to read: it is said in the
+/// stats and passed over, as the damage later in a file is
+/// ([`Reading::Whole`]).
 fn add_source(
     path: &Path,
     index: Result<Prepared, Unusable>,
     sources: &mut Vec<Source>,
     st: &mut QueryStats,
 ) -> Result<(), QueryError> {
-    let mut damaged = |e: &ringcap_format::FormatError| {
-        if st.damaged.len() < DAMAGE_SAID {
-            st.damaged.push(format!("{}: {e}", path.display()));
-        }
-    };
     let f = File::open(path).map_err(|e| file_err(path, e))?;
-    let end = Rc::new(Cell::new(OPEN_LEN));
-    let mut rd = match Reader::new(Bounded {
-        f,
-        pos: 0,
-        end: end.clone(),
-    }) {
-        Ok(rd) => rd,
+    let (mut rd, end) = match reader(f) {
+        Ok(r) => r,
         Err(e) if torn(&e) && index.is_err() => {
-            damaged(&e);
+            st.damage(path, &e);
             return Ok(());
         }
         Err(e) => return Err(file_err(path, e)),
@@ -521,7 +524,7 @@ fn add_source(
             match rd.next_packet() {
                 Ok(p) => p.map_or(0, |p| p.ts_ns),
                 Err(e) if torn(&e) => {
-                    damaged(&e);
+                    st.damage(path, &e);
                     return Ok(());
                 }
                 Err(e) => return Err(file_err(path, e)),
@@ -650,9 +653,7 @@ fn read_until(
                 Ok(None) => break,
                 Err(_) if growing => break,
                 Err(e) if how == Reading::Whole => {
-                    if st.damaged.len() < DAMAGE_SAID {
-                        st.damaged.push(format!("{}: {e}", path.display()));
-                    }
+                    st.damage(path, &e);
                     break;
                 }
                 Err(e) => return Err(file_err(path, annotate(e))),

@@ -12,6 +12,11 @@ use super::*;
 /// capture is writing are skipped silently).
 pub(super) fn recover_leftovers(dir: &Path, plan: &files::OutputPlan) -> Vec<String> {
     let mut log = Vec::new();
+    // The single file the capture is about to write is no name to recover to.
+    let taken = match plan {
+        files::OutputPlan::Single(p) => Some(p.as_path()),
+        _ => None,
+    };
     for partial in files::leftover_partials(dir) {
         let Some(final_path) = files::final_path_of_partial(&partial) else {
             continue;
@@ -47,10 +52,6 @@ pub(super) fn recover_leftovers(dir: &Path, plan: &files::OutputPlan) -> Vec<Str
                 continue;
             }
         }
-        let taken = match plan {
-            files::OutputPlan::Single(p) => Some(p.as_path()),
-            _ => None,
-        };
         match publish_partial(&partial, &final_path, taken) {
             Ok(Some((target, report))) => log.push(format!(
                 "recovered {} from an interrupted capture: {} packets, {} bytes cut",

@@ -69,10 +69,7 @@ RAW_IP = bytes.fromhex("45000014" "00000000" "40060000" "c6120001" "c6130001")
 
 
 def good(n):
-    out = pcap_header()
-    for i in range(n):
-        out += record(T0 + i, ETHER + bytes([i % 256]) * 46)
-    return out
+    return pcap_header() + b"".join(record(T0 + i, ETHER + bytes([i % 256]) * 46) for i in range(n))
 
 
 def answer(c):

@@ -118,6 +118,67 @@ fn a_good_sensor_is_answered_whole() {
     assert!(stderr(&o).contains("sensor g (https://127.0.0.1:"));
 }
 
+/// A reader that closes the output early (`| head -c`) ends the query
+/// quietly with exit status 0, as a local query: what it took was whole.
+#[test]
+fn a_reader_closing_the_output_is_not_a_failure() {
+    if skip_without(&["python3", "head"]) {
+        return;
+    }
+    let (d, certs, _out) = setup("sensor-closed");
+    // ~1.5 MB of answer: far more than a pipe holds.
+    let good = Fake::start(&certs, "good", 20_000);
+    let mut q = Command::new(bin())
+        .args(["query", "--certs"])
+        .arg(&certs)
+        .args(["--sensor", &good.url("g"), "-w", "-", "ip"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let head = Command::new("head")
+        .args(["-c", "100"])
+        .stdin(q.stdout.take().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(head.stdout.len(), 100);
+    let o = q.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("output closed"), "{err}");
+    // A local query says and does the same.
+    let dir = d.join("files");
+    std::fs::create_dir(&dir).unwrap();
+    let mut rng = mixed::Rng(29);
+    mixed::write_series_of(
+        &dir,
+        &mut rng,
+        2,
+        20_000,
+        1_700_000_000_000_000_000,
+        50,
+        true,
+    );
+    let mut q = Command::new(bin())
+        .args(["query", "-d"])
+        .arg(&dir)
+        .args(["-w", "-", "ip or ip6"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let head = Command::new("head")
+        .args(["-c", "100"])
+        .stdin(q.stdout.take().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(head.stdout.len(), 100);
+    let o = q.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("output closed"), "{err}");
+}
+
 #[test]
 fn an_endless_error_answer_is_not_held() {
     if skip_without(&["python3", "prlimit"]) {

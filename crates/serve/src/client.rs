@@ -303,6 +303,9 @@ pub struct Failed {
     /// Packets written from each sensor before, and the time waited for
     /// each.
     pub merged: Merged,
+    /// The output was closed by its reader (a broken pipe: `| head`), not
+    /// a failure of the query: what it took was whole.
+    pub output_closed: bool,
 }
 
 struct Head {
@@ -384,7 +387,16 @@ pub fn query_sensors(
     }
     match r {
         Ok(()) => Ok(merged),
-        Err(message) => Err(Failed { message, merged }),
+        Err(Stop::Failed(message)) => Err(Failed {
+            message,
+            merged,
+            output_closed: false,
+        }),
+        Err(Stop::Closed) => Err(Failed {
+            message: "output closed".into(),
+            merged,
+            output_closed: true,
+        }),
     }
 }
 
@@ -396,7 +408,7 @@ fn merge(
     out: &mut dyn Write,
     merged: &mut Merged,
     readers: &mut Vec<Option<Reader<ChanRead>>>,
-) -> Result<(), String> {
+) -> Result<(), Stop> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -490,7 +502,7 @@ fn merge(
     for i in 0..readers.len() {
         heads.push(advance(i, readers, merged)?);
     }
-    let mut w = MergeOut::new(out, format, sensors).map_err(|e| format!("writing: {e}"))?;
+    let mut w = MergeOut::new(out, format, sensors).map_err(writing)?;
     // Ties keep the sensors' order: min_by_key returns the first minimum.
     while let Some(i) = (0..heads.len())
         .filter(|&i| heads[i].is_some())
@@ -503,12 +515,33 @@ fn merge(
             give_up(i, named(i, &e), readers, merged)?;
             continue;
         }
-        w.packet(i, &h).map_err(|e| format!("writing: {e}"))?;
+        w.packet(i, &h).map_err(writing)?;
         merged.per_sensor[i] += 1;
         heads[i] = advance(i, readers, merged)?;
     }
-    w.finish().map_err(|e| format!("writing: {e}"))?;
+    w.finish().map_err(writing)?;
     Ok(())
+}
+
+/// Why [`merge`] stopped before the end.
+enum Stop {
+    /// A failure, named.
+    Failed(String),
+    /// The output's reader closed it ([`Failed::output_closed`]).
+    Closed,
+}
+
+impl From<String> for Stop {
+    fn from(m: String) -> Stop {
+        Stop::Failed(m)
+    }
+}
+
+fn writing(e: io::Error) -> Stop {
+    match e.kind() {
+        io::ErrorKind::BrokenPipe => Stop::Closed,
+        _ => Stop::Failed(format!("writing: {e}")),
+    }
 }
 
 /// The merged stream.

@@ -289,3 +289,127 @@ fn tcpdump_interrupted_ends_its_session_and_keeps_its_packets() {
     assert_packets(&read(&file), &want, "tcpdump interrupted");
     assert_idle(&tb, &d, "after SIGINT");
 }
+
+/// tcpdump opens its next file from its packet callback at a `-C`
+/// rotation (a call nested in its read): through the library it rotates
+/// and keeps every packet, as root's tcpdump does (it exited at the first
+/// rotation with "tcpdump: ").
+#[test]
+fn tcpdump_rotates_its_files_through_the_library() {
+    if !can_run() {
+        return;
+    }
+    shim();
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(&tb, "");
+    let out = open_dir("pcapshim-rotate");
+    let file = out.join("c.pcap");
+    let ep = tb.endpoints();
+    // 2,500 frames of ~1 KB: three files of 1,000,000 bytes at -C 1.
+    let sent: Vec<Vec<u8>> = (0..2500)
+        .map(|s| frames::udp4(&ep, s, 4000, 5300, 1000))
+        .collect();
+    let mut cmd = run_as_nobody(
+        &tb,
+        &d,
+        &[
+            "tcpdump",
+            "-i",
+            &tb.capture_if,
+            "-C",
+            "1",
+            "-c",
+            "2500",
+            "-w",
+            file.to_str().expect("path"),
+            "udp port 5300",
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn");
+    let (_, log) = wait_for_stderr_match(
+        &mut child,
+        |l| l.contains("listening on"),
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|e| panic!("tcpdump did not start: {e}"));
+    tb.send_from_peer(&sent, 5_000).expect("send");
+    let status = child
+        .wait_timeout(Duration::from_secs(30))
+        .expect("wait")
+        .unwrap_or_else(|| panic!("tcpdump -c 2500 did not exit: {}", log.text()));
+    let stderr = log.wait_eof(Duration::from_secs(5));
+    assert!(status.success(), "{status}: {stderr}");
+    let mut files: Vec<_> = std::fs::read_dir(out.path())
+        .expect("out")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.to_string_lossy().contains("c.pcap"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "{files:?}: {stderr}");
+    let got: Vec<Vec<u8>> = files
+        .iter()
+        .flat_map(|f| read(f).into_iter().map(|p| p.data))
+        .collect();
+    assert_eq!(got.len(), sent.len(), "{files:?}: {stderr}");
+    assert!(got.iter().zip(&sent).all(|(g, s)| g == s), "{stderr}");
+    assert_idle(&tb, &d, "after tcpdump -C");
+}
+
+/// Calls nested in a read on the same handle (the packet callback's
+/// pcap_stats, pcap_snapshot, pcap_datalink and pcap_dump_open; a signal
+/// handler's pcap_stats) are answered as libpcap answers them (they failed
+/// with -1 and no message), and a fork()ed child closing its copy of the
+/// handle leaves the parent's capture running (it ended the session).
+#[test]
+fn nested_calls_are_answered_and_a_forked_child_leaves_the_capture() {
+    if !can_run() {
+        return;
+    }
+    shim();
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(&tb, &format!("capture_filter = \"{FRAMEWORK}\"\n"));
+    let dir = open_dir("pcapshim-nested");
+    let exe = compile_c(
+        &dir,
+        "nested",
+        include_str!("../../pcapshim/tests/nested.c"),
+    );
+    let dump = dir.join("dump.pcap");
+    let sent = untagged_frames(&tb, 0..23 * 10);
+    let want = Oracle::new(FRAMEWORK, "udp").expect(&sent, 65535);
+    let mut cmd = run_as_nobody(
+        &tb,
+        &d,
+        &[
+            exe.to_str().expect("path"),
+            &tb.capture_if,
+            "udp",
+            &want.len().to_string(),
+            dump.to_str().expect("path"),
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn");
+    let (_, log) = wait_for_stderr_match(&mut child, |l| l == "ready", Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("the C program did not start: {e}"));
+    // Paced over ~2 s: the alarm set at the first packet comes during a read.
+    tb.send_from_peer(&sent, 100).expect("send");
+    let out = child.wait_output(Duration::from_secs(30)).expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let text = format!("stdout:\n{stdout}\nstderr:\n{}", log.text());
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        stdout.contains("callback stats 0 snapshot 65535 datalink 1\n"),
+        "{text}"
+    );
+    assert!(stdout.contains("dump opened\n"), "{text}");
+    assert!(stdout.contains("handler stats 0\n"), "{text}");
+    assert!(stdout.contains(&format!("got {}\n", want.len())), "{text}");
+    assert_packets(&read(&dump), &want, "the file opened from the callback");
+    assert_idle(&tb, &d, "after the C program exited");
+}

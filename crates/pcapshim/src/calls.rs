@@ -85,7 +85,7 @@ unsafe fn program(fp: *const BpfProgram) -> Vec<BpfInsn> {
 }
 
 /// libpcap's error on `shadow` into our handle's buffer.
-fn copy_error(b: &mut Busy, shadow: Opaque) {
+fn copy_error(b: &mut impl crate::Fails, shadow: Opaque) {
     if let Some(g) = real!(pcap_geterr: unsafe extern "C" fn(Opaque) -> *mut c_char) {
         // SAFETY: libpcap's pcap_geterr on its own handle returns its
         // NUL-terminated error buffer.

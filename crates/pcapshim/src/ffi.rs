@@ -19,6 +19,8 @@ pub const PCAP_ERROR_NOT_ACTIVATED: c_int = -3;
 pub const PCAP_ERROR_ACTIVATED: c_int = -4;
 /// `PCAP_ERROR_PERM_DENIED`: what a policy refusal is reported as.
 pub const PCAP_ERROR_PERM_DENIED: c_int = -8;
+/// `PCAP_TSTAMP_HOST`: the host's clock, the one type ringcapd gives.
+pub const PCAP_TSTAMP_HOST: c_int = 0;
 /// `PCAP_WARNING_TSTAMP_TYPE_NOTSUP`.
 pub const PCAP_WARNING_TSTAMP_TYPE_NOTSUP: c_int = 3;
 /// `PCAP_TSTAMP_PRECISION_MICRO`.

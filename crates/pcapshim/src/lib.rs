@@ -21,9 +21,16 @@
 //! refused by the daemon, with the rule, as `PCAP_ERROR_PERM_DENIED`.
 //!
 //! The rules of the C boundary: no panic crosses it (each entry point runs
-//! under `catch_unwind`); one call at a time on a handle — a second one
-//! while one runs (from a packet callback) fails with -1, except
-//! `pcap_breakloop` and `pcap_geterr`.
+//! under `catch_unwind`); one call at a time on a handle's session. A call
+//! made while another runs on the same handle *from the same thread* (a
+//! packet callback, a signal handler interrupting a read: tcpdump opens its
+//! next file from the callback at `-C`/`-G` rotations and reads its counters
+//! from SIGUSR1) is nested: the outer call is suspended, so what lives
+//! outside the session (the shadow, the facts and counters in [`Seen`], the
+//! message buffer) answers it — the dumper opens, the getters,
+//! `pcap_stats`, `pcap_breakloop`, `pcap_geterr`; any other nested call
+//! fails with -1 and says why. A call from another thread while one runs
+//! fails with -1 (libpcap's handles are not shared between threads either).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -40,18 +47,76 @@ use ringcap_client::ClientError;
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// A live handle of this library (what its `pcap_t *` points to).
 pub struct Handle {
     /// Set while a call runs on the handle: the only way to `live`.
     busy: AtomicBool,
+    /// The thread ([`me`]) whose call holds `busy` (0: none).
+    owner: AtomicUsize,
+    /// What a nested call may read (see the module docs).
+    seen: Arc<Seen>,
     /// `pcap_breakloop`.
     brk: AtomicBool,
     errbuf: UnsafeCell<[c_char; ffi::ERRBUF_SIZE]>,
     /// libpcap's dead handle standing in for this one (after activation).
     shadow: AtomicPtr<c_void>,
     live: UnsafeCell<Live>,
+}
+
+/// Facts and counters of a handle kept outside its session, for nested
+/// calls: set at activation, and by the reads and `pcap_stats`.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// Snap length after the grant's cap (0 before activation).
+    pub snaplen: AtomicI32,
+    /// `pcap_stats`' received and dropped, as last known.
+    pub recv: AtomicU32,
+    pub drop: AtomicU32,
+}
+
+/// This thread's mark: the address of a thread-local (no system call, and
+/// readable from a signal handler: const-initialised, nothing to drop).
+fn me() -> usize {
+    thread_local! { static MARK: u8 = const { 0 }; }
+    MARK.with(|m| m as *const u8 as usize)
+}
+
+/// A call nested in another on the same handle and thread (see the module
+/// docs): it reaches only what lives outside the session.
+pub(crate) struct Nested<'a> {
+    pub(crate) h: &'a Handle,
+}
+
+impl Nested<'_> {
+    fn fail(&mut self, msg: &str) {
+        // SAFETY: errbuf is ERRBUF_SIZE bytes inside the handle; the only
+        // other writer, the outer call on this thread, is suspended.
+        unsafe { ffi::write_errbuf(self.h.errbuf.get().cast::<c_char>(), msg) }
+    }
+
+    pub(crate) fn shadow(&self) -> Opaque {
+        self.h.shadow.load(Ordering::Acquire)
+    }
+}
+
+/// What a failing call on a handle says about itself.
+pub(crate) trait Fails {
+    fn fail(&mut self, msg: &str);
+}
+
+impl Fails for Busy<'_> {
+    fn fail(&mut self, msg: &str) {
+        Busy::fail(self, msg)
+    }
+}
+
+impl Fails for Nested<'_> {
+    fn fail(&mut self, msg: &str) {
+        Nested::fail(self, msg)
+    }
 }
 
 // SAFETY: `live` is reached only through `Busy` (one caller at a time,
@@ -87,6 +152,7 @@ impl Busy<'_> {
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
+        self.h.owner.store(0, Ordering::Release);
         self.h.busy.store(false, Ordering::Release);
     }
 }
@@ -106,19 +172,60 @@ fn enter(h: &Handle) -> Option<Busy<'_>> {
     h.busy
         .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
         .ok()
-        .map(|_| Busy { h })
+        .map(|_| {
+            h.owner.store(me(), Ordering::Release);
+            Busy { h }
+        })
+}
+
+/// A nested call on `h` (see the module docs), if this is one.
+fn nested(h: &Handle) -> Option<Nested<'_>> {
+    (h.busy.load(Ordering::Acquire) && h.owner.load(Ordering::Acquire) == me())
+        .then_some(Nested { h })
 }
 
 /// Runs `f` on our handle `p`, or returns `other` for libpcap's; `-1`
-/// (or `err`) for a re-entrant call or a panic.
+/// (or `err`) for a concurrent or nested call (the latter says so) or a
+/// panic.
 fn with<T>(p: Opaque, err: T, other: impl FnOnce() -> T, f: impl FnOnce(&mut Busy) -> T) -> T {
     let Some(h) = ours(p) else {
         return other();
     };
     let Some(mut b) = enter(h) else {
+        if let Some(mut n) = nested(h) {
+            n.fail(
+                "ringcap: this call cannot be made from a packet callback or a signal \
+                 handler of a read on the same handle (libringcap_pcap)",
+            );
+        }
         return err;
     };
-    match catch_unwind(AssertUnwindSafe(|| f(&mut b))) {
+    guarded(&mut b, err, f)
+}
+
+/// [`with`], with `n` answering a nested call.
+pub(crate) fn with_nested<T>(
+    p: Opaque,
+    err: T,
+    other: impl FnOnce() -> T,
+    f: impl FnOnce(&mut Busy) -> T,
+    n: impl FnOnce(&mut Nested) -> T,
+) -> T {
+    let Some(h) = ours(p) else {
+        return other();
+    };
+    match enter(h) {
+        Some(mut b) => guarded(&mut b, err, f),
+        None => match nested(h) {
+            Some(mut nest) => catch_unwind(AssertUnwindSafe(|| n(&mut nest))).unwrap_or(err),
+            None => err,
+        },
+    }
+}
+
+/// `f` under `catch_unwind`: a panic is `err`, said.
+fn guarded<T>(b: &mut Busy, err: T, f: impl FnOnce(&mut Busy) -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(|| f(b))) {
         Ok(v) => v,
         Err(_) => {
             b.fail("ringcap: internal error (a bug in libringcap_pcap)");
@@ -155,12 +262,15 @@ pub unsafe extern "C" fn pcap_create(source: *const c_char, errbuf: *mut c_char)
     } else {
         dev
     };
+    let seen = Arc::new(Seen::default());
     let h = Box::new(Handle {
         busy: AtomicBool::new(false),
+        owner: AtomicUsize::new(0),
+        seen: seen.clone(),
         brk: AtomicBool::new(false),
         errbuf: UnsafeCell::new([0; ffi::ERRBUF_SIZE]),
         shadow: AtomicPtr::new(std::ptr::null_mut()),
-        live: UnsafeCell::new(Live::new(&dev)),
+        live: UnsafeCell::new(Live::new(&dev, seen)),
     });
     let p = Box::into_raw(h);
     if !registry::insert(p as usize) {
@@ -210,6 +320,7 @@ fn activate(b: &mut Busy) -> c_int {
         b.fail("ringcap: libpcap could not make a handle for files");
         return ffi::PCAP_ERROR;
     }
+    b.h.seen.snaplen.store(snap as i32, Ordering::Release);
     b.h.shadow.store(shadow, Ordering::Release);
     0
 }
@@ -337,7 +448,9 @@ setters! {
         ffi::PRECISION_MICRO | ffi::PRECISION_NANO => { l.config.nano = v == ffi::PRECISION_NANO; 0 }
         _ => -12, // PCAP_ERROR_TSTAMP_PRECISION_NOTSUP
     };
-    pcap_set_tstamp_type => |_l, _v| ffi::PCAP_WARNING_TSTAMP_TYPE_NOTSUP;
+    pcap_set_tstamp_type => |_l, v| if v == ffi::PCAP_TSTAMP_HOST { 0 } else {
+        ffi::PCAP_WARNING_TSTAMP_TYPE_NOTSUP
+    };
     pcap_set_rfmon => |_l, v| if v == 0 { 0 } else { -6 }; // PCAP_ERROR_RFMON_NOTSUP
     pcap_set_protocol_linux => |_l, _v| 0;
 }

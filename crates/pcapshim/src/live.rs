@@ -31,6 +31,9 @@ use ringcap_client::{
 use ringcap_format::record::{Endian, Header, HEADER_LEN};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::Seen;
 use std::time::{Duration, Instant};
 
 /// The session's filter between activation and the tool's filter.
@@ -107,6 +110,9 @@ pub struct Running {
     /// Whether the tool's (or the empty) filter replaced the placeholder.
     started: bool,
     next_tag: u64,
+    /// The process that opened the session: a child of a fork() that
+    /// closes its copy of the handle must not end its parent's session.
+    pid: u32,
 }
 
 /// Why a read returned without packets.
@@ -129,6 +135,10 @@ pub struct Live {
     pub hdr: PktHdr,
     /// Programs `pcap_compile` made on this handle, with their text, newest last.
     programs: Vec<(Vec<BpfInsn>, String)>,
+    /// What nested calls read (the handle's, shared).
+    seen: Arc<Seen>,
+    /// When the reads last refreshed `seen`'s counters from the daemon.
+    polled: Instant,
 }
 
 /// The message of a refusal or failure, as libpcap tools print it.
@@ -283,7 +293,7 @@ impl Running {
 }
 
 impl Live {
-    pub fn new(device: &str) -> Live {
+    pub fn new(device: &str, seen: Arc<Seen>) -> Live {
         Live {
             config: Config::new(device),
             nonblock: false,
@@ -291,7 +301,22 @@ impl Live {
             handed: 0,
             hdr: PktHdr::default(),
             programs: Vec::new(),
+            seen,
+            polled: Instant::now(),
         }
+    }
+
+    /// Keeps `seen`'s counters current for a nested `pcap_stats` (a
+    /// tool's SIGUSR1 during a read): what was handed out at once, the
+    /// daemon's counters once a second at most.
+    fn refresh_seen(&mut self) {
+        if self.polled.elapsed() >= Duration::from_secs(1) {
+            self.polled = Instant::now();
+            let _ = self.stats();
+        }
+        self.seen
+            .recv
+            .fetch_max(self.handed as u32, Ordering::Relaxed);
     }
 
     /// Opens the session (placeholder filter) and its selectable descriptor.
@@ -333,6 +358,7 @@ impl Live {
             snaplen,
             started: false,
             next_tag: 0,
+            pid: std::process::id(),
         });
         Ok(())
     }
@@ -462,6 +488,7 @@ impl Live {
         }
         self.handed += n as u64;
         r.settle();
+        self.refresh_seen();
         match result {
             Ok(()) | Err(NoPacket::Empty) => Ok(n),
             Err(e) => Err(e),
@@ -490,6 +517,7 @@ impl Live {
             r.busy = true;
         }
         r.settle();
+        self.refresh_seen();
         Ok(got.map(|(_, d)| d))
     }
 
@@ -506,11 +534,14 @@ impl Live {
             Err(_) => r.last,
         };
         let clip = |v: u64| v as u32; // libpcap's counters are 32-bit and wrap
-        Ok(Stat {
+        let st = Stat {
             ps_recv: clip(c.packets_filter_accepted.max(handed)),
             ps_drop: clip(c.packets_dropped_ring + c.packets_dropped_client),
             ps_ifdrop: 0,
-        })
+        };
+        self.seen.recv.store(st.ps_recv, Ordering::Relaxed);
+        self.seen.drop.store(st.ps_drop, Ordering::Relaxed);
+        Ok(st)
     }
 
     /// Sends one frame through the grant's inject rights; waits for its report.
@@ -549,6 +580,12 @@ impl Live {
 impl Drop for Live {
     fn drop(&mut self) {
         if let Some(mut r) = self.running.take() {
+            if r.pid != std::process::id() {
+                // A child's copy after fork(): its descriptors close with
+                // it; the session (and its end) stays its parent's.
+                std::mem::forget(r);
+                return;
+            }
             r.wake();
             // Ended as every client ends it (ringcap-client's loop); what
             // the ring still holds is not wanted any more.

@@ -4,7 +4,7 @@
 
 use super::{forward1, Int1};
 use crate::ffi::{self, real, Opaque, Stat};
-use crate::{ours, registry, text, with, Handle};
+use crate::{ours, registry, text, with, with_nested, Handle, Nested};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 
@@ -52,19 +52,38 @@ pub unsafe extern "C" fn pcap_stats(p: Opaque, ps: *mut Stat) -> c_int {
     let f = real!(pcap_stats: unsafe extern "C" fn(Opaque, *mut Stat) -> c_int);
     // SAFETY: not ours: to libpcap with the caller's arguments.
     let other = || f.map_or(ffi::PCAP_ERROR, |f| unsafe { f(p, ps) });
-    with(p, ffi::PCAP_ERROR, other, |b| match b.live().stats() {
-        Ok(s) => {
-            if !ps.is_null() {
-                // SAFETY: the caller's writable pcap_stat.
-                unsafe { *ps = s };
+    let put = |s: Stat| {
+        if !ps.is_null() {
+            // SAFETY: the caller's writable pcap_stat.
+            unsafe { *ps = s };
+        }
+        0
+    };
+    with_nested(
+        p,
+        ffi::PCAP_ERROR,
+        other,
+        |b| match b.live().stats() {
+            Ok(s) => put(s),
+            Err(e) => {
+                b.fail(&e);
+                ffi::PCAP_ERROR
             }
-            0
-        }
-        Err(e) => {
-            b.fail(&e);
-            ffi::PCAP_ERROR
-        }
-    })
+        },
+        // From a signal handler (tcpdump's SIGUSR1) or a callback: the
+        // counters as last known (the reads refresh them every second).
+        |n| match n.shadow().is_null() {
+            true => {
+                n.fail("the handle is not activated");
+                ffi::PCAP_ERROR
+            }
+            false => put(Stat {
+                ps_recv: n.h.seen.recv.load(Ordering::Relaxed),
+                ps_drop: n.h.seen.drop.load(Ordering::Relaxed),
+                ps_ifdrop: 0,
+            }),
+        },
+    )
 }
 
 /// `pcap_inject`: through the grant's inject rights; the bytes sent or -1.
@@ -189,22 +208,38 @@ pub unsafe extern "C" fn pcap_close(p: Opaque) {
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(boxed)));
 }
 
-/// A getter that libpcap answers with `real` on theirs and `mine` on ours.
-fn getter(p: Opaque, real: Option<Int1>, mine: impl FnOnce(&mut crate::Busy) -> c_int) -> c_int {
-    with(p, ffi::PCAP_ERROR, || forward1(p, real), mine)
+/// A getter that libpcap answers with `real` on theirs and `mine` on
+/// ours; `nested` answers a nested call (from what lives outside the
+/// session).
+fn getter(
+    p: Opaque,
+    real: Option<Int1>,
+    mine: impl FnOnce(&mut crate::Busy) -> c_int,
+    nested: impl FnOnce(&mut Nested) -> c_int,
+) -> c_int {
+    with_nested(p, ffi::PCAP_ERROR, || forward1(p, real), mine, nested)
 }
 
 macro_rules! getters {
-    ($($name:ident => |$b:ident| $body:expr;)*) => {$(
+    ($($name:ident => |$b:ident| $body:expr, nested |$n:ident| $nbody:expr;)*) => {$(
         /// libpcap's function of the same name.
         ///
         /// # Safety
         /// `p` is a handle.
         #[no_mangle]
         pub unsafe extern "C" fn $name(p: Opaque) -> c_int {
-            getter(p, real!($name: Int1), |$b| $body)
+            getter(p, real!($name: Int1), |$b| $body, |$n| $nbody)
         }
     )*};
+}
+
+/// For a nested getter: `v` once activated (a nested call is always made
+/// on an activated handle, from a read; but a signal may come earlier).
+fn nested_activated(n: &mut Nested, v: c_int) -> c_int {
+    match n.shadow().is_null() {
+        true => ffi::PCAP_ERROR_NOT_ACTIVATED,
+        false => v,
+    }
 }
 
 /// PCAP_ERROR_NOT_ACTIVATED unless `b` is activated, else `v`.
@@ -216,21 +251,38 @@ fn activated(b: &mut crate::Busy, v: c_int) -> c_int {
 }
 
 getters! {
-    pcap_datalink => |b| activated(b, ffi::DLT_EN10MB);
-    pcap_datalink_ext => |b| activated(b, ffi::DLT_EN10MB);
+    pcap_datalink => |b| activated(b, ffi::DLT_EN10MB),
+        nested |n| nested_activated(n, ffi::DLT_EN10MB);
+    pcap_datalink_ext => |b| activated(b, ffi::DLT_EN10MB),
+        nested |n| nested_activated(n, ffi::DLT_EN10MB);
     pcap_snapshot => |b| {
         let s = b.live().running.as_ref().map(|r| r.snaplen as c_int);
         s.unwrap_or(ffi::PCAP_ERROR_NOT_ACTIVATED)
+    }, nested |n| {
+        let s = n.h.seen.snaplen.load(Ordering::Acquire);
+        nested_activated(n, s)
     };
-    pcap_is_swapped => |b| activated(b, 0);
-    pcap_major_version => |b| activated(b, 2);
-    pcap_minor_version => |b| activated(b, 4);
+    pcap_is_swapped => |b| activated(b, 0), nested |n| nested_activated(n, 0);
+    // A live handle has no file version (libpcap's are 0 too).
+    pcap_major_version => |b| activated(b, 0), nested |n| nested_activated(n, 0);
+    pcap_minor_version => |b| activated(b, 0), nested |n| nested_activated(n, 0);
     pcap_bufsize => |b| {
         let n = b.live().config.buffer_size;
         activated(b, n)
+    }, nested |n| {
+        n.fail("pcap_bufsize: not from a callback or signal handler (libringcap_pcap)");
+        ffi::PCAP_ERROR
     };
     pcap_get_tstamp_precision => |b| {
         if b.live().config.nano { ffi::PRECISION_NANO } else { ffi::PRECISION_MICRO }
+    }, nested |n| {
+        type F = unsafe extern "C" fn(Opaque) -> c_int;
+        let s = n.shadow();
+        match real!(pcap_get_tstamp_precision: F) {
+            // SAFETY: libpcap's own (shadow) handle, made with the precision.
+            Some(f) if !s.is_null() => unsafe { f(s) },
+            _ => ffi::PCAP_ERROR_NOT_ACTIVATED,
+        }
     };
 }
 
@@ -288,7 +340,7 @@ pub unsafe extern "C" fn pcap_list_datalinks(p: Opaque, out: *mut *mut c_int) ->
     })
 }
 
-/// `pcap_list_tstamp_types`: none can be chosen.
+/// `pcap_list_tstamp_types`: the host's clock (ringcapd's), the one type.
 ///
 /// # Safety
 /// `out` is writable.
@@ -298,7 +350,9 @@ pub unsafe extern "C" fn pcap_list_tstamp_types(p: Opaque, out: *mut *mut c_int)
     let f = real!(pcap_list_tstamp_types: F);
     // SAFETY: not ours: to libpcap with the caller's arguments.
     let other = || f.map_or(ffi::PCAP_ERROR, |f| unsafe { f(p, out) });
-    with(p, ffi::PCAP_ERROR, other, |_| int_list(out, None))
+    with(p, ffi::PCAP_ERROR, other, |_| {
+        int_list(out, Some(ffi::PCAP_TSTAMP_HOST))
+    })
 }
 
 /// Two-argument int calls: `pcap_set_datalink` (Ethernet only) and
@@ -325,7 +379,7 @@ int2! {
         ffi::PCAP_ERROR
     };
     pcap_setdirection => |b, v| if v == ffi::PCAP_D_INOUT { 0 } else {
-        b.fail("ringcapd captures both directions; a direction is set with the filter (inbound/outbound)");
+        b.fail("ringcapd delivers both directions: a direction cannot be chosen (pcap_setdirection, tcpdump -Q)");
         ffi::PCAP_ERROR
     };
 }
@@ -343,22 +397,44 @@ macro_rules! on_shadow {
             let f = real!($name: F);
             // SAFETY: not ours: to libpcap with the caller's arguments.
             let other = || f.map_or(std::ptr::null_mut(), |f| unsafe { f(p, $arg) });
-            with(p, std::ptr::null_mut(), other, |b| {
-                let shadow = b.shadow();
-                let Some(f) = f.filter(|_| !shadow.is_null()) else {
-                    b.fail(concat!(stringify!($name), ": the handle is not activated"));
-                    return std::ptr::null_mut();
-                };
-                // SAFETY: libpcap's function on its own (shadow) handle with
-                // the caller's argument.
-                let d = unsafe { f(shadow, $arg) };
-                if d.is_null() {
-                    super::copy_error(b, shadow);
-                }
-                d
-            })
+            // Nested too: tcpdump opens its next file from its packet
+            // callback (-C, -G).
+            with_nested(
+                p,
+                std::ptr::null_mut(),
+                other,
+                |b| {
+                    let s = b.shadow();
+                    // SAFETY: libpcap's function on its own (shadow)
+                    // handle with the caller's argument.
+                    on_shadow(b, s, f, |f, s| unsafe { f(s, $arg) })
+                },
+                |n| {
+                    let s = n.shadow();
+                    // SAFETY: as above.
+                    on_shadow(n, s, f, |f, s| unsafe { f(s, $arg) })
+                },
+            )
         }
     )*};
+}
+
+/// libpcap's `f` on the shadow (through `call`), its error copied to ours.
+fn on_shadow<F>(
+    who: &mut impl crate::Fails,
+    shadow: Opaque,
+    f: Option<F>,
+    call: impl FnOnce(F, Opaque) -> Opaque,
+) -> Opaque {
+    let Some(f) = f.filter(|_| !shadow.is_null()) else {
+        who.fail("pcap_dump_open: the handle is not activated");
+        return std::ptr::null_mut();
+    };
+    let d = call(f, shadow);
+    if d.is_null() {
+        super::copy_error(who, shadow);
+    }
+    d
 }
 
 on_shadow! {

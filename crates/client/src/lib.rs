@@ -83,20 +83,39 @@ pub fn compile_filter(filter: &str) -> Result<Option<FilterProgram>, ClientError
     };
     let p = ringcap_stages::compile(filter, ETHERNET, PROGRAM_SNAPLEN, Target::Offline)
         .map_err(|e| refuse(format!("libpcap: {}", e.message)))?;
-    if p.instructions.len() > ringcap_proto::validate::MAX_CLIENT_INSTRUCTIONS {
-        return Err(refuse(format!(
-            "the filter compiles to {} instructions; at most {} are taken",
-            p.instructions.len(),
-            ringcap_proto::validate::MAX_CLIENT_INSTRUCTIONS
-        )));
-    }
     let insns: Vec<_> = p
         .instructions
         .iter()
         .map(|i| (i.code, i.jt, i.jf, i.k))
         .collect();
+    compiled_filter(filter, &insns)
+}
+
+/// A program libpcap compiled from `filter` in the client's process by
+/// other means (the libpcap shim's `pcap_compile`, with the tool's netmask
+/// and optimisation), for the daemon as [`compile_filter`] makes it: `None`
+/// for an empty filter; more instructions than the daemon takes refused
+/// under the rule `filter`. `insns`: (code, jt, jf, k).
+pub fn compiled_filter(
+    filter: &str,
+    insns: &[(u16, u8, u8, u32)],
+) -> Result<Option<FilterProgram>, ClientError> {
+    if filter.trim().is_empty() {
+        return Ok(None);
+    }
+    if insns.len() > ringcap_proto::validate::MAX_CLIENT_INSTRUCTIONS {
+        return Err(ClientError::Refused {
+            grant: None,
+            rule: "filter".into(),
+            reason: format!(
+                "the filter compiles to {} instructions; at most {} are taken",
+                insns.len(),
+                ringcap_proto::validate::MAX_CLIENT_INSTRUCTIONS
+            ),
+        });
+    }
     Ok(Some(FilterProgram::encode(
-        &insns,
+        insns,
         ringcap_stages::filter::mentions_vlan(filter),
     )))
 }

@@ -8,7 +8,9 @@ use crate::{
     compile_filter, Client, ClientError, DumpRequest, FlowEntry, FlowRequest, InjectFrame,
     InjectReport, OutputFormat, Packet, Records, SessionCounters, MAX_HELD_FLOWS,
 };
-use ringcap_proto::{transport, Effective, Request, Response, SampleRequest, SnapRequest};
+use ringcap_proto::{
+    transport, Effective, FilterProgram, Request, Response, SampleRequest, SnapRequest,
+};
 use ringcap_shm::RingReader;
 use std::time::Duration;
 
@@ -359,6 +361,16 @@ impl Session {
     /// Replaces the filter (still ANDed with the grant's).
     pub fn set_filter(&mut self, filter: &str) -> Result<(), ClientError> {
         let program = compile_filter(filter)?;
+        self.set_compiled_filter(filter, program)
+    }
+
+    /// [`set_filter`](Self::set_filter) with the program already made
+    /// ([`crate::compiled_filter`]).
+    pub fn set_compiled_filter(
+        &mut self,
+        filter: &str,
+        program: Option<FilterProgram>,
+    ) -> Result<(), ClientError> {
         self.client.send(&Request::SetFilter {
             filter: filter.to_string(),
             program,

@@ -372,44 +372,96 @@ fn nested_calls_are_answered_and_a_forked_child_leaves_the_capture() {
     let tb = Testbed::new().expect("testbed");
     let d = Daemon::for_nobody(&tb, &format!("capture_filter = \"{FRAMEWORK}\"\n"));
     let dir = open_dir("pcapshim-nested");
-    let exe = compile_c(
-        &dir,
-        "nested",
-        include_str!("../../pcapshim/tests/nested.c"),
-    );
-    let dump = dir.join("dump.pcap");
     let sent = untagged_frames(&tb, 0..23 * 10);
     let want = Oracle::new(FRAMEWORK, "udp").expect(&sent, 65535);
-    let mut cmd = run_as_nobody(
+    // Paced over ~2 s: the alarm set at the first packet comes during a read.
+    let (stdout, dump) = run_nested(&tb, &d, &dir, "udp", want.len(), None, &sent, 100);
+    assert!(
+        stdout.contains("callback stats 0 snapshot 65535 datalink 1\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("dump opened\n"), "{stdout}");
+    assert!(stdout.contains("handler stats 0\n"), "{stdout}");
+    assert_packets(&read(&dump), &want, "the file opened from the callback");
+    assert_idle(&tb, &d, "after the C program exited");
+}
+
+/// The netmask a tool gives `pcap_compile` holds through the library (its
+/// program goes to ringcapd, not its text compiled again without it):
+/// `ip broadcast` with a /24 mask matches x.y.z.255 (it matched nothing).
+#[test]
+fn the_netmask_given_to_pcap_compile_holds() {
+    if !can_run() {
+        return;
+    }
+    shim();
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::for_nobody(&tb, "");
+    let dir = open_dir("pcapshim-netmask");
+    let ep = tb.endpoints();
+    let bcast = ep.with_ipv4(ep.src_ip, std::net::Ipv4Addr::new(198, 18, 0, 255));
+    let sent: Vec<Vec<u8>> = (0..20)
+        .map(|s| match s % 2 {
+            0 => frames::udp4(&bcast, s, 4000, 5301, 40),
+            _ => frames::udp4(&ep, s, 4000, 5301, 40),
+        })
+        .collect();
+    let want: Vec<(u32, Vec<u8>)> = sent
+        .iter()
+        .step_by(2)
+        .map(|f| (f.len() as u32, f.clone()))
+        .collect();
+    let (_, dump) = run_nested(
         &tb,
         &d,
-        &[
-            exe.to_str().expect("path"),
-            &tb.capture_if,
-            "udp",
-            &want.len().to_string(),
-            dump.to_str().expect("path"),
-        ],
+        &dir,
+        "ip broadcast",
+        want.len(),
+        Some("0xffffff00"),
+        &sent,
+        1_000,
     );
+    assert_packets(&read(&dump), &want, "ip broadcast, netmask 255.255.255.0");
+    assert_idle(&tb, &d, "after the C program exited");
+}
+
+/// Runs crates/pcapshim/tests/nested.c as nobody on `filter` until it has
+/// `count` packets, sending `sent` at `pps` once it is ready: its stdout
+/// (checked: exit 0, `got COUNT`) and the file it dumped to.
+#[allow(clippy::too_many_arguments)]
+fn run_nested(
+    tb: &Testbed,
+    d: &Daemon,
+    dir: &TempDir,
+    filter: &str,
+    count: usize,
+    netmask: Option<&str>,
+    sent: &[Vec<u8>],
+    pps: u32,
+) -> (String, std::path::PathBuf) {
+    let exe = compile_c(dir, "nested", include_str!("../../pcapshim/tests/nested.c"));
+    let dump = dir.join("dump.pcap");
+    let count = count.to_string();
+    let mut args = vec![
+        exe.to_str().expect("path"),
+        &tb.capture_if,
+        filter,
+        &count,
+        dump.to_str().expect("path"),
+    ];
+    args.extend(netmask);
+    let mut cmd = run_as_nobody(tb, d, &args);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = ChildGuard::spawn(&mut cmd).expect("spawn");
     let (_, log) = wait_for_stderr_match(&mut child, |l| l == "ready", Duration::from_secs(20))
         .unwrap_or_else(|e| panic!("the C program did not start: {e}"));
-    // Paced over ~2 s: the alarm set at the first packet comes during a read.
-    tb.send_from_peer(&sent, 100).expect("send");
+    tb.send_from_peer(sent, pps).expect("send");
     let out = child.wait_output(Duration::from_secs(30)).expect("wait");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let text = format!("stdout:\n{stdout}\nstderr:\n{}", log.text());
     assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(
-        stdout.contains("callback stats 0 snapshot 65535 datalink 1\n"),
-        "{text}"
-    );
-    assert!(stdout.contains("dump opened\n"), "{text}");
-    assert!(stdout.contains("handler stats 0\n"), "{text}");
-    assert!(stdout.contains(&format!("got {}\n", want.len())), "{text}");
-    assert_packets(&read(&dump), &want, "the file opened from the callback");
-    assert_idle(&tb, &d, "after the C program exited");
+    assert!(stdout.contains(&format!("got {count}\n")), "{text}");
+    (stdout, dump)
 }

@@ -94,8 +94,9 @@ fn copy_error(b: &mut impl crate::Fails, shadow: Opaque) {
     }
 }
 
-/// `pcap_setfilter`: the text the program was compiled from goes to
-/// ringcapd, which ANDs it with the grant's filter.
+/// `pcap_setfilter`: the program (as `pcap_compile` made it on this
+/// handle, with its text for the daemon's log) goes to ringcapd, which ANDs
+/// it with the grant's filter.
 ///
 /// # Safety
 /// `fp` is a program (from `pcap_compile` for our handles).
@@ -117,7 +118,7 @@ pub unsafe extern "C" fn pcap_setfilter(p: Opaque, fp: *mut BpfProgram) -> c_int
                 );
                 return ffi::PCAP_ERROR;
             };
-            match b.live().set_filter(&t) {
+            match b.live().set_filter(&t, &insns) {
                 Ok(()) => 0,
                 Err(e) => {
                     b.fail(&e);

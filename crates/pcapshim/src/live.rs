@@ -389,10 +389,16 @@ impl Live {
 
     /// Replaces the filter; packets read before are discarded (as
     /// libpcap discards what its socket held).
-    pub fn set_filter(&mut self, text: &str) -> Result<(), String> {
+    pub fn set_filter(&mut self, text: &str, insns: &[BpfInsn]) -> Result<(), String> {
+        // The program the tool's pcap_compile made (its netmask and
+        // optimisation), not the text compiled again.
+        let insns: Vec<_> = insns.iter().map(|i| (i.code, i.jt, i.jf, i.k)).collect();
+        let program = ringcap_client::compiled_filter(text, &insns).map_err(|e| describe(&e))?;
         let r = self.running()?;
         r.wake();
-        r.session.set_filter(text).map_err(|e| describe(&e))?;
+        r.session
+            .set_compiled_filter(text, program)
+            .map_err(|e| describe(&e))?;
         r.held = None;
         r.tail.clear();
         r.tail_off = 0;
@@ -421,7 +427,7 @@ impl Live {
     /// (up to the timeout, or a break).
     fn fill(&mut self, block: bool, brk: &AtomicBool) -> Result<(), NoPacket> {
         if !self.running.as_ref().is_some_and(|r| r.started) {
-            self.set_filter("").map_err(NoPacket::Over)?;
+            self.set_filter("", &[]).map_err(NoPacket::Over)?;
         }
         let timeout = (self.config.timeout_ms > 0 && !self.config.immediate)
             .then(|| Duration::from_millis(self.config.timeout_ms as u64));

@@ -5,7 +5,9 @@
  * (pcap_stats, as tcpdump's SIGUSR1). Before reading, a fork()ed child
  * closes its copy of the handle and exits: the parent's capture goes on.
  *
- * usage: nested IFACE FILTER COUNT DUMPFILE
+ * usage: nested IFACE FILTER COUNT DUMPFILE [NETMASK]
+ * (NETMASK, for pcap_compile: a number as strtoul reads it; the default is
+ * PCAP_NETMASK_UNKNOWN)
  * prints: "callback stats R snapshot S datalink D", "handler stats R",
  * "dump opened", then "got N" and "stats RECV DROP". */
 #include <pcap/pcap.h>
@@ -52,8 +54,8 @@ static void cb(u_char *u, const struct pcap_pkthdr *h, const u_char *d) {
 int main(int argc, char **argv) {
     char err[PCAP_ERRBUF_SIZE];
     struct bpf_program prog;
-    if (argc != 5) {
-        fprintf(stderr, "usage: nested IFACE FILTER COUNT DUMPFILE\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: nested IFACE FILTER COUNT DUMPFILE [NETMASK]\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -63,7 +65,8 @@ int main(int argc, char **argv) {
         printf("open: %s\n", err);
         return 1;
     }
-    if (pcap_compile(p, &prog, argv[2], 1, PCAP_NETMASK_UNKNOWN) < 0 || pcap_setfilter(p, &prog) < 0) {
+    bpf_u_int32 netmask = argc == 6 ? (bpf_u_int32)strtoul(argv[5], NULL, 0) : PCAP_NETMASK_UNKNOWN;
+    if (pcap_compile(p, &prog, argv[2], 1, netmask) < 0 || pcap_setfilter(p, &prog) < 0) {
         printf("filter: %s\n", pcap_geterr(p));
         return 1;
     }

@@ -16,7 +16,7 @@ mod pcapshim_helpers;
 
 use common::*;
 use pcapshim_helpers::*;
-use ringcap_testkit::capture::{wait_for_stderr_match, ChildGuard};
+use ringcap_testkit::capture::{wait_for_stderr_match, ChildGuard, StderrLog};
 use ringcap_testkit::{frames, TempDir, Testbed};
 use std::process::Stdio;
 use std::time::Duration;
@@ -246,29 +246,8 @@ fn tcpdump_interrupted_ends_its_session_and_keeps_its_packets() {
     let d = Daemon::for_nobody(&tb, "");
     let out = open_dir("pcapshim-sigint");
     let file = out.join("int.pcap");
-    let mut cmd = run_as_nobody(
-        &tb,
-        &d,
-        &[
-            "tcpdump",
-            "-i",
-            &tb.capture_if,
-            "-U",
-            "-w",
-            file.to_str().expect("path"),
-            "udp",
-        ],
-    );
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn");
-    let (_, log) = wait_for_stderr_match(
-        &mut child,
-        |l| l.contains("listening on"),
-        Duration::from_secs(20),
-    )
-    .unwrap_or_else(|e| panic!("tcpdump did not start: {e}"));
+    let (mut child, log) =
+        tcpdump_as_nobody(&tb, &d, &["-U", "-w", file.to_str().expect("path"), "udp"]);
     let sent = untagged_frames(&tb, 0..23 * 10);
     let want = Oracle::new("", "udp").expect(&sent, 262_144);
     tb.send_from_peer(&sent, 5_000).expect("send");
@@ -309,32 +288,9 @@ fn tcpdump_rotates_its_files_through_the_library() {
     let sent: Vec<Vec<u8>> = (0..2500)
         .map(|s| frames::udp4(&ep, s, 4000, 5300, 1000))
         .collect();
-    let mut cmd = run_as_nobody(
-        &tb,
-        &d,
-        &[
-            "tcpdump",
-            "-i",
-            &tb.capture_if,
-            "-C",
-            "1",
-            "-c",
-            "2500",
-            "-w",
-            file.to_str().expect("path"),
-            "udp port 5300",
-        ],
-    );
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn");
-    let (_, log) = wait_for_stderr_match(
-        &mut child,
-        |l| l.contains("listening on"),
-        Duration::from_secs(20),
-    )
-    .unwrap_or_else(|e| panic!("tcpdump did not start: {e}"));
+    let path = file.to_str().expect("path");
+    let args = ["-C", "1", "-c", "2500", "-w", path, "udp port 5300"];
+    let (mut child, log) = tcpdump_as_nobody(&tb, &d, &args);
     tb.send_from_peer(&sent, 5_000).expect("send");
     let status = child
         .wait_timeout(Duration::from_secs(30))
@@ -464,4 +420,23 @@ fn run_nested(
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(stdout.contains(&format!("got {count}\n")), "{text}");
     (stdout, dump)
+}
+
+/// `tcpdump -i CAPTURE_IF ARGS...` as nobody through the library, once it
+/// says it is listening: the child and its stderr.
+fn tcpdump_as_nobody(tb: &Testbed, d: &Daemon, args: &[&str]) -> (ChildGuard, StderrLog) {
+    let mut all = vec!["tcpdump", "-i", &tb.capture_if];
+    all.extend(args);
+    let mut cmd = run_as_nobody(tb, d, &all);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn");
+    let (_, log) = wait_for_stderr_match(
+        &mut child,
+        |l| l.contains("listening on"),
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|e| panic!("tcpdump did not start: {e}"));
+    (child, log)
 }

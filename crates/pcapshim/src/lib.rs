@@ -72,6 +72,8 @@ pub struct Handle {
 pub struct Seen {
     /// Snap length after the grant's cap (0 before activation).
     pub snaplen: AtomicI32,
+    /// Nanosecond time stamps (set at activation).
+    pub nano: AtomicBool,
     /// `pcap_stats`' received and dropped, as last known.
     pub recv: AtomicU32,
     pub drop: AtomicU32,
@@ -321,6 +323,9 @@ fn activate(b: &mut Busy) -> c_int {
         return ffi::PCAP_ERROR;
     }
     b.h.seen.snaplen.store(snap as i32, Ordering::Release);
+    b.h.seen
+        .nano
+        .store(precision == ffi::PRECISION_NANO, Ordering::Release);
     b.h.shadow.store(shadow, Ordering::Release);
     0
 }

@@ -49,9 +49,13 @@ pub unsafe extern "C" fn pcap_getnonblock(p: Opaque, errbuf: *mut c_char) -> c_i
 /// `ps` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn pcap_stats(p: Opaque, ps: *mut Stat) -> c_int {
-    let f = real!(pcap_stats: unsafe extern "C" fn(Opaque, *mut Stat) -> c_int);
-    // SAFETY: not ours: to libpcap with the caller's arguments.
-    let other = || f.map_or(ffi::PCAP_ERROR, |f| unsafe { f(p, ps) });
+    // Looked up only for libpcap's handles: a first call from a signal
+    // handler on ours must not enter the dynamic linker.
+    let other = || {
+        let f = real!(pcap_stats: unsafe extern "C" fn(Opaque, *mut Stat) -> c_int);
+        // SAFETY: not ours: to libpcap with the caller's arguments.
+        f.map_or(ffi::PCAP_ERROR, |f| unsafe { f(p, ps) })
+    };
     let put = |s: Stat| {
         if !ps.is_null() {
             // SAFETY: the caller's writable pcap_stat.
@@ -213,11 +217,13 @@ pub unsafe extern "C" fn pcap_close(p: Opaque) {
 /// session).
 fn getter(
     p: Opaque,
-    real: Option<Int1>,
+    real: impl FnOnce() -> Option<Int1>,
     mine: impl FnOnce(&mut crate::Busy) -> c_int,
     nested: impl FnOnce(&mut Nested) -> c_int,
 ) -> c_int {
-    with_nested(p, ffi::PCAP_ERROR, || forward1(p, real), mine, nested)
+    // `real` is looked up only for libpcap's handles (not in a signal
+    // handler's call on ours).
+    with_nested(p, ffi::PCAP_ERROR, || forward1(p, real()), mine, nested)
 }
 
 macro_rules! getters {
@@ -228,7 +234,7 @@ macro_rules! getters {
         /// `p` is a handle.
         #[no_mangle]
         pub unsafe extern "C" fn $name(p: Opaque) -> c_int {
-            getter(p, real!($name: Int1), |$b| $body, |$n| $nbody)
+            getter(p, || real!($name: Int1), |$b| $body, |$n| $nbody)
         }
     )*};
 }
@@ -276,13 +282,8 @@ getters! {
     pcap_get_tstamp_precision => |b| {
         if b.live().config.nano { ffi::PRECISION_NANO } else { ffi::PRECISION_MICRO }
     }, nested |n| {
-        type F = unsafe extern "C" fn(Opaque) -> c_int;
-        let s = n.shadow();
-        match real!(pcap_get_tstamp_precision: F) {
-            // SAFETY: libpcap's own (shadow) handle, made with the precision.
-            Some(f) if !s.is_null() => unsafe { f(s) },
-            _ => ffi::PCAP_ERROR_NOT_ACTIVATED,
-        }
+        let nano = n.h.seen.nano.load(Ordering::Acquire);
+        nested_activated(n, if nano { ffi::PRECISION_NANO } else { ffi::PRECISION_MICRO })
     };
 }
 

@@ -123,8 +123,10 @@ impl Fails for Nested<'_> {
 
 // SAFETY: `live` is reached only through `Busy` (one caller at a time,
 // enforced by `busy`); `errbuf` is written only by the caller holding
-// `busy` (or by the creator before the handle is shared) and read by
-// libpcap-style callers after the failing call returned.
+// `busy`, by a call nested in it on the same thread while it is suspended
+// (`Nested`), or by the creator before the handle is shared, and read by
+// libpcap-style callers after the failing call returned; `seen` and
+// `shadow` are atomics.
 unsafe impl Sync for Handle {}
 
 /// Exclusive access to a handle for the duration of one call.

@@ -324,7 +324,15 @@ fn idle_handshakes_cannot_take_every_slot() {
     for mut s in idle {
         s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
         let mut b = [0u8; 16];
-        match s.read(&mut b) {
+        // A signal to this process (another test's child ending) may cut
+        // the wait short: wait again.
+        let read = loop {
+            match s.read(&mut b) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => break r,
+            }
+        };
+        match read {
             Ok(0) => {}
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
             other => panic!(

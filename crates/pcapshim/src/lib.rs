@@ -47,7 +47,9 @@ use ringcap_client::ClientError;
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::Arc;
 
 /// A live handle of this library (what its `pcap_t *` points to).
@@ -74,9 +76,24 @@ pub struct Seen {
     pub snaplen: AtomicI32,
     /// Nanosecond time stamps (set at activation).
     pub nano: AtomicBool,
-    /// `pcap_stats`' received and dropped, as last known.
+    /// The daemon's accepted and dropped counts, as last known.
     pub recv: AtomicU32,
     pub drop: AtomicU32,
+    /// Packets handed to the tool (a floor for received: the daemon's
+    /// counters can trail what it already delivered).
+    pub handed: AtomicU64,
+}
+
+impl Seen {
+    /// `pcap_stats` from what is known here.
+    pub fn stat(&self) -> ffi::Stat {
+        let handed = self.handed.load(Ordering::Relaxed) as u32; // 32-bit, wraps
+        ffi::Stat {
+            ps_recv: self.recv.load(Ordering::Relaxed).max(handed),
+            ps_drop: self.drop.load(Ordering::Relaxed),
+            ps_ifdrop: 0,
+        }
+    }
 }
 
 /// This thread's mark: the address of a thread-local (no system call, and

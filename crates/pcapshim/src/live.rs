@@ -128,16 +128,14 @@ pub struct Live {
     pub config: Config,
     pub nonblock: bool,
     pub running: Option<Running>,
-    /// Packets handed to the tool (a floor for `pcap_stats`' received:
-    /// the daemon's counters can trail what it already delivered).
-    handed: u64,
     /// Header of the packet `pcap_next_ex` returned last.
     pub hdr: PktHdr,
     /// Programs `pcap_compile` made on this handle, with their text, newest last.
     programs: Vec<(Vec<BpfInsn>, String)>,
-    /// What nested calls read (the handle's, shared).
+    /// What nested calls read (the handle's, shared); also the count of
+    /// packets handed to the tool.
     seen: Arc<Seen>,
-    /// When the reads last refreshed `seen`'s counters from the daemon.
+    /// When a waiting read last refreshed `seen`'s counters from the daemon.
     polled: Instant,
 }
 
@@ -298,25 +296,11 @@ impl Live {
             config: Config::new(device),
             nonblock: false,
             running: None,
-            handed: 0,
             hdr: PktHdr::default(),
             programs: Vec::new(),
             seen,
             polled: Instant::now(),
         }
-    }
-
-    /// Keeps `seen`'s counters current for a nested `pcap_stats` (a
-    /// tool's SIGUSR1 during a read): what was handed out at once, the
-    /// daemon's counters once a second at most.
-    fn refresh_seen(&mut self) {
-        if self.polled.elapsed() >= Duration::from_secs(1) {
-            self.polled = Instant::now();
-            let _ = self.stats();
-        }
-        self.seen
-            .recv
-            .fetch_max(self.handed as u32, Ordering::Relaxed);
     }
 
     /// Opens the session (placeholder filter) and its selectable descriptor.
@@ -454,6 +438,12 @@ impl Live {
                 }
                 wait = wait.min(left);
             }
+            // Nothing to hand out: a moment to bring the daemon's counters
+            // for a nested pcap_stats (tcpdump's SIGUSR1), once a second.
+            if self.polled.elapsed() >= Duration::from_secs(1) {
+                self.polled = Instant::now();
+                counters(r, &self.seen);
+            }
             r.wait(wait, immediate)?;
             r.busy = false;
         }
@@ -492,9 +482,8 @@ impl Live {
             }
             r.busy = n > 0;
         }
-        self.handed += n as u64;
+        self.seen.handed.fetch_add(n as u64, Ordering::Relaxed);
         r.settle();
-        self.refresh_seen();
         match result {
             Ok(()) | Err(NoPacket::Empty) => Ok(n),
             Err(e) => Err(e),
@@ -519,11 +508,10 @@ impl Live {
         };
         if let Some((h, _)) = got {
             self.hdr = h;
-            self.handed += 1;
+            self.seen.handed.fetch_add(1, Ordering::Relaxed);
             r.busy = true;
         }
         r.settle();
-        self.refresh_seen();
         Ok(got.map(|(_, d)| d))
     }
 
@@ -532,22 +520,8 @@ impl Live {
     /// dropped = dropped in the daemon's kernel ring + in this session's
     /// ring.
     pub fn stats(&mut self) -> Result<Stat, String> {
-        let handed = self.handed;
-        let r = self.running()?;
-        let c = match r.session.stats() {
-            Ok(c) => c,
-            // Ended: the final counters.
-            Err(_) => r.last,
-        };
-        let clip = |v: u64| v as u32; // libpcap's counters are 32-bit and wrap
-        let st = Stat {
-            ps_recv: clip(c.packets_filter_accepted.max(handed)),
-            ps_drop: clip(c.packets_dropped_ring + c.packets_dropped_client),
-            ps_ifdrop: 0,
-        };
-        self.seen.recv.store(st.ps_recv, Ordering::Relaxed);
-        self.seen.drop.store(st.ps_drop, Ordering::Relaxed);
-        Ok(st)
+        let seen = self.seen.clone();
+        Ok(counters(self.running()?, &seen))
     }
 
     /// Sends one frame through the grant's inject rights; waits for its report.
@@ -581,6 +555,20 @@ impl Live {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
+}
+
+/// The daemon's counters (the final ones once it ended the session), kept
+/// in `seen` for nested calls: received at least what was handed out.
+fn counters(r: &mut Running, seen: &Seen) -> Stat {
+    let c = r.session.stats().unwrap_or(r.last);
+    let clip = |v: u64| v as u32; // libpcap's counters are 32-bit and wrap
+    seen.recv
+        .store(clip(c.packets_filter_accepted), Ordering::Relaxed);
+    seen.drop.store(
+        clip(c.packets_dropped_ring + c.packets_dropped_client),
+        Ordering::Relaxed,
+    );
+    seen.stat()
 }
 
 impl Drop for Live {

@@ -75,17 +75,13 @@ pub unsafe extern "C" fn pcap_stats(p: Opaque, ps: *mut Stat) -> c_int {
             }
         },
         // From a signal handler (tcpdump's SIGUSR1) or a callback: the
-        // counters as last known (the reads refresh them every second).
+        // counters as last known (a waiting read refreshes them every second).
         |n| match n.shadow().is_null() {
             true => {
                 n.fail("the handle is not activated");
                 ffi::PCAP_ERROR
             }
-            false => put(Stat {
-                ps_recv: n.h.seen.recv.load(Ordering::Relaxed),
-                ps_drop: n.h.seen.drop.load(Ordering::Relaxed),
-                ps_ifdrop: 0,
-            }),
+            false => put(n.h.seen.stat()),
         },
     )
 }

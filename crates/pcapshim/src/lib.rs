@@ -110,12 +110,6 @@ pub(crate) struct Nested<'a> {
 }
 
 impl Nested<'_> {
-    fn fail(&mut self, msg: &str) {
-        // SAFETY: errbuf is ERRBUF_SIZE bytes inside the handle; the only
-        // other writer, the outer call on this thread, is suspended.
-        unsafe { ffi::write_errbuf(self.h.errbuf.get().cast::<c_char>(), msg) }
-    }
-
     pub(crate) fn shadow(&self) -> Opaque {
         self.h.shadow.load(Ordering::Acquire)
     }
@@ -134,7 +128,9 @@ impl Fails for Busy<'_> {
 
 impl Fails for Nested<'_> {
     fn fail(&mut self, msg: &str) {
-        Nested::fail(self, msg)
+        // SAFETY: errbuf is ERRBUF_SIZE bytes inside the handle; the only
+        // other writer, the outer call on this thread, is suspended.
+        unsafe { ffi::write_errbuf(self.h.errbuf.get().cast::<c_char>(), msg) }
     }
 }
 

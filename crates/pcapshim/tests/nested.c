@@ -85,9 +85,15 @@ int main(int argc, char **argv) {
     int r = pcap_loop(p, atoi(argv[3]), cb, NULL);
     if (r < 0)
         printf("loop %d: %s\n", r, pcap_geterr(p));
-    /* The alarm may still be due: wait for it (a read is no longer running). */
+    /* The alarm may still be due: wait for it (a read is no longer running),
+     * with SIGALRM blocked between the check and the wait. */
+    sigset_t alrm, old;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    sigprocmask(SIG_BLOCK, &alrm, &old);
     while (handler_rc == 99 && got > 0)
-        pause();
+        sigsuspend(&old);
+    sigprocmask(SIG_SETMASK, &old, NULL);
     printf("handler stats %d\n", (int)handler_rc);
     if (dumper)
         pcap_dump_close(dumper);

@@ -4,7 +4,7 @@
 
 use super::{forward1, Int1};
 use crate::ffi::{self, real, Opaque, Stat};
-use crate::{ours, registry, text, with, with_nested, Handle, Nested};
+use crate::{ours, registry, text, with, with_nested, Fails, Handle, Nested};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 

@@ -76,13 +76,8 @@ pub fn compile_filter(filter: &str) -> Result<Option<FilterProgram>, ClientError
     if filter.trim().is_empty() {
         return Ok(None);
     }
-    let refuse = |reason: String| ClientError::Refused {
-        grant: None,
-        rule: "filter".into(),
-        reason,
-    };
     let p = ringcap_stages::compile(filter, ETHERNET, PROGRAM_SNAPLEN, Target::Offline)
-        .map_err(|e| refuse(format!("libpcap: {}", e.message)))?;
+        .map_err(|e| refused_filter(format!("libpcap: {}", e.message)))?;
     let insns: Vec<_> = p
         .instructions
         .iter()
@@ -104,18 +99,23 @@ pub fn compiled_filter(
         return Ok(None);
     }
     if insns.len() > ringcap_proto::validate::MAX_CLIENT_INSTRUCTIONS {
-        return Err(ClientError::Refused {
-            grant: None,
-            rule: "filter".into(),
-            reason: format!(
-                "the filter compiles to {} instructions; at most {} are taken",
-                insns.len(),
-                ringcap_proto::validate::MAX_CLIENT_INSTRUCTIONS
-            ),
-        });
+        return Err(refused_filter(format!(
+            "the filter compiles to {} instructions; at most {} are taken",
+            insns.len(),
+            ringcap_proto::validate::MAX_CLIENT_INSTRUCTIONS
+        )));
     }
     Ok(Some(FilterProgram::encode(
         insns,
         ringcap_stages::filter::mentions_vlan(filter),
     )))
+}
+
+/// A filter refused here under the rule `filter`, as the daemon would.
+fn refused_filter(reason: String) -> ClientError {
+    ClientError::Refused {
+        grant: None,
+        rule: "filter".into(),
+        reason,
+    }
 }

@@ -45,6 +45,15 @@ impl Failure {
             message: message.into(),
         }
     }
+
+    /// The output's reader closed it (`| head`): said, but no failure
+    /// (exit 0), as a reader taking what it wanted.
+    pub fn output_closed() -> Failure {
+        Failure {
+            code: 0,
+            message: "output closed".into(),
+        }
+    }
 }
 
 impl fmt::Display for Failure {

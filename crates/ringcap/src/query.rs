@@ -256,10 +256,7 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
             Failure::usage(e.to_string())
         }
         ringcap_index::QueryError::Output(ref io) if io.kind() == io::ErrorKind::BrokenPipe => {
-            Failure {
-                code: 0,
-                message: "output closed".into(),
-            }
+            Failure::output_closed()
         }
         _ => Failure::runtime(e.to_string()),
     })?;
@@ -399,12 +396,7 @@ fn query_daemon(args: &QueryArgs, socket: &str) -> Result<i32, Failure> {
         let mut r = client.retrieve(req).map_err(crate::failure::refusal)?;
         match io::copy(&mut r.stream, &mut w).and_then(|_| w.flush()) {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-                return Err(Failure {
-                    code: 0,
-                    message: "output closed".into(),
-                })
-            }
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(Failure::output_closed()),
             Err(e) => return Err(Failure::runtime(format!("writing the output: {e}"))),
         }
         r.finish().map_err(crate::failure::refusal)

@@ -219,10 +219,7 @@ pub fn query_sensors(
     match result {
         Ok(_) => Ok(0),
         // As a local query: the reader took what it wanted (`| head`).
-        Err(f) if f.output_closed => Err(Failure {
-            code: 0,
-            message: f.message,
-        }),
+        Err(f) if f.output_closed => Err(Failure::output_closed()),
         Err(f) => Err(Failure::runtime(match (write, renamed) {
             (Some(p), true) => format!("{}; {p} not written", f.message),
             _ => format!("{}; the output is not a whole answer", f.message),

@@ -7,7 +7,7 @@
 //! offending packet as fits.
 
 use crate::checksum::{add, sum};
-use crate::{array, be16, need, put16, tail, Result};
+use crate::icmp_view::icmp_view;
 
 /// Length treated as the ICMPv6 header.
 pub const HEADER_LEN: usize = 8;
@@ -137,115 +137,12 @@ pub mod mld_record {
     pub const SRCS: usize = 20;
 }
 
-/// A view of an ICMPv6 message whose first 8 bytes are present.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Icmpv6Packet<T> {
-    buf: T,
-}
-
-impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
-    /// Wraps `buf`, checking that the 8-byte header is present.
-    #[inline]
-    pub fn new_checked(buf: T) -> Result<Self> {
-        let b = buf.as_ref();
-        need(b, HEADER_LEN)?;
-        Ok(Icmpv6Packet { buf })
-    }
-
-    /// The wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buf
-    }
-
-    /// Message type.
-    #[inline]
-    pub fn msg_type(&self) -> u8 {
-        self.buf.as_ref()[0]
-    }
-
-    /// Message code.
-    #[inline]
-    pub fn code(&self) -> u8 {
-        self.buf.as_ref()[1]
-    }
-
-    /// Checksum field.
-    #[inline]
-    pub fn checksum(&self) -> u16 {
-        be16(self.buf.as_ref(), 2)
-    }
-
-    /// The four type-specific bytes after the checksum.
-    #[inline]
-    pub fn rest_of_header(&self) -> [u8; 4] {
-        array(self.buf.as_ref(), 4)
-    }
-
-    /// Identifier (echo request/reply).
-    #[inline]
-    pub fn echo_ident(&self) -> u16 {
-        be16(self.buf.as_ref(), 4)
-    }
-
-    /// Sequence number (echo request/reply).
-    #[inline]
-    pub fn echo_seq_no(&self) -> u16 {
-        be16(self.buf.as_ref(), 6)
-    }
-
-    /// True if this is an error message quoting a packet.
-    #[inline]
-    pub fn is_error(&self) -> bool {
-        is_error(self.msg_type())
-    }
-
-    /// Header length: always [`HEADER_LEN`].
-    #[inline]
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-}
-
-impl<'a, T: AsRef<[u8]> + ?Sized> Icmpv6Packet<&'a T> {
-    /// The bytes after the first 8.
-    #[inline]
-    pub fn payload(&self) -> &'a [u8] {
-        tail(AsRef::<[u8]>::as_ref(self.buf), HEADER_LEN)
-    }
+icmp_view! {
+    /// A view of an ICMPv6 message whose first 8 bytes are present.
+    Icmpv6Packet
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
-    /// Sets the message type.
-    #[inline]
-    pub fn set_msg_type(&mut self, v: u8) {
-        self.buf.as_mut()[field::TYPE] = v;
-    }
-
-    /// Sets the code.
-    #[inline]
-    pub fn set_code(&mut self, v: u8) {
-        self.buf.as_mut()[field::CODE] = v;
-    }
-
-    /// Sets the checksum field.
-    #[inline]
-    pub fn set_checksum(&mut self, v: u16) {
-        put16(self.buf.as_mut(), field::CHECKSUM.start, v);
-    }
-
-    /// Sets the echo identifier.
-    #[inline]
-    pub fn set_echo_ident(&mut self, v: u16) {
-        put16(self.buf.as_mut(), field::ECHO_IDENT.start, v);
-    }
-
-    /// Sets the echo sequence number.
-    #[inline]
-    pub fn set_echo_seq_no(&mut self, v: u16) {
-        put16(self.buf.as_mut(), field::ECHO_SEQNO.start, v);
-    }
-
     /// Computes and sets the checksum over the whole buffer (wrap exactly
     /// the message) and `pseudo`, the pseudo-header's sum
     /// ([`crate::checksum::pseudo_header`]).
@@ -253,12 +150,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
         self.set_checksum(0);
         let c = !add(pseudo, sum(self.buf.as_ref()));
         self.set_checksum(c);
-    }
-
-    /// The bytes after the 8-byte header, writable.
-    #[inline]
-    pub fn payload_mut(&mut self) -> &mut [u8] {
-        &mut self.buf.as_mut()[HEADER_LEN..]
     }
 }
 

@@ -55,6 +55,7 @@ pub mod ethernet;
 pub mod gre;
 pub mod headers;
 pub mod icmp;
+mod icmp_view;
 pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;

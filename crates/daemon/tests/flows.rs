@@ -138,6 +138,18 @@ fn a_flows_only_grant_gives_nfdump_the_grants_packets_masked() {
 /// namespace (where the collector listens on 127.0.0.1: the session's
 /// interface is the daemon's); started and capturing.
 fn flows_client(d: &Daemon, tb: &Testbed, url: &str, json: &Path, args: &[&str]) -> Client {
+    flows_client_with(d, tb, url, json, args, CLIENT)
+}
+
+/// [`flows_client`] with the client's filter `filter`.
+fn flows_client_with(
+    d: &Daemon,
+    tb: &Testbed,
+    url: &str,
+    json: &Path,
+    args: &[&str],
+    filter: &str,
+) -> Client {
     let mut cmd = Command::new("setpriv");
     cmd.args([
         "--reuid",
@@ -154,7 +166,7 @@ fn flows_client(d: &Daemon, tb: &Testbed, url: &str, json: &Path, args: &[&str])
     .arg("--stats-json")
     .arg(json)
     .args(args)
-    .args(["--", CLIENT]);
+    .args(["--", filter]);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -335,6 +347,46 @@ fn rates_hold_for_flow_records_too() {
         "{in_flows} packets in flows (at most {most}); {c}"
     );
     assert_eq!(in_flows + limited, accepted, "{c}");
+    d.stop();
+}
+
+/// A flows-only session keeps each packet's headers only, so its filter
+/// judges that record: it cannot pick packets by payload it is never given.
+/// `udp[60] = 0x54` (payload byte 52, the same in every packet sent) took
+/// all 50 packets into flows, because the client's program ran on the
+/// packet as captured; now none, while `udp` (within the headers) takes all.
+#[test]
+fn a_flows_only_filter_cannot_read_the_payload() {
+    if !can_run() || !collectors_here() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(&tb, &grant(&tb, "flows = true\npackets = false\n"));
+    let dir = open_dir("flowsd-payload");
+    let collector = Collector::start(&dir.join("nfcapd"));
+    let url = format!("ipfix://127.0.0.1:{}", collector.port);
+    let ep = tb.endpoints();
+    let sent: Vec<Vec<u8>> = (0..50u32)
+        .map(|seq| ringcap_testkit::frames::udp4(&ep, seq, 5000, 6000, 200))
+        .collect();
+    let clients: Vec<_> = [("payload", "udp[60] = 0x54", 0), ("headers", "udp", 50)]
+        .into_iter()
+        .map(|(name, filter, want)| {
+            let json = dir.join(format!("{name}.json"));
+            (
+                name,
+                want,
+                flows_client_with(&d, &tb, &url, &json, &[], filter),
+            )
+        })
+        .collect();
+    tb.send_from_peer(&sent, 5000).expect("send");
+    for (name, want, c) in clients {
+        let fin = c.stop();
+        fin.assert_ok(name);
+        let c = final_record(&fin.json);
+        assert_eq!(num(&c, "packets_filter_accepted"), want, "{name}: {c}");
+    }
     d.stop();
 }
 

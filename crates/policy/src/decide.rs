@@ -292,11 +292,13 @@ pub(crate) fn decide_under(grant: &Grant, req: &OpenRequest) -> Result<Decision,
         };
     let mut framework = grant.capture_program.clone();
     framework.set_snaplen(snaplen);
-    // When the grant hides bytes (fields, addresses, or what lies past its
-    // snap cap) the client judges packets as delivered, after the cut, the
-    // masks and anonymization (see ringcap_stages::session): a filter run on
-    // the packet as captured could select by what it never sees.
-    let hides_bytes = grant.rewrites() || grant.max_snap != Snap::Bytes(crate::policy::MAX_SNAPLEN);
+    // When the grant hides bytes (fields, addresses, what lies past its snap
+    // cap, or the payload of a session of flow records only) the client
+    // judges packets as delivered, after the cut, the masks and
+    // anonymization (see ringcap_stages::session): a filter run on the
+    // packet as captured could select by what it never sees.
+    let hides_bytes =
+        grant.rewrites() || grant.max_snap != Snap::Bytes(crate::policy::MAX_SNAPLEN) || !packets;
     let filter = SessionFilter::new(
         framework,
         grant.capture_tagged,

@@ -338,7 +338,8 @@ impl Session {
     /// (at most [`MAX_INJECT_BATCH`](crate::MAX_INJECT_BATCH)
     /// per call); each gets exactly one report (see [`Session::inject_reports`]),
     /// refused ones too. Fails only if the batch as a whole is refused (the
-    /// grant has no injection rights, say).
+    /// grant has no injection rights, say, or the daemon holds too many
+    /// reports not yet asked for: take them, then send again).
     pub fn inject(&mut self, frames: Vec<InjectFrame>) -> Result<(), ClientError> {
         self.client.send(&Request::Inject { frames })?;
         match self.client.answer()? {

@@ -3,7 +3,9 @@
 //! on its interface, made on the session's first `Inject` request. Every
 //! frame of a request gets exactly one report: refused by the guard or a
 //! full queue right away, or sent / missed / refused by the rate / failed
-//! by the scheduler when its time comes.
+//! by the scheduler when its time comes. A request that would leave more
+//! than [`UNREAD`] reports untaken is refused whole (no frame taken, no
+//! report made): the reports wait in the daemon's memory.
 //!
 //! The rate is the grant's per user and interface, across sessions: the
 //! buckets live in [`RATES`], one per (uid, interface index), and every
@@ -30,6 +32,13 @@ use std::sync::{Arc, Mutex};
 
 /// Frames a session may have waiting for their time.
 pub const QUEUE: usize = 4096;
+
+/// Frames a session may have whose reports it has not taken (queued ones
+/// included): each report is held in the daemon's memory until the client
+/// asks for it, so a client that never asks is refused more frames instead
+/// of growing the daemon (hostile review qa-d26 #3: refused frames' reports
+/// piled up at ~80 MB/s).
+pub const UNREAD: usize = QUEUE + 1024;
 
 /// The rate limits of the daemon's users: one per (uid, interface index),
 /// shared by all of that user's sessions on that interface.
@@ -135,8 +144,18 @@ impl Injecting {
         ))
     }
 
-    /// Checks and queues `frames` (the daemon's own copies).
-    pub fn submit(&mut self, frames: Vec<InjectFrame>) {
+    /// Checks and queues `frames` (the daemon's own copies); refuses the
+    /// whole request, and makes no report for it, when the session's
+    /// unread reports would pass [`UNREAD`].
+    pub fn submit(&mut self, frames: Vec<InjectFrame>) -> Result<(), String> {
+        let unread = self.sender.unread();
+        if unread + frames.len() > UNREAD {
+            return Err(format!(
+                "{unread} frames' reports are not taken yet (at most {UNREAD}): ask for them \
+                 (InjectReports) before sending more; none of these {} frames was taken",
+                frames.len()
+            ));
+        }
         for f in frames {
             let at = if f.at_ns == 0 { now_ns() } else { f.at_ns };
             let mut data = f.data;
@@ -168,6 +187,7 @@ impl Injecting {
                 });
             }
         }
+        Ok(())
     }
 
     /// Up to `max` reports.

@@ -402,3 +402,50 @@ fn a_reload_tightens_running_inject_sessions() {
     );
     d.stop();
 }
+
+/// A client that sends frames and never asks for their reports cannot make
+/// the daemon hold reports without end (hostile review qa-d26 #3: refused
+/// frames' reports grew the daemon by ~80 MB a second): once a session has
+/// `UNREAD` (4096 + 1024) frames whose reports it has not taken, further
+/// requests are refused whole, with a message saying what to do, and none of
+/// their frames gets a report; every frame taken has exactly one; once they
+/// are taken, the session sends again.
+#[test]
+fn unread_inject_reports_are_bounded() {
+    if !can_run() {
+        return;
+    }
+    let _s = serial();
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(&tb, &inject_grant(&tb, "udp", "", 1000, 1000));
+    let mut cmd = as_user(&tb, NOBODY, &example_bin("inject_flood"));
+    cmd.arg(&d.socket)
+        .arg(&tb.capture_if)
+        .arg("1000")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = ringcap_testkit::capture::ChildGuard::spawn(&mut cmd)
+        .expect("spawn inject_flood")
+        .wait_output(Duration::from_secs(60))
+        .expect("inject_flood ends");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "inject_flood: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_str(text.trim()).expect("json");
+    assert_eq!(r["accepted"], 5120, "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("ask for them (InjectReports)")),
+        "{r}"
+    );
+    assert_eq!(r["reports"], 5120, "{r}");
+    assert_eq!(r["refused_reports"], 5120, "{r}");
+    assert_eq!(r["after"], "ok", "{r}");
+    let log = d.stop();
+    assert_no_panic(&log, "ringcapd");
+}

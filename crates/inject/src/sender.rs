@@ -29,7 +29,7 @@ use ringcap_proto::{InjectReport, InjectStatus};
 use ringcap_source::inject::Injector;
 use ringcap_source::interface::Interface;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -67,6 +67,9 @@ pub struct Sender {
     /// taken is the same numbering).
     submitted: AtomicU64,
     withdrawn: Arc<Withdrawn>,
+    /// Frames queued or reported refused whose reports the client has not
+    /// taken yet: what this sender's reports will hold at most.
+    unread: AtomicUsize,
 }
 
 /// Jobs numbered below `before` are refused with `reason` when their turn
@@ -136,6 +139,7 @@ impl Sender {
             thread: Some(thread),
             submitted: AtomicU64::new(0),
             withdrawn,
+            unread: AtomicUsize::new(0),
         })
     }
 
@@ -144,6 +148,7 @@ impl Sender {
         match self.jobs.as_ref().map(|j| j.try_send(job)) {
             Some(Ok(())) => {
                 self.submitted.fetch_add(1, Ordering::AcqRel);
+                self.unread.fetch_add(1, Ordering::AcqRel);
                 Ok(())
             }
             Some(Err(TrySendError::Full(j) | TrySendError::Disconnected(j))) => Err(j),
@@ -155,6 +160,15 @@ impl Sender {
     /// report comes out of one queue.
     pub fn report(&self, r: InjectReport) {
         lock(&self.reports).push_back(r);
+        self.unread.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Frames queued or reported (refused) whose reports have not been
+    /// taken: each has, or will have, a report in memory until
+    /// [`Sender::take_reports`] takes it. A caller serving others bounds
+    /// this before it accepts more frames.
+    pub fn unread(&self) -> usize {
+        self.unread.load(Ordering::Acquire)
     }
 
     /// Refuses, with `reason` (a rule, a colon, words), every frame queued
@@ -171,6 +185,7 @@ impl Sender {
     pub fn take_reports(&self, max: usize) -> Vec<InjectReport> {
         let mut q = lock(&self.reports);
         let n = q.len().min(max);
+        self.unread.fetch_sub(n, Ordering::AcqRel);
         q.drain(..n).collect()
     }
 }

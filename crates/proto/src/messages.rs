@@ -152,6 +152,9 @@ pub enum Request {
     /// the grant's `[grant.inject]` decides what may leave. Answered by
     /// [`Response::Ok`] once every frame is refused or queued; each frame
     /// then gets exactly one [`InjectReport`] (ask with `InjectReports`).
+    /// A session with too many frames whose reports it has not asked for
+    /// (4096 + 1024 for ringcapd) gets [`Response::Error`] instead, and none
+    /// of the request's frames is taken or reported.
     Inject {
         /// The frames, in sending order.
         frames: Vec<InjectFrame>,

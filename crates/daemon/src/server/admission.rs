@@ -196,7 +196,9 @@ impl Connection {
             if let Some(change) = i.hold_to(Some(rights)) {
                 audit::log("change", Some(s.id), peer.uid, &change);
             }
-            i.submit(frames);
+            if let Err(e) = i.submit(frames) {
+                return Response::error(e);
+            }
         }
         Response::Ok
     }

@@ -164,6 +164,9 @@ impl Dump {
             },
             retention: Retention {
                 max_total: Some(quota.saturating_sub(cap)),
+                // A client holds descriptors of its files (FetchDump): a
+                // file retention deletes must not stay on disk through them.
+                empty_first: true,
                 ..Retention::default()
             },
             // The page cache: dumps are small next to a sensor's own capture,
@@ -316,7 +319,9 @@ pub fn delete(dir: &Path, name: &str) -> io::Result<()> {
             format!("{name} is not a dump file"),
         ));
     }
-    std::fs::remove_file(&path)?;
+    // Emptied first: a descriptor the user fetched must not keep the
+    // deleted file's blocks on disk, beyond the quota.
+    ringcap_engine::remove_releasing(&path)?;
     match std::fs::remove_file(ringcap_format::sidecar::index_path(&path)) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),

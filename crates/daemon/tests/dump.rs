@@ -367,3 +367,75 @@ fn dumps_started_together_keep_their_packets() {
 
     d.stop();
 }
+
+/// A file the user fetched, kept open and deleted — or kept open while the
+/// quota's retention deleted it — holds nothing on disk: the daemon empties
+/// a dump file before it deletes it. (Hostile review qa-d26 #4: each kept
+/// descriptor pinned its deleted file's blocks, so a client filled the
+/// filesystem past `dump_quota` while its listing showed nothing.)
+#[test]
+fn descriptors_kept_open_do_not_hold_deleted_dumps_on_disk() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(
+        &tb,
+        &format!(
+            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\ndump_quota = \"100K\"\n",
+            tb.capture_if
+        ),
+    );
+    let mut cmd = capture_cmd(
+        &tb,
+        &d,
+        NOBODY,
+        &[
+            "--dump",
+            "-i",
+            &tb.capture_if,
+            "--rotate-packets",
+            "100",
+            "udp",
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut dump = ChildGuard::spawn(&mut cmd).expect("spawn the dump client");
+    ringcap_testkit::wait_for_stderr_line(&mut dump, "capturing on ", Duration::from_secs(20))
+        .expect("the dump client did not start");
+    let mut cmd = as_user(&tb, NOBODY, &example_bin("dump_holder"));
+    cmd.arg(&d.socket)
+        .arg("6")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let holder = ChildGuard::spawn(&mut cmd).expect("spawn dump_holder");
+    // ~12 KB a file, one every ~0.3 s: ten files, four or so within quota.
+    let ep = tb.endpoints();
+    let sent: Vec<Vec<u8>> = (0..1050)
+        .map(|s| frames::udp4(&ep, s, 4000, 53, 48))
+        .collect();
+    tb.send_from_peer(&sent, 3000).expect("send");
+    let out = holder
+        .wait_output(Duration::from_secs(30))
+        .expect("dump_holder ends");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "dump_holder: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dump.signal(libc::SIGINT).expect("SIGINT");
+    dump.wait_output(Duration::from_secs(20))
+        .expect("the dump client did not finish");
+    let r: serde_json::Value = serde_json::from_str(text.trim()).expect("json");
+    let gone = r["gone"].as_array().expect("gone");
+    let by = |mine: bool| gone.iter().filter(|g| g["deleted_by_me"] == mine).count();
+    assert!(by(true) >= 2 && by(false) >= 2, "{r}");
+    for g in gone {
+        assert_eq!(g["bytes"], 0, "a deleted file still on disk: {r}");
+    }
+    d.stop();
+}

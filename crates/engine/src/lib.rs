@@ -45,7 +45,7 @@ pub use spec::{CaptureSpec, LiveSpec, SinkSpec, SourceSpec, ZeroCopy};
 
 // What a front end needs to fill a spec, without depending on every crate.
 pub use ringcap_sink::encode::copy_with_tag;
-pub use ringcap_sink::files::{OutputPlan, Retention, Rotation};
+pub use ringcap_sink::files::{remove_releasing, OutputPlan, Retention, Rotation};
 pub use ringcap_sink::writer::Shared as WriterShared;
 pub use ringcap_sink::SinkInterface;
 pub use ringcap_sink::{Encoder, RecordFormat, WriteMode, WriterHandle};

@@ -126,6 +126,8 @@ pub fn plan(a: &CaptureArgs, command_line: String) -> Result<Plan, Failure> {
             .transpose()
             .map_err(|e| Failure::usage(format!("--max-total: {e}")))?,
         min_free_pct: a.min_free,
+        // A reader of an old file (tshark on it) keeps it whole.
+        empty_first: false,
     };
     if a.max_files == Some(0) {
         return Err(Failure::usage("-W must be at least 1"));

@@ -65,6 +65,9 @@ pub struct Retention {
     pub max_total: Option<u64>,
     /// Keep at least this percentage of the filesystem free (`--min-free`).
     pub min_free_pct: Option<f64>,
+    /// Empty each file before deleting it ([`remove_releasing`]): for files
+    /// whose readers must not keep them on disk after their deletion.
+    pub empty_first: bool,
 }
 
 impl Retention {
@@ -384,6 +387,37 @@ pub fn free_pct(dir: &Path) -> Option<f64> {
     (total > 0).then(|| 100.0 * available as f64 / total as f64)
 }
 
+/// Deletes `path`, a regular file, after emptying it: a descriptor of it
+/// that someone else holds would otherwise keep its blocks in use after
+/// the unlink, and the space counted as freed would not be. (ringcapd hands
+/// its users descriptors of their dump files; one kept open per file pinned
+/// each file deleted by the user or by retention, beyond the user's quota.)
+/// Never follows a symlink; refuses anything but a regular file.
+pub fn remove_releasing(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    f.set_len(0)?;
+    fs::remove_file(path)
+}
+
+/// Deletes a completed file as `r` says ([`Retention::empty_first`]).
+pub fn remove_completed(path: &Path, r: &Retention) -> io::Result<()> {
+    if r.empty_first {
+        remove_releasing(path)
+    } else {
+        fs::remove_file(path)
+    }
+}
+
 /// Deletes the oldest completed files of a series until the limits hold,
 /// but never the newest one: it holds the packets just captured, and a
 /// limit that only deleting it could meet (a disk already too full for
@@ -407,7 +441,7 @@ pub fn enforce_retention(dir: &Path, template: &str, r: &Retention, extra: u64) 
             break;
         }
         let (oldest, _) = files.remove(0);
-        if fs::remove_file(&oldest).is_ok() {
+        if remove_completed(&oldest, r).is_ok() {
             deleted.push(oldest);
         }
     }
@@ -507,6 +541,26 @@ mod tests {
         assert!(check_target(&link, true).is_err());
         assert!(create_exclusive(&link, 0o640, false).is_err());
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file removed while someone holds it open holds no bytes through
+    /// that descriptor; a symlink is refused, and its target left whole.
+    #[test]
+    fn remove_releasing_empties_what_others_hold() {
+        let d = tempfile::tempdir().unwrap();
+        let d = d.path();
+        let p = d.join("f.pcap");
+        fs::write(&p, vec![7u8; 8192]).unwrap();
+        let held = fs::File::open(&p).unwrap();
+        remove_releasing(&p).unwrap();
+        assert!(!p.exists());
+        assert_eq!(held.metadata().unwrap().len(), 0);
+        let target = d.join("t");
+        fs::write(&target, b"keep").unwrap();
+        let link = d.join("l");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(remove_releasing(&link).is_err());
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
     }
 
     #[test]

@@ -333,7 +333,7 @@ impl Writer {
         let Some((oldest, _)) = files.first() else {
             return false;
         };
-        if std::fs::remove_file(oldest).is_ok() {
+        if crate::files::remove_completed(oldest, &self.cfg.retention).is_ok() {
             self.log(format!(
                 "deleted {} to make room (disk full)",
                 oldest.display()

@@ -125,13 +125,14 @@ impl SinkFactory for FlowSinks {
         } else {
             HELD_FLOWS_ONLY
         };
-        let n = self.threads.max(1);
         Box::new(FlowSink {
-            limits: crate::ring_sink::limits(
-                self.max_pps.map(|r| (r / n).max(1)),
-                self.max_bps.map(|r| (r / n).max(1)),
+            limits: crate::ring_sink::SessionLimits::new(
+                self.max_pps,
+                self.max_bps,
+                self.threads,
+                input,
+                self.sink_counters.clone(),
             ),
-            sink_counters: self.sink_counters.clone(),
             table: FlowTable::new(self.table, seed()),
             packets,
             linktype,
@@ -311,8 +312,7 @@ pub fn entry(r: &FlowRecord) -> FlowEntry {
 
 /// One capture thread's sink of a session with flow records.
 pub struct FlowSink {
-    limits: ringcap_stages::Limits,
-    sink_counters: Arc<crate::ring_sink::SinkCounters>,
+    limits: crate::ring_sink::SessionLimits,
     table: FlowTable,
     /// The session's packet sink (`None`: flow records only).
     packets: Option<Box<dyn PacketSink>>,
@@ -343,10 +343,7 @@ impl FlowSink {
         let Some((rec, _)) = read_ring_record(bytes) else {
             return;
         };
-        if !self.limits.unlimited() && self.limits.admit(rec.ts_ns, rec.wire_len).is_err() {
-            self.sink_counters
-                .rate_limited
-                .fetch_add(1, Ordering::Relaxed);
+        if !self.limits.admit(rec.ts_ns, rec.wire_len) {
             return;
         }
         let out = &mut self.out;
@@ -441,6 +438,7 @@ impl PacketSink for FlowSink {
             return;
         }
         self.settle();
+        self.limits.leave();
         let out = &mut self.out;
         self.table.flush(&mut |r| out.put(&r));
         self.out.ship();

@@ -43,7 +43,7 @@ use ringcap_engine::{PacketSink, SinkFactory};
 use ringcap_format::record::{read_ring_record, write_ring_record, Record, HEADER_LEN};
 use ringcap_shm::{RingWriter, WriterId};
 use ringcap_stages::Limits;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
@@ -90,9 +90,12 @@ pub const STAGE_BYTES: usize = 2 << 10;
 /// them start a flow afresh (still far below the largest block).
 pub const COMPRESSED_CHUNK_TARGET: usize = 192 << 10;
 
-/// What a session's sinks count, shared with the session.
+/// What a session's sinks count, shared with the session (and the rate
+/// buckets its sinks hand on, [`SessionLimits`]).
 #[derive(Debug, Default)]
 pub struct SinkCounters {
+    /// The buckets a closed sink left for its successor, by input.
+    pub(crate) carried: Mutex<HashMap<usize, Limits>>,
     /// Refused by the rate limits.
     pub rate_limited: AtomicU64,
     /// Dropped because the client's ring was full.
@@ -120,6 +123,84 @@ pub struct RingSinks {
     pub compress: Option<Arc<SharedBlocks>>,
 }
 
+/// One sink's share of its session's rate limits, carried from sink to
+/// sink: a `SetFilter` or a reload gives the session new sinks, and buckets
+/// made anew start full (one second of the rate), so re-sending a filter
+/// every 100 ms gave a client ~6x its grant's rate (hostile review qa-d26
+/// #2). The hub closes the old sink before its successor gets a packet, on
+/// the same thread: the closing sink leaves its buckets in the session's
+/// [`SinkCounters`] and the successor takes them at its first packet (a
+/// lock once in a sink's life, none per packet).
+pub(crate) struct SessionLimits {
+    limits: Limits,
+    counters: Arc<SinkCounters>,
+    input: usize,
+    /// The carried state was looked for.
+    took: bool,
+}
+
+impl SessionLimits {
+    /// The session's `pps`/`bps` split over `threads`, for the sink of
+    /// `input`.
+    pub(crate) fn new(
+        pps: Option<u64>,
+        bps: Option<u64>,
+        threads: u64,
+        input: usize,
+        counters: Arc<SinkCounters>,
+    ) -> SessionLimits {
+        let n = threads.max(1);
+        SessionLimits {
+            limits: limits(pps.map(|r| (r / n).max(1)), bps.map(|r| (r / n).max(1))),
+            counters,
+            input,
+            took: false,
+        }
+    }
+
+    /// True when the session has no rate limit.
+    #[inline]
+    pub(crate) fn unlimited(&self) -> bool {
+        self.limits.unlimited()
+    }
+
+    /// Admits a packet of `wire_len` bytes at `ts_ns`, or counts it rate
+    /// limited.
+    #[inline]
+    pub(crate) fn admit(&mut self, ts_ns: u64, wire_len: u32) -> bool {
+        if self.limits.unlimited() {
+            return true;
+        }
+        if !self.took {
+            self.took = true;
+            let old = self.carried().remove(&self.input);
+            if let Some(old) = old {
+                self.limits.carry_from(&old);
+            }
+        }
+        let ok = self.limits.admit(ts_ns, wire_len).is_ok();
+        if !ok {
+            self.counters.rate_limited.fetch_add(1, Ordering::Relaxed);
+        }
+        ok
+    }
+
+    /// The sink closes: its buckets wait for its successor.
+    pub(crate) fn leave(&mut self) {
+        if !self.limits.unlimited() {
+            let l = std::mem::take(&mut self.limits);
+            self.carried().insert(self.input, l);
+        }
+    }
+
+    fn carried(&self) -> std::sync::MutexGuard<'_, HashMap<usize, Limits>> {
+        self.counters
+            .carried
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// A session's capture limits: each bucket holds one second of its rate.
 pub(crate) fn limits(pps: Option<u64>, bps: Option<u64>) -> Limits {
     let mut l = Limits::none();
@@ -133,14 +214,13 @@ pub(crate) fn limits(pps: Option<u64>, bps: Option<u64>) -> Limits {
 }
 
 impl SinkFactory for RingSinks {
-    fn make(&self, _input: usize, _thread: usize, _linktype: u32) -> Box<dyn PacketSink> {
-        Box::new(self.sink())
+    fn make(&self, input: usize, _thread: usize, _linktype: u32) -> Box<dyn PacketSink> {
+        Box::new(self.sink(input))
     }
 }
 
 impl RingSinks {
-    fn sink(&self) -> RingSink {
-        let n = self.threads.max(1);
+    fn sink(&self, input: usize) -> RingSink {
         let (writer, capacity) = match self.ring.lock() {
             Ok(mut r) => (r.writer(), r.capacity()),
             Err(e) => {
@@ -154,9 +234,12 @@ impl RingSinks {
             publish_at: CHUNK_TARGET.min(capacity / 8),
             ring: self.ring.clone(),
             counters: self.counters.clone(),
-            limits: limits(
-                self.max_pps.map(|r| (r / n).max(1)),
-                self.max_bps.map(|r| (r / n).max(1)),
+            limits: SessionLimits::new(
+                self.max_pps,
+                self.max_bps,
+                self.threads,
+                input,
+                self.counters.clone(),
             ),
             buf: vec![0u8; CHUNK_BYTES].into_boxed_slice(),
             len: 0,
@@ -184,7 +267,7 @@ pub struct RingSink {
     /// Its chunk is published once it holds this many bytes.
     publish_at: usize,
     counters: Arc<SinkCounters>,
-    limits: Limits,
+    limits: SessionLimits,
     /// Records not yet in the ring: `buf[..len]` (a compressed session's
     /// chunk; otherwise records waiting to go into the ring together).
     buf: Box<[u8]>,
@@ -350,8 +433,7 @@ impl PacketSink for RingSink {
             self.counters.dropped_client.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        if !self.limits.unlimited() && self.limits.admit(ts_ns, rec.wire_len).is_err() {
-            self.counters.rate_limited.fetch_add(1, Ordering::Relaxed);
+        if !self.limits.admit(ts_ns, rec.wire_len) {
             return None;
         }
         let need = HEADER_LEN + caplen;
@@ -478,6 +560,7 @@ impl PacketSink for RingSink {
     }
 
     fn close(&mut self) {
+        self.limits.leave();
         self.ship();
         if let Some(c) = &mut self.compressed {
             // This session's encoder finishes what it was given; blocks

@@ -19,7 +19,7 @@ fn sink(blocks: &Arc<SharedBlocks>) -> (RingSink, RingReader) {
         threads: 1,
         compress: Some(blocks.clone()),
     };
-    (sinks.sink(), reader)
+    (sinks.sink(0), reader)
 }
 
 /// Two uncompressed sinks on one ring (a session on two interfaces),
@@ -40,7 +40,7 @@ fn records_go_into_the_ring_in_place_in_order() {
         threads: 2,
         compress: None,
     };
-    let mut s = [sinks.sink(), sinks.sink()];
+    let mut s = [sinks.sink(0), sinks.sink(1)];
     let mut want: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
     let mut got: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
     let read = |reader: &mut RingReader, got: &mut [Vec<Vec<u8>>; 2]| {

@@ -165,3 +165,61 @@ fn a_deleted_interface_ends_its_sessions_with_why() {
     let log = d.stop();
     assert_no_panic(&log, "ringcapd");
 }
+
+/// A session's rate holds however often it changes its filter: each
+/// `SetFilter` gives the session new sinks, and their buckets used to start
+/// full, so re-sending the filter every 100 ms got ~6x the grant's rate
+/// (hostile review qa-d26 #2). Now the buckets go from each sink to the
+/// next: over the whole run at most burst + rate x T packets arrive.
+#[test]
+fn changing_the_filter_does_not_refill_the_rate() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(
+        &tb,
+        &format!(
+            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\nmax_packets_per_second = 20\n",
+            tb.capture_if
+        ),
+    );
+    let mut cmd = as_user(&tb, NOBODY, &example_bin("refilter"));
+    cmd.arg(&d.socket)
+        .arg(&tb.capture_if)
+        .args(["100", "4.5"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut c = ringcap_testkit::capture::ChildGuard::spawn(&mut cmd).expect("spawn refilter");
+    ringcap_testkit::wait_for_stderr_line(&mut c, "ready", Duration::from_secs(20))
+        .expect("refilter did not start");
+    let ep = tb.endpoints();
+    let sent: Vec<Vec<u8>> = (0..900)
+        .map(|s| ringcap_testkit::frames::udp4(&ep, s, 4000, 5000, 48))
+        .collect();
+    let t0 = std::time::Instant::now();
+    tb.send_from_peer(&sent, 3000).expect("send");
+    let sending = t0.elapsed().as_secs_f64();
+    let out = c
+        .wait_output(Duration::from_secs(30))
+        .expect("refilter ends");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "refilter: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_str(text.trim()).expect("json");
+    let c = &r["counters"];
+    let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{k}: {r}"));
+    assert!(r["filters_sent"].as_u64().unwrap() >= 30, "{r}");
+    assert!(n("accepted") >= 800, "{r}");
+    // The bucket holds one second (20) and refills 20/s while packets come
+    // (the packets' times are the kernel's: a little more than the sending).
+    let most = 20 + (20.0 * (sending + 0.5)).ceil() as u64;
+    assert!(n("delivered") <= most, "at most {most}: {r}");
+    assert_eq!(n("delivered") + n("rate_limited"), n("accepted"), "{r}");
+    assert_eq!(r["packets"], c["delivered"], "{r}");
+    d.stop();
+}

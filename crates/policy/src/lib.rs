@@ -64,7 +64,7 @@
 //! | `sample_flows` | flow sampling forced on every session, `"1:N"` (both directions of a flow together); excludes `sample` | none |
 //! | `hide` | fields masked before a client sees a packet, from: `eth.addr`, `ip.addr`, `ip.tos`, `ip.id`, `ip.ttl`, `ipv6.flow`, `tcp.port`, `udp.port`, `tcp.seq`, `tcp.window`, `tcp.options`, `icmp.echo`, `payload` ([`HideField`], the vocabulary of `ringcap capture --mask`) | `[]` |
 //! | `anonymize` | Crypto-PAn on IPv4/IPv6 addresses (prefix-preserving) | `false` |
-//! | `max_packets_per_second` | token-bucket rate, whole number ≥ 1; the bucket holds one second of it; excess is counted, not silently dropped | unlimited |
+//! | `max_packets_per_second` | token-bucket rate of each session (each of a user's sessions, at most 16, has its own), whole number ≥ 1; the bucket holds one second of it and keeps its level across the session's filter changes and reloads; excess is counted, not silently dropped | unlimited |
 //! | `max_bits_per_second` | token-bucket rate, a number ≥ 1 or a string with k/M/G/T (powers of 1000), e.g. `"500M"` | unlimited |
 //! | `max_duration` | longest session: a string of numbers with units s/m/h/d, e.g. `"90s"`, `"1.5h"`, `"1h30m"` | unlimited |
 //! | `dump_quota` | bytes of daemon dumps kept per user (oldest deleted beyond it): a number or a string with K/M/G/T (powers of 1024), e.g. `"10G"`; 0 = daemon dumps not allowed | 0: not allowed |

@@ -63,6 +63,14 @@ impl TokenBucket {
         ok
     }
 
+    /// Takes over `old`'s state (what it holds, when it last looked), held
+    /// to this bucket's depth: a bucket that replaces another (new settings
+    /// of the same session) does not start full.
+    pub fn carry_from(&mut self, old: &TokenBucket) {
+        self.level = old.level.min(u128::from(self.burst) * NS);
+        self.last_ns = old.last_ns;
+    }
+
     /// Tokens per second.
     pub fn rate(&self) -> u64 {
         self.rate
@@ -107,6 +115,17 @@ impl Limits {
     pub fn bits(mut self, rate: u64, burst: u64) -> Limits {
         self.bits = Some(TokenBucket::new(rate, burst));
         self
+    }
+
+    /// Each bucket takes over the state of `old`'s bucket of its kind
+    /// ([`TokenBucket::carry_from`]); a kind `old` did not limit starts full.
+    pub fn carry_from(&mut self, old: &Limits) {
+        if let (Some(b), Some(o)) = (&mut self.packets, &old.packets) {
+            b.carry_from(o);
+        }
+        if let (Some(b), Some(o)) = (&mut self.bits, &old.bits) {
+            b.carry_from(o);
+        }
     }
 
     /// True when there is no limit.
@@ -198,6 +217,32 @@ mod tests {
             let mut l = Limits::none().packets(rate, burst);
             let (mut t, mut sent) = (0u64, Vec::new());
             for _ in 0..3000 {
+                t += gap(&mut rng);
+                if l.admit(t, 100).is_ok() {
+                    sent.push((t, 1));
+                }
+            }
+            holds(&sent, rate, burst, &format!("case {case}"));
+        }
+    }
+
+    /// Limits replaced by new ones that carry the old state (a session's
+    /// new filter, every few packets) still hold burst + rate x T over
+    /// every window: a replacement brings no tokens of its own.
+    #[test]
+    fn replaced_limits_that_carry_the_state_still_hold() {
+        let mut rng = Rng(0x6a09_e667_f3bc_c908);
+        for case in 0..200 {
+            let rate = 1 + rng.next() % 5000;
+            let burst = 1 + rng.next() % 50;
+            let mut l = Limits::none().packets(rate, burst).bits(1 << 40, 1 << 40);
+            let (mut t, mut sent) = (0u64, Vec::new());
+            for _ in 0..3000 {
+                if rng.next().is_multiple_of(8) {
+                    let mut next = Limits::none().packets(rate, burst).bits(1 << 40, 1 << 40);
+                    next.carry_from(&l);
+                    l = next;
+                }
                 t += gap(&mut rng);
                 if l.admit(t, 100).is_ok() {
                     sent.push((t, 1));

@@ -159,6 +159,14 @@ impl Visitor for Layers<'_> {
         self.hit |= self.rule.raw.run(l, l.len() as u32) != 0;
         self.last_ip = v6.then_some(off);
     }
+    /// "Never" holds for the rest of a datagram too: a later fragment
+    /// carries no ports or inner headers to judge (they are in the first
+    /// one, which may come later or not at all), so under an `exclude` rule
+    /// it is excluded whatever its datagram (hostile review qa-d26 #5: the
+    /// payload of an excluded UDP datagram came through in its fragments).
+    fn later_fragment(&mut self, _off: usize) {
+        self.hit = true;
+    }
     fn transport(&mut self, off: usize, proto: u8, end: usize) {
         let Some(ip) = self.last_ip.take() else {
             return;

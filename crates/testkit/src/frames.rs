@@ -58,8 +58,8 @@ pub use broken::{
 pub use builders::{
     arp, gre_udp4, icmp4_echo, icmp4_port_unreachable, icmp6_echo, icmp6_port_unreachable,
     insert_vlan_tags, ipv4_fragment_first, ipv4_fragment_later, ipv4_with_options, ipv6_ext_tcp,
-    qinq_udp4, sctp4, tcp4_with_options, udp4, udp6, vlan_udp4, vxlan, ArpOp, FRAG_FIRST_DATA,
-    FRAG_LATER_OFFSET, IPV4_OPTIONS,
+    ipv6_fragment_later, qinq_udp4, sctp4, tcp4_with_options, udp4, udp6, vlan_udp4, vxlan, ArpOp,
+    FRAG_FIRST_DATA, FRAG_LATER_OFFSET, IPV4_OPTIONS,
 };
 pub use flow_key::{flow_key, FlowKey};
 pub use shape::{build, mixed_flow, mixed_sequence, mixed_shape, Shape};

@@ -168,6 +168,11 @@ pub trait Visitor {
     /// two bytes present).
     #[inline(always)]
     fn ext(&mut self, _off: usize, _kind: u8) {}
+    /// A later fragment of an IP datagram (IPv4 fragment offset, or an IPv6
+    /// fragment header's, not 0) whose bytes continue at `off`: its upper
+    /// headers are in another packet, and the walk stops here.
+    #[inline(always)]
+    fn later_fragment(&mut self, _off: usize) {}
     /// The walk stops at `off` before bytes that hold headers it does not
     /// understand: a malformed IPv4 or IPv6 header (a wrong version or
     /// IHL), an MPLS payload that is not IP (a pseudowire). The privacy
@@ -315,6 +320,7 @@ fn ipv4<V: Visitor>(buf: &mut &[u8], off: usize, v: &mut V) -> Step {
         }
     }
     if ip.frag_offset() != 0 {
+        v.later_fragment(off + hl);
         return Step::Done(off + hl);
     }
     upper(buf, off + hl, ip.protocol(), false, v)

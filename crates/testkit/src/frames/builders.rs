@@ -143,6 +143,18 @@ fn ipv6_frame(ep: &Endpoints, next: u8, flow_label: u32, body: &[u8]) -> Vec<u8>
     f
 }
 
+/// A non-first, last fragment of an IPv6/UDP datagram: a fragment header
+/// (next header UDP, offset [`FRAG_LATER_OFFSET`] = 32 bytes, M clear,
+/// identification `frag_id`) and 40 bytes of payload starting with the tag,
+/// no UDP header.
+pub fn ipv6_fragment_later(ep: &Endpoints, seq: u32, frag_id: u32) -> Vec<u8> {
+    let mut b = vec![proto::UDP, 0];
+    b.extend_from_slice(&(FRAG_LATER_OFFSET << 3).to_be_bytes());
+    b.extend_from_slice(&frag_id.to_be_bytes());
+    b.extend_from_slice(&tagged_payload(seq, 40));
+    pad_to_min(ipv6_frame(ep, proto::FRAGMENT, 0, &b))
+}
+
 /// IPv6/UDP with a payload of `payload_len` bytes (flow label 0).
 pub fn udp6(ep: &Endpoints, seq: u32, sport: u16, dport: u16, payload_len: usize) -> Vec<u8> {
     let payload = tagged_payload(seq, payload_len);

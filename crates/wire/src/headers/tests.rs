@@ -192,6 +192,39 @@ fn non_first_fragments() {
     check_boundaries(&f, &[0, 14, 54, 62, 70]);
 }
 
+/// The walker says where a later fragment's bytes start, and only for
+/// later fragments (the exclude rule excludes them).
+#[test]
+fn later_fragments_are_reported() {
+    struct Later(Vec<usize>);
+    impl Visitor for Later {
+        fn later_fragment(&mut self, off: usize) {
+            self.0.push(off);
+        }
+    }
+    let later = |f: &[u8]| {
+        let mut v = Later(Vec::new());
+        visit_headers(f, &mut v);
+        v.0
+    };
+    assert_eq!(
+        later(&eth(0x0800, &ipv4_full(6, 0x00b9, &[], &tcp(0, DATA)))),
+        [34]
+    );
+    assert_eq!(
+        later(&eth(0x0800, &ipv4_full(6, 0x2000, &[], &tcp(0, DATA)))),
+        [0; 0]
+    );
+    assert_eq!(
+        later(&eth(0x86dd, &ipv6(44, &frag6(6, 185, true, &tcp(0, DATA))))),
+        [62]
+    );
+    assert_eq!(
+        later(&eth(0x86dd, &ipv6(44, &frag6(17, 0, true, &udp(9, DATA))))),
+        [0; 0]
+    );
+}
+
 #[test]
 fn udp_plain() {
     let f = eth(0x0800, &ipv4(17, &udp(53, DATA)));

@@ -131,6 +131,7 @@ pub(super) fn upper<V: Visitor>(
                 Ok(frag) => {
                     off += frag.header_len();
                     if frag.frag_offset() != 0 {
+                        v.later_fragment(off);
                         return Step::Done(off);
                     }
                     proto = frag.next_header();

@@ -330,8 +330,13 @@ pub fn serve(conn: &OwnedFd, shared: &dyn DaemonState, peer: &Peer, req: Retriev
                 None,
                 peer.uid,
                 &format!(
-                    "retrieve interface={:?} filter={:?} after={:?} before={:?} rule={:?} reason={:?}",
-                    req.interface, req.filter, req.after_ns, req.before_ns, r.rule, r.reason
+                    "retrieve interface={:?} filter={} after={:?} before={:?} rule={:?} reason={}",
+                    req.interface,
+                    audit::text(&req.filter),
+                    req.after_ns,
+                    req.before_ns,
+                    r.rule,
+                    audit::text(&r.reason)
                 ),
             );
             return send(&Response::Refused {
@@ -402,12 +407,12 @@ pub fn serve(conn: &OwnedFd, shared: &dyn DaemonState, peer: &Peer, req: Retriev
         None,
         peer.uid,
         &format!(
-            "interface={:?} store={:?} after_ns={} before_ns={} filter={:?} framework={:?} snap={:?} max_bytes={} grant={}",
+            "interface={:?} store={:?} after_ns={} before_ns={} filter={} framework={:?} snap={:?} max_bytes={} grant={}",
             req.interface,
             retrieval.dir,
             retrieval.after_ns,
             retrieval.before_ns,
-            req.filter,
+            audit::text(&req.filter),
             decision.framework_text,
             decision.snap,
             retrieval.max_bytes,

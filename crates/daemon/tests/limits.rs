@@ -223,3 +223,96 @@ fn changing_the_filter_does_not_refill_the_rate() {
     assert_eq!(r["packets"], c["delivered"], "{r}");
     d.stop();
 }
+
+/// Sends 2,000 opens the daemon refuses (16 KB of filter text and no
+/// program), one after the other, then waits 1.2 s and sends one more;
+/// prints how many were refused.
+const REFUSED: &str = r#"
+import json, socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+body = json.dumps({"type": "open", "interfaces": [sys.argv[2]], "filter": "x" * 16000,
+                   "snaplen": {"bytes": 262144}, "format": "pcap", "compress": False})
+msg = b"RCD1" + struct.pack(">HH", 1, 1) + body.encode()
+def refused():
+    s.send(msg)
+    return b'"refused"' in s.recv(70000)
+n = sum(refused() for _ in range(2000))
+time.sleep(1.2)
+n += refused()
+print(n, flush=True)
+"#;
+
+/// No user can flood the audit log (hostile review qa-d26 #7: refused
+/// opens carrying 16 KB of filter text wrote 110 MiB/s to the log, and under
+/// journald its rate limit then dropped every other user's lines): a
+/// client's text is cut to 200 characters, and a user's lines beyond 200 at
+/// once and 50 a second are counted, not written; the next line written
+/// says how many were not.
+#[test]
+fn refusals_cannot_flood_the_audit_log() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let d = Daemon::start(
+        &tb,
+        &format!(
+            "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\n",
+            tb.capture_if
+        ),
+    );
+    let mut cmd = tb.in_capture_ns("setpriv");
+    cmd.args([
+        "--reuid",
+        NOBODY.0,
+        "--regid",
+        NOBODY.1,
+        "--clear-groups",
+        "--inh-caps=-all",
+        "/usr/bin/python3",
+        "-c",
+        REFUSED,
+    ])
+    .arg(&d.socket)
+    .arg(&tb.capture_if)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let t0 = std::time::Instant::now();
+    let out = ringcap_testkit::capture::ChildGuard::spawn(&mut cmd)
+        .expect("spawn the client")
+        .wait_output(Duration::from_secs(60))
+        .expect("the client ends");
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "2001",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let log = d.stop();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("audit: refuse"))
+        .collect();
+    let most = 200 + (50.0 * (secs + 1.0)).ceil() as usize;
+    assert!(
+        lines.len() <= most && lines.len() >= 200,
+        "{} refusal lines in {secs:.1} s (at most {most})",
+        lines.len()
+    );
+    assert!(
+        lines.iter().all(|l| l.len() < 1000),
+        "a line of {} bytes",
+        lines.iter().map(|l| l.len()).max().unwrap_or(0)
+    );
+    assert!(lines[0].contains("... (16000 bytes)"), "{}", lines[0]);
+    let last = lines.last().unwrap();
+    assert!(
+        last.contains("earlier lines of this user not logged"),
+        "{last}"
+    );
+    assert!(log.len() < 1 << 20, "{} bytes of log", log.len());
+}

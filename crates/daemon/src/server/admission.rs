@@ -25,8 +25,10 @@ impl Connection {
                         None,
                         peer.uid,
                         &format!(
-                            "interfaces={:?} filter={:?} rule={rule:?} reason={reason:?}",
-                            request.interfaces, request.filter
+                            "interfaces={:?} filter={} rule={rule:?} reason={}",
+                            request.interfaces,
+                            audit::text(&request.filter),
+                            audit::text(reason)
                         ),
                     );
                 }
@@ -122,9 +124,9 @@ impl Connection {
             Some(id),
             peer.uid,
             &format!(
-                "interfaces={:?} filter={:?} framework={:?} snap={:?} sample={:?} flows={:?} grant={}",
+                "interfaces={:?} filter={} framework={:?} snap={:?} sample={:?} flows={:?} grant={}",
                 effective.interfaces,
-                effective.filter,
+                audit::text(&effective.filter),
                 effective.framework_filter,
                 effective.snaplen,
                 effective.sample,
@@ -227,7 +229,7 @@ impl Connection {
                     "change",
                     Some(id),
                     peer.uid,
-                    &format!("filter={:?}", s.request.filter),
+                    &format!("filter={}", audit::text(&s.request.filter)),
                 );
                 if let Ok(mut all) = self.shared.sessions.lock() {
                     if let Some(info) = all.get_mut(&id) {

@@ -2,7 +2,10 @@
 //! sessions' counters, labelled with their session number, uid and
 //! interfaces, for a local scraper. Loopback only (the daemon has no network
 //! listener for clients, and this one refuses any other address); read-only;
-//! the request itself is ignored.
+//! the request itself is ignored. Each connection is served on a thread of
+//! its own, at most [`PER_USER`] at once for a user other than root and
+//! [`OTHERS`] for all of them (root's always), so no user's idle
+//! connections hold up another's scrape.
 //!
 //! **Each caller sees what `Sessions` would show it**: root every session,
 //! any other user only their own, and a caller the daemon cannot identify
@@ -18,12 +21,51 @@
 //! a file descriptor keeps its rights.
 
 use crate::server::Shared;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Connections one user other than root may have served at once: each gets
+/// a thread of its own, so a user's idle connections hold only that user's
+/// threads (hostile review qa-d26 #6: one thread served connections in turn,
+/// waiting up to 2 s for each request, and 30 idle connections of `nobody`
+/// made root's scrape time out).
+pub const PER_USER: usize = 4;
+/// Connections of users other than root served at once, in all.
+pub const OTHERS: usize = 64;
+
+/// Connections being served, by the caller's uid (`u32::MAX`: not known).
+#[derive(Default)]
+struct Serving(Mutex<HashMap<u32, usize>>);
+
+impl Serving {
+    /// Counts a connection of `uid` in, if it is within the bounds.
+    fn enter(&self, uid: u32) -> bool {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if uid != 0 {
+            let others: usize = m.iter().filter(|(u, _)| **u != 0).map(|(_, n)| n).sum();
+            if others >= OTHERS || m.get(&uid).copied().unwrap_or(0) >= PER_USER {
+                return false;
+            }
+        }
+        *m.entry(uid).or_insert(0) += 1;
+        true
+    }
+
+    fn leave(&self, uid: u32) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&uid) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&uid);
+            }
+        }
+    }
+}
 
 /// Listens on `addr` (a loopback address) and serves until the daemon stops.
 pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<(), String> {
@@ -33,6 +75,7 @@ pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<(), String> {
         ));
     }
     let listener = TcpListener::bind(addr).map_err(|e| format!("--metrics {addr}: {e}"))?;
+    let serving = Arc::new(Serving::default());
     std::thread::Builder::new()
         .name("ringcapd-metrics".into())
         .spawn(move || {
@@ -40,27 +83,47 @@ pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<(), String> {
                 if shared.stopping.load(Ordering::Relaxed) {
                     return;
                 }
-                let Ok(mut conn) = conn else { continue };
-                let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-                let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
-                // The request is read (bounded) and ignored.
-                let mut buf = [0u8; 2048];
-                let _ = conn.read(&mut buf);
+                let Ok(conn) = conn else { continue };
+                // Who it is, from the kernel, before anything is read.
                 let viewer = conn
                     .peer_addr()
                     .and_then(|peer| Ok((peer, conn.local_addr()?)))
                     .ok()
                     .and_then(|(peer, local)| socket_owner(peer, local).ok());
-                let body = page(&shared, viewer);
-                let _ = write!(
-                    conn,
-                    "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len()
-                );
+                let uid = viewer.unwrap_or(u32::MAX);
+                // Over its bounds: closed at once, unanswered.
+                if !serving.enter(uid) {
+                    continue;
+                }
+                let (shared, done) = (shared.clone(), serving.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("ringcapd-scrape".into())
+                    .spawn(move || {
+                        serve(conn, &shared, viewer);
+                        done.leave(uid);
+                    });
+                if spawned.is_err() {
+                    serving.leave(uid);
+                }
             }
         })
         .map_err(|e| format!("starting the metrics thread: {e}"))?;
     Ok(())
+}
+
+/// Answers one connection with the page `viewer` may see.
+fn serve(mut conn: TcpStream, shared: &Shared, viewer: Option<u32>) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+    // The request is read (bounded) and ignored.
+    let mut buf = [0u8; 2048];
+    let _ = conn.read(&mut buf);
+    let body = page(shared, viewer);
+    let _ = write!(
+        conn,
+        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
 }
 
 /// Label values escaped as the text format wants.

@@ -316,3 +316,69 @@ fn refusals_cannot_flood_the_audit_log() {
     );
     assert!(log.len() < 1 << 20, "{} bytes of log", log.len());
 }
+
+/// Opens 30 TCP connections to the metrics port and sends nothing on them;
+/// prints `held`, then keeps them until stdin closes.
+const IDLE: &str = r#"
+import socket, sys
+conns = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(30)]
+print("held", flush=True)
+sys.stdin.read()
+"#;
+
+/// Idle connections of one user do not hold up another's scrape (hostile
+/// review qa-d26 #6: the endpoint served connections one at a time, each
+/// waiting up to 2 s for its request, so `nobody`'s 30 idle connections
+/// made root's scrape time out): root is answered at once while they wait.
+#[test]
+fn idle_metrics_connections_do_not_hold_up_a_scrape() {
+    if !can_run() {
+        return;
+    }
+    let tb = Testbed::new().expect("testbed");
+    let grant = format!(
+        "[[grant]]\nusers = [\"nobody\"]\ninterfaces = [\"{}\"]\n",
+        tb.capture_if
+    );
+    let d = Daemon::start_with(&tb, &grant, &["--metrics", "127.0.0.1:9912"]);
+    let mut cmd = tb.in_capture_ns("setpriv");
+    cmd.args([
+        "--reuid",
+        NOBODY.0,
+        "--regid",
+        NOBODY.1,
+        "--clear-groups",
+        "--inh-caps=-all",
+        "/usr/bin/python3",
+        "-c",
+        IDLE,
+        "9912",
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    let mut child = cmd.spawn().expect("spawn the idle client");
+    let stdout = child.stdout.take().expect("stdout");
+    let idle = ringcap_testkit::capture::ChildGuard::new(child);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+        .expect("the idle client reports");
+    assert_eq!(line.trim(), "held");
+    let t0 = std::time::Instant::now();
+    let mut get = tb.in_capture_ns("/usr/bin/python3");
+    get.args([
+        "-c",
+        "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9912/metrics', timeout=3).read().decode())",
+    ]);
+    let (status, page, err) = run_limited_out(&mut get, Duration::from_secs(10));
+    let took = t0.elapsed();
+    assert!(
+        status.success(),
+        "root's scrape failed after {took:?}: {err}"
+    );
+    assert!(page.contains("ringcapd_sessions 0"), "{page}");
+    assert!(took < Duration::from_millis(1500), "root waited {took:?}");
+    drop(idle);
+    let log = d.stop();
+    assert_no_panic(&log, "ringcapd");
+}

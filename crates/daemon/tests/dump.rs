@@ -26,6 +26,31 @@ fn dumps_cmd(
     (status.success(), out, err)
 }
 
+/// `ringcap capture --daemon --dump -i CAPTURE_IF --rotate-packets 100 udp`
+/// as nobody, started (capturing).
+fn start_dump(tb: &Testbed, d: &Daemon) -> ChildGuard {
+    let mut cmd = capture_cmd(
+        tb,
+        d,
+        NOBODY,
+        &[
+            "--dump",
+            "-i",
+            &tb.capture_if,
+            "--rotate-packets",
+            "100",
+            "udp",
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn the dump client");
+    ringcap_testkit::wait_for_stderr_line(&mut child, "capturing on ", Duration::from_secs(20))
+        .expect("the dump client did not start");
+    child
+}
+
 fn names(list: &str) -> Vec<String> {
     list.lines()
         .filter_map(|l| l.split('\t').next())
@@ -53,25 +78,7 @@ fn dumps_are_written_rotated_held_to_the_quota_and_private() {
     assert!(err.contains("dump_quota"), "{err}");
 
     // 100 packets a file, 90-byte frames: ~12 KB a file, 40 KB of quota.
-    let mut cmd = capture_cmd(
-        &tb,
-        &d,
-        NOBODY,
-        &[
-            "--dump",
-            "-i",
-            &tb.capture_if,
-            "--rotate-packets",
-            "100",
-            "udp",
-        ],
-    );
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = ChildGuard::spawn(&mut cmd).expect("spawn the dump client");
-    ringcap_testkit::wait_for_stderr_line(&mut child, "capturing on ", Duration::from_secs(20))
-        .expect("the dump client did not start");
+    let mut child = start_dump(&tb, &d);
     let ep = tb.endpoints();
     let sent: Vec<Vec<u8>> = (0..950)
         .map(|s| frames::udp4(&ep, s, 4000, 53, 48))
@@ -386,25 +393,7 @@ fn descriptors_kept_open_do_not_hold_deleted_dumps_on_disk() {
             tb.capture_if
         ),
     );
-    let mut cmd = capture_cmd(
-        &tb,
-        &d,
-        NOBODY,
-        &[
-            "--dump",
-            "-i",
-            &tb.capture_if,
-            "--rotate-packets",
-            "100",
-            "udp",
-        ],
-    );
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut dump = ChildGuard::spawn(&mut cmd).expect("spawn the dump client");
-    ringcap_testkit::wait_for_stderr_line(&mut dump, "capturing on ", Duration::from_secs(20))
-        .expect("the dump client did not start");
+    let mut dump = start_dump(&tb, &d);
     let mut cmd = as_user(&tb, NOBODY, &example_bin("dump_holder"));
     cmd.arg(&d.socket)
         .arg("6")
@@ -418,19 +407,14 @@ fn descriptors_kept_open_do_not_hold_deleted_dumps_on_disk() {
         .map(|s| frames::udp4(&ep, s, 4000, 53, 48))
         .collect();
     tb.send_from_peer(&sent, 3000).expect("send");
-    let out = holder
-        .wait_output(Duration::from_secs(30))
-        .expect("dump_holder ends");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "dump_holder: {text} {}",
-        String::from_utf8_lossy(&out.stderr)
+    let r = json_of(
+        &holder
+            .wait_output(Duration::from_secs(30))
+            .expect("dump_holder ends"),
     );
     dump.signal(libc::SIGINT).expect("SIGINT");
     dump.wait_output(Duration::from_secs(20))
         .expect("the dump client did not finish");
-    let r: serde_json::Value = serde_json::from_str(text.trim()).expect("json");
     let gone = r["gone"].as_array().expect("gone");
     let by = |mine: bool| gone.iter().filter(|g| g["deleted_by_me"] == mine).count();
     assert!(by(true) >= 2 && by(false) >= 2, "{r}");

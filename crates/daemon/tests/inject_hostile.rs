@@ -419,23 +419,8 @@ fn unread_inject_reports_are_bounded() {
     let tb = Testbed::new().expect("testbed");
     let d = Daemon::start(&tb, &inject_grant(&tb, "udp", "", 1000, 1000));
     let mut cmd = as_user(&tb, NOBODY, &example_bin("inject_flood"));
-    cmd.arg(&d.socket)
-        .arg(&tb.capture_if)
-        .arg("1000")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let out = ringcap_testkit::capture::ChildGuard::spawn(&mut cmd)
-        .expect("spawn inject_flood")
-        .wait_output(Duration::from_secs(60))
-        .expect("inject_flood ends");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "inject_flood: {text} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_str(text.trim()).expect("json");
+    cmd.arg(&d.socket).arg(&tb.capture_if).arg("1000");
+    let r = json_answer(&mut cmd, Duration::from_secs(60));
     assert_eq!(r["accepted"], 5120, "{r}");
     assert!(
         r["error"]

@@ -44,22 +44,12 @@ fn one_user_cannot_hold_every_connection() {
             tb.capture_if
         ),
     );
-    let mut cmd = tb.in_capture_ns("setpriv");
-    cmd.args([
-        "--reuid",
-        NOBODY.0,
-        "--regid",
-        NOBODY.1,
-        "--clear-groups",
-        "--inh-caps=-all",
-        "/usr/bin/python3",
-        "-c",
-        HOLDER,
-    ])
-    .arg(&d.socket)
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+    let mut cmd = as_user(&tb, NOBODY, std::path::Path::new("/usr/bin/python3"));
+    cmd.args(["-c", HOLDER])
+        .arg(&d.socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     let mut child = cmd.spawn().expect("spawn the holder");
     let stdout = child.stdout.take().expect("stdout");
     let holder = ringcap_testkit::capture::ChildGuard::new(child);
@@ -201,16 +191,10 @@ fn changing_the_filter_does_not_refill_the_rate() {
     let t0 = std::time::Instant::now();
     tb.send_from_peer(&sent, 3000).expect("send");
     let sending = t0.elapsed().as_secs_f64();
-    let out = c
-        .wait_output(Duration::from_secs(30))
-        .expect("refilter ends");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "refilter: {text} {}",
-        String::from_utf8_lossy(&out.stderr)
+    let r = json_of(
+        &c.wait_output(Duration::from_secs(30))
+            .expect("refilter ends"),
     );
-    let r: serde_json::Value = serde_json::from_str(text.trim()).expect("json");
     let c = &r["counters"];
     let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{k}: {r}"));
     assert!(r["filters_sent"].as_u64().unwrap() >= 30, "{r}");
@@ -262,23 +246,13 @@ fn refusals_cannot_flood_the_audit_log() {
             tb.capture_if
         ),
     );
-    let mut cmd = tb.in_capture_ns("setpriv");
-    cmd.args([
-        "--reuid",
-        NOBODY.0,
-        "--regid",
-        NOBODY.1,
-        "--clear-groups",
-        "--inh-caps=-all",
-        "/usr/bin/python3",
-        "-c",
-        REFUSED,
-    ])
-    .arg(&d.socket)
-    .arg(&tb.capture_if)
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    let mut cmd = as_user(&tb, NOBODY, std::path::Path::new("/usr/bin/python3"));
+    cmd.args(["-c", REFUSED])
+        .arg(&d.socket)
+        .arg(&tb.capture_if)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let t0 = std::time::Instant::now();
     let out = ringcap_testkit::capture::ChildGuard::spawn(&mut cmd)
         .expect("spawn the client")
@@ -341,22 +315,12 @@ fn idle_metrics_connections_do_not_hold_up_a_scrape() {
         tb.capture_if
     );
     let d = Daemon::start_with(&tb, &grant, &["--metrics", "127.0.0.1:9912"]);
-    let mut cmd = tb.in_capture_ns("setpriv");
-    cmd.args([
-        "--reuid",
-        NOBODY.0,
-        "--regid",
-        NOBODY.1,
-        "--clear-groups",
-        "--inh-caps=-all",
-        "/usr/bin/python3",
-        "-c",
-        IDLE,
-        "9912",
-    ])
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+    let mut cmd = as_user(&tb, NOBODY, std::path::Path::new("/usr/bin/python3"));
+    cmd.args(["-c", IDLE])
+        .arg("9912")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     let mut child = cmd.spawn().expect("spawn the idle client");
     let stdout = child.stdout.take().expect("stdout");
     let idle = ringcap_testkit::capture::ChildGuard::new(child);

@@ -347,6 +347,31 @@ pub fn as_user(tb: &Testbed, user: (&str, &str), program: &Path) -> Command {
     c
 }
 
+/// Runs `cmd` (an example client: stdout piped) to its end, within `limit`;
+/// its one JSON line, once it exited 0.
+pub fn json_answer(cmd: &mut Command, limit: Duration) -> serde_json::Value {
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = ChildGuard::spawn(cmd)
+        .expect("spawn the client")
+        .wait_output(limit)
+        .expect("the client ends");
+    json_of(&out)
+}
+
+/// The one JSON line an example client printed, once it exited 0.
+pub fn json_of(out: &std::process::Output) -> serde_json::Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}: {text} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{text:?}: {e}"))
+}
+
 /// Like [`as_user`] but with exactly the supplementary groups `groups`
 /// (numeric gids, comma-separated) instead of none.
 pub fn as_user_in_groups(

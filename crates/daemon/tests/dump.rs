@@ -401,9 +401,10 @@ fn descriptors_kept_open_do_not_hold_deleted_dumps_on_disk() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let holder = ChildGuard::spawn(&mut cmd).expect("spawn dump_holder");
-    // ~12 KB a file, one every ~0.3 s: ten files, four or so within quota.
+    // ~12 KB a file, one every ~0.15 s: 21 files, four or so within quota,
+    // so that retention deletes several of those the holder keeps.
     let ep = tb.endpoints();
-    let sent: Vec<Vec<u8>> = (0..1050)
+    let sent: Vec<Vec<u8>> = (0..2100)
         .map(|s| frames::udp4(&ep, s, 4000, 53, 48))
         .collect();
     tb.send_from_peer(&sent, 3000).expect("send");
@@ -415,6 +416,7 @@ fn descriptors_kept_open_do_not_hold_deleted_dumps_on_disk() {
     dump.signal(libc::SIGINT).expect("SIGINT");
     dump.wait_output(Duration::from_secs(20))
         .expect("the dump client did not finish");
+    println!("dump_holder: {r}");
     let gone = r["gone"].as_array().expect("gone");
     let by = |mine: bool| gone.iter().filter(|g| g["deleted_by_me"] == mine).count();
     assert!(by(true) >= 2 && by(false) >= 2, "{r}");

@@ -1,10 +1,11 @@
 //! Holds a `udp` session and sends its filter again every INTERVAL_MS for
-//! HOLD_S seconds, reading packets meanwhile. The test client of ringcapd's
+//! HOLD_S seconds, reading packets meanwhile; with OTHER, sends OTHER first
+//! each time (a filter that may match nothing), then `udp`. The test client of ringcapd's
 //! rate limits across filter changes (crates/daemon/tests/limits.rs), run as
 //! an unprivileged user.
 //!
 //! ```text
-//! refilter SOCKET INTERFACE INTERVAL_MS HOLD_S
+//! refilter SOCKET INTERFACE INTERVAL_MS HOLD_S [OTHER]
 //! ```
 //!
 //! Says `ready` on stderr once the session is open, then prints one JSON line:
@@ -18,8 +19,8 @@ use std::time::{Duration, Instant};
 
 fn run() -> Result<serde_json::Value, String> {
     let a: Vec<String> = std::env::args().collect();
-    if a.len() != 5 {
-        return Err("usage: refilter SOCKET INTERFACE INTERVAL_MS HOLD_S".into());
+    if !(5..=6).contains(&a.len()) {
+        return Err("usage: refilter SOCKET INTERFACE INTERVAL_MS HOLD_S [OTHER]".into());
     }
     let every = Duration::from_millis(a[3].parse().map_err(|_| format!("{}: not ms", a[3]))?);
     let hold = Duration::from_secs_f64(a[4].parse().map_err(|_| format!("{}: not s", a[4]))?);
@@ -36,6 +37,10 @@ fn run() -> Result<serde_json::Value, String> {
             .map_err(|e| e.to_string())?;
         packets += s.packets(|_| {}).map_err(|e| e.to_string())?;
         if Instant::now() >= next {
+            if let Some(other) = a.get(5) {
+                s.set_filter(other).map_err(|e| e.to_string())?;
+                sent += 1;
+            }
             s.set_filter("udp").map_err(|e| e.to_string())?;
             sent += 1;
             next += every;

@@ -6,10 +6,13 @@
 //! (hostile review qa-d26 #7: refused opens, each with 16 KiB of filter
 //! text, wrote 110 MiB/s, and journald's rate limit then dropped every
 //! other user's lines): text a client chose is cut to [`TEXT`] characters
-//! ([`text`]), a line to [`LINE`] bytes, and each user other than root has
-//! a budget of lines ([`RATE`] a second, [`BURST`] at once); lines past it
-//! are counted, and the next line of that user that is written says how
-//! many were not.
+//! ([`text`]) and a line to [`LINE`] bytes; and refusals, which cost a
+//! client nothing, have a budget per user other than root ([`RATE`] a
+//! second, [`BURST`] at once): refusals past it are counted, and the next
+//! refusal of that user written says how many were not. What a user was
+//! given (start, change, end, a retrieval, a dump fetched or deleted) is
+//! always written: a flood of refusals must not hide a session
+//! (hostile re-review qa-d26b #2).
 
 use ringcap_inject::rate::monotonic_ns;
 use ringcap_proto::SessionCounters;
@@ -21,34 +24,40 @@ use std::sync::Mutex;
 pub const TEXT: usize = 200;
 /// Bytes of a line's detail kept.
 pub const LINE: usize = 2048;
-/// Lines a second one user (not root) may have written.
+/// Refusal lines a second one user (not root) may have written.
 pub const RATE: u64 = 50;
-/// Lines one user may have written at once.
+/// Refusal lines one user may have written at once.
 pub const BURST: u64 = 200;
 
-/// Per user: the budget of lines, and the lines not written since the
-/// last one that was.
+/// Per user: the budget of refusal lines, and those not written since
+/// the last one that was.
 static BUDGETS: Mutex<Option<HashMap<u32, (TokenBucket, u64)>>> = Mutex::new(None);
 
-/// Writes one audit line, within the user's budget.
+/// Writes one audit line.
 pub fn log(event: &str, session: Option<u64>, uid: u32, detail: &str) {
-    let Some(skipped) = admit(uid, monotonic_ns()) else {
-        return;
-    };
     let s = session.map(|s| format!(" session={s}")).unwrap_or_default();
-    let more = if skipped > 0 {
-        format!(" ({skipped} earlier lines of this user not logged: over {RATE} a second)")
-    } else {
-        String::new()
-    };
     eprintln!(
-        "ringcapd: audit: {event}{s} uid={uid} {}{more}",
+        "ringcapd: audit: {event}{s} uid={uid} {}",
         cut(detail, LINE)
     );
 }
 
-/// `Some(lines skipped before this one)` if `uid` may have a line written
-/// at `now_ns`; else counts it as skipped.
+/// Writes a refusal's line (event `refuse`), within the user's budget.
+pub fn refused(uid: u32, detail: &str) {
+    let Some(skipped) = admit(uid, monotonic_ns()) else {
+        return;
+    };
+    if skipped > 0 {
+        let more =
+            format!(" ({skipped} earlier refusals of this user not logged: over {RATE} a second)");
+        log("refuse", None, uid, &format!("{}{more}", cut(detail, LINE)));
+    } else {
+        log("refuse", None, uid, detail);
+    }
+}
+
+/// `Some(refusals skipped before this one)` if `uid` may have a refusal
+/// written at `now_ns`; else counts it as skipped.
 fn admit(uid: u32, now_ns: u64) -> Option<u64> {
     if uid == 0 {
         return Some(0);

@@ -325,9 +325,7 @@ pub fn serve(conn: &OwnedFd, shared: &dyn DaemonState, peer: &Peer, req: Retriev
     let (decision, retrieval) = match decide_retrieve(&policy, peer, &req, now) {
         Ok(d) => d,
         Err(r) => {
-            audit::log(
-                "refuse",
-                None,
+            audit::refused(
                 peer.uid,
                 &format!(
                     "retrieve interface={:?} filter={} after={:?} before={:?} rule={:?} reason={}",
@@ -347,9 +345,7 @@ pub fn serve(conn: &OwnedFd, shared: &dyn DaemonState, peer: &Peer, req: Retriev
         }
     };
     let refuse = |rule: &str, reason: String| {
-        audit::log(
-            "refuse",
-            None,
+        audit::refused(
             peer.uid,
             &format!(
                 "retrieve interface={:?} rule={rule:?} reason={reason:?}",

@@ -171,13 +171,7 @@ impl SessionLimits {
         if self.limits.unlimited() {
             return true;
         }
-        if !self.took {
-            self.took = true;
-            let old = self.carried().remove(&self.input);
-            if let Some(old) = old {
-                self.limits.carry_from(&old);
-            }
-        }
+        self.inherit();
         let ok = self.limits.admit(ts_ns, wire_len).is_ok();
         if !ok {
             self.counters.rate_limited.fetch_add(1, Ordering::Relaxed);
@@ -185,9 +179,25 @@ impl SessionLimits {
         ok
     }
 
-    /// The sink closes: its buckets wait for its successor.
+    /// Takes over the buckets its predecessor left, once.
+    fn inherit(&mut self) {
+        if !self.took {
+            self.took = true;
+            let old = self.carried().remove(&self.input);
+            if let Some(old) = old {
+                self.limits.carry_from(&old);
+            }
+        }
+    }
+
+    /// The sink closes: its buckets wait for its successor. A sink that
+    /// never had a packet takes over its predecessor's first, so that its
+    /// own full ones do not replace them (hostile re-review qa-d26b #1: a
+    /// filter matching nothing, then the real one, every 100 ms, refilled
+    /// the rate).
     pub(crate) fn leave(&mut self) {
         if !self.limits.unlimited() {
+            self.inherit();
             let l = std::mem::take(&mut self.limits);
             self.carried().insert(self.input, l);
         }

@@ -20,9 +20,7 @@ impl Connection {
             Ok(a) => a,
             Err(r) => {
                 if let Response::Refused { rule, reason, .. } = &r {
-                    audit::log(
-                        "refuse",
-                        None,
+                    audit::refused(
                         peer.uid,
                         &format!(
                             "interfaces={:?} filter={} rule={rule:?} reason={}",

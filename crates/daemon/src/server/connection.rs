@@ -127,7 +127,7 @@ impl Connection {
         if matches!(ready(&self.conn, NO_GRANT_GRACE), Ok(true)) {
             let _ = transport::recv(&self.conn, buf);
         }
-        audit::log("refuse", None, peer.uid, "no grant names this user");
+        audit::refused(peer.uid, "no grant names this user");
         let _ = send(
             &self.conn,
             &Response::Refused {

@@ -53,7 +53,8 @@
 //! its accepting returns set to the session's snap length.
 
 use crate::bpf::{CheckedProgram, Instruction, Program, MAX_INSTRUCTIONS};
-use ringcap_wire::headers::Visitor;
+use ringcap_wire::headers::{visit_ip_headers, Visitor};
+use ringcap_wire::{icmp, icmpv6};
 
 /// A program that passed [`client_program`].
 pub fn client_program(instructions: &[Instruction], snaplen: u32) -> Result<Program, String> {
@@ -121,32 +122,96 @@ impl Exclude {
             frame,
             hit: false,
             last_ip: None,
+            quotes: 0,
         };
         ringcap_wire::headers::visit_headers(frame, &mut layers);
         layers.hit
     }
 }
 
-/// How much of a transport header and what follows an IPv6 packet
-/// rebuilt without its extension headers carries (see [`Layers`]).
+/// How much of a transport header and what follows an IP packet rebuilt
+/// without its extension headers carries (see [`Layers`]).
 const FLAT_TRANSPORT: usize = 256;
+
+/// ICMP errors quoting ICMP errors the rule looks into; one deeper is
+/// excluded unjudged.
+const MAX_QUOTES: u32 = 4;
 
 /// Runs the rule at each layer the walker reports.
 ///
-/// libpcap's code for IPv6 transport terms (`port`, `tcp`, `udp`...) looks
-/// only at the fixed header's next-header field, so a port behind a
-/// hop-by-hop, routing, destination-options or fragment header escapes it.
-/// Where the walker finds a transport header that does not directly follow
-/// its IPv6 header, the rule also runs on the packet rebuilt without the
-/// extension headers: the fixed header (next header = the transport's
-/// protocol, payload length = the transport's) followed by the first
-/// [`FLAT_TRANSPORT`] bytes of the transport, on the stack.
+/// libpcap's code for transport terms (`port`, `tcp`, `udp`...) looks only
+/// at the IPv4 protocol or the IPv6 fixed header's next header, so a port
+/// behind IPv6 hop-by-hop, routing, destination-options or fragment headers,
+/// or behind an authentication header (IPv4 or IPv6), escapes it. Where the
+/// walker finds a transport header that does not directly follow its IP
+/// header, the rule also runs on the packet rebuilt without what lies
+/// between: the IP header (protocol / next header = the transport's,
+/// lengths the transport's) followed by the first [`FLAT_TRANSPORT`] bytes
+/// of the transport, on the stack.
+///
+/// The datagram an ICMP error quotes is walked as a packet of its own
+/// ([`visit_ip_headers`]): its extension headers, tunnels and fragments are
+/// judged as the frame's (hostile re-review qa-d26b #3: a quoted first
+/// fragment, or a quoted AH, GRE or IP-in-IP packet, of an excluded
+/// datagram came through).
 struct Layers<'a> {
     rule: &'a Exclude,
     frame: &'a [u8],
     hit: bool,
-    /// The last IPv6 header reported (offset).
-    last_ip: Option<usize>,
+    /// The last IP header reported: offset, and IPv6 or not.
+    last_ip: Option<(usize, bool)>,
+    /// ICMP errors around this walk.
+    quotes: u32,
+}
+
+impl Layers<'_> {
+    /// The rule on the IP packet at `ip` rebuilt with the transport at
+    /// `off..end` right after its header.
+    fn flat(&mut self, ip: usize, v6: bool, off: usize, proto: u8, end: usize) {
+        let f = self.frame;
+        let hl = if v6 {
+            40
+        } else {
+            usize::from(f.get(ip).map_or(0, |b| b & 0x0f)) * 4
+        };
+        if hl < 20 || off == ip + hl || ip + hl > off || off > end || end > f.len() {
+            return;
+        }
+        let segment = &f[off..end];
+        let take = segment.len().min(FLAT_TRANSPORT);
+        let mut flat = [0u8; 60 + FLAT_TRANSPORT];
+        flat[..hl].copy_from_slice(&f[ip..ip + hl]);
+        if v6 {
+            flat[4..6].copy_from_slice(&(segment.len().min(0xffff) as u16).to_be_bytes());
+            flat[6] = proto;
+        } else {
+            flat[2..4].copy_from_slice(&((hl + segment.len()).min(0xffff) as u16).to_be_bytes());
+            flat[9] = proto;
+        }
+        flat[hl..hl + take].copy_from_slice(&segment[..take]);
+        let l = &flat[..hl + take];
+        self.hit |= self.rule.raw.run(l, (hl + segment.len()) as u32) != 0;
+    }
+
+    /// The rule on the datagram the ICMP error at `off..end` quotes.
+    fn quoted(&mut self, off: usize, end: usize) {
+        let Some(q) = self.frame.get(off + 8..end) else {
+            return;
+        };
+        if self.quotes >= MAX_QUOTES {
+            self.hit = true;
+            return;
+        }
+        let mut inner = Layers {
+            rule: self.rule,
+            frame: q,
+            hit: false,
+            last_ip: None,
+            quotes: self.quotes + 1,
+        };
+        visit_ip_headers(q, &mut inner);
+        self.hit |= inner.hit;
+    }
 }
 
 impl Visitor for Layers<'_> {
@@ -157,7 +222,7 @@ impl Visitor for Layers<'_> {
     fn ip(&mut self, off: usize, v6: bool) {
         let l = &self.frame[off.min(self.frame.len())..];
         self.hit |= self.rule.raw.run(l, l.len() as u32) != 0;
-        self.last_ip = v6.then_some(off);
+        self.last_ip = Some((off, v6));
     }
     /// "Never" holds for the rest of a datagram too: a later fragment
     /// carries no ports or inner headers to judge (they are in the first
@@ -168,21 +233,17 @@ impl Visitor for Layers<'_> {
         self.hit = true;
     }
     fn transport(&mut self, off: usize, proto: u8, end: usize) {
-        let Some(ip) = self.last_ip.take() else {
-            return;
+        let error = match proto {
+            1 => self.frame.get(off).is_some_and(|&t| icmp::is_error(t)),
+            58 => self.frame.get(off).is_some_and(|&t| icmpv6::is_error(t)),
+            _ => false,
         };
-        if off == ip + 40 || ip + 40 > self.frame.len() || off > end || end > self.frame.len() {
-            return;
+        if error {
+            self.quoted(off, end.min(self.frame.len()));
         }
-        let segment = &self.frame[off..end];
-        let take = segment.len().min(FLAT_TRANSPORT);
-        let mut flat = [0u8; 40 + FLAT_TRANSPORT];
-        flat[..40].copy_from_slice(&self.frame[ip..ip + 40]);
-        flat[4..6].copy_from_slice(&(segment.len().min(0xffff) as u16).to_be_bytes());
-        flat[6] = proto;
-        flat[40..40 + take].copy_from_slice(&segment[..take]);
-        let l = &flat[..40 + take];
-        self.hit |= self.rule.raw.run(l, (40 + segment.len()) as u32) != 0;
+        if let Some((ip, v6)) = self.last_ip.take() {
+            self.flat(ip, v6, off, proto, end);
+        }
     }
 }
 

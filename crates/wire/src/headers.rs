@@ -199,6 +199,18 @@ pub fn visit_headers<V: Visitor>(frame: &[u8], visitor: &mut V) -> usize {
     walk(frame, usize::MAX, visitor).min(frame.len())
 }
 
+/// [`visit_headers`] for bytes that start with an IPv4 or IPv6 header (by
+/// its version nibble), such as the datagram an ICMP error quotes, which
+/// the frame's walk reports only down to its first transport header.
+pub fn visit_ip_headers<V: Visitor>(datagram: &[u8], visitor: &mut V) -> usize {
+    let ethertype = match datagram.first().map(|b| b >> 4) {
+        Some(4) => crate::ethernet::ethertype::IPV4,
+        Some(6) => crate::ethernet::ethertype::IPV6,
+        _ => return 0,
+    };
+    walk_from(datagram, usize::MAX, visitor, Resume::EtherType(ethertype)).min(datagram.len())
+}
+
 /// Walks the headers; returns the end of the headers (or something at least
 /// `max` once that is reached).
 ///
@@ -206,11 +218,16 @@ pub fn visit_headers<V: Visitor>(frame: &[u8], visitor: &mut V) -> usize {
 /// through inlined helpers; only tunnels go round the loop.
 #[inline(always)]
 fn walk<V: Visitor>(frame: &[u8], max: usize, v: &mut V) -> usize {
+    walk_from(frame, max, v, Resume::Ethernet)
+}
+
+#[inline(always)]
+fn walk_from<V: Visitor>(frame: &[u8], max: usize, v: &mut V, first: Resume) -> usize {
     // The part of the frame the current layer may occupy; narrowed to the
     // IP datagram by the IP length fields. `off <= buf.len()` always.
     let mut buf = frame;
     let mut off = 0usize;
-    let mut resume = Resume::Ethernet;
+    let mut resume = first;
     loop {
         if off >= max {
             return off;

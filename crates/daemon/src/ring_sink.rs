@@ -149,9 +149,17 @@ impl SessionLimits {
         input: usize,
         counters: Arc<SinkCounters>,
     ) -> SessionLimits {
+        // Each bucket holds one second of its share of the rate.
         let n = threads.max(1);
+        let mut limits = Limits::none();
+        if let Some(r) = pps.map(|r| (r / n).max(1)) {
+            limits = limits.packets(r, r);
+        }
+        if let Some(r) = bps.map(|r| (r / n).max(1)) {
+            limits = limits.bits(r, r);
+        }
         SessionLimits {
-            limits: limits(pps.map(|r| (r / n).max(1)), bps.map(|r| (r / n).max(1))),
+            limits,
             counters,
             input,
             took: false,
@@ -209,18 +217,6 @@ impl SessionLimits {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
     }
-}
-
-/// A session's capture limits: each bucket holds one second of its rate.
-pub(crate) fn limits(pps: Option<u64>, bps: Option<u64>) -> Limits {
-    let mut l = Limits::none();
-    if let Some(r) = pps {
-        l = l.packets(r, r);
-    }
-    if let Some(r) = bps {
-        l = l.bits(r, r);
-    }
-    l
 }
 
 impl SinkFactory for RingSinks {

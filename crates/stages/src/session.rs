@@ -54,6 +54,7 @@
 
 use crate::bpf::{CheckedProgram, Instruction, Program, MAX_INSTRUCTIONS};
 use ringcap_wire::headers::{visit_ip_headers, Visitor};
+use ringcap_wire::ip::ip_proto;
 use ringcap_wire::{icmp, icmpv6};
 
 /// A program that passed [`client_program`].
@@ -234,8 +235,8 @@ impl Visitor for Layers<'_> {
     }
     fn transport(&mut self, off: usize, proto: u8, end: usize) {
         let error = match proto {
-            1 => self.frame.get(off).is_some_and(|&t| icmp::is_error(t)),
-            58 => self.frame.get(off).is_some_and(|&t| icmpv6::is_error(t)),
+            ip_proto::ICMP => self.frame.get(off).is_some_and(|&t| icmp::is_error(t)),
+            ip_proto::ICMPV6 => self.frame.get(off).is_some_and(|&t| icmpv6::is_error(t)),
             _ => false,
         };
         if error {

@@ -192,7 +192,7 @@ impl Collector {
             min_ts: if self.packets == 0 { 0 } else { self.min_ts },
             max_ts: self.max_ts,
         });
-        c.postings = self.postings.finish(spare)?;
+        c.postings = self.postings.finish(c.groups.len() as u32, spare)?;
         Ok(c)
     }
 }

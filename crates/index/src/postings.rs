@@ -293,11 +293,11 @@ impl Postings {
         }
     }
 
-    /// Every key with its distinct groups in order, sorted by key; the
-    /// arrays are left in `spare` for the next file. Fails if runs could not
-    /// be written or read back.
-    pub(crate) fn finish(mut self, spare: &mut Spare) -> io::Result<PostingLists> {
-        let mut out = PostingLists::default();
+    /// Every key with its distinct groups in order, sorted by key, for a
+    /// file of `groups` groups; the arrays are left in `spare` for the next
+    /// file. Fails if runs could not be written or read back.
+    pub(crate) fn finish(mut self, groups: u32, spare: &mut Spare) -> io::Result<PostingLists> {
+        let mut out = PostingLists::new(groups);
         if !self.any.is_empty() {
             out.push(Key::ANY, &self.any);
         }
@@ -473,7 +473,7 @@ mod tests {
             for (i, k) in [Kind::V4, Kind::Port, Kind::Proto, Kind::Vlan].into_iter().enumerate() {
                 last.in_group(i as u32).key(k, 7);
             }
-            last.finish(&mut spare).unwrap();
+            last.finish(4, &mut spare).unwrap();
             let mut p = Postings::with_limits(chunk, spill);
             let spare_pairs = std::mem::take(&mut spare.pairs);
             for (n, pairs) in [&mut p.v4, &mut p.port, &mut p.proto, &mut p.vlan].into_iter().zip(spare_pairs) {
@@ -504,7 +504,7 @@ mod tests {
                 || !p.v6_runs.is_empty();
             prop_assert!(!made_runs || chunk < usize::MAX);
             prop_assert_eq!(p.runs.store.spilled(), made_runs && spill == 0);
-            let got = p.finish(&mut Spare::default()).unwrap().decoded();
+            let got = p.finish(g + 1, &mut Spare::default()).unwrap().decoded();
             let want: Vec<(Key, Vec<u32>)> = want.into_iter().collect();
             prop_assert_eq!(got, want);
         }

@@ -36,9 +36,9 @@ fn refusals_and_no_panics() {
     let mut bad = raw.clone();
     bad[0] = b'X';
     assert_eq!(Index::parse(bad).unwrap_err(), IndexError::NotIndex);
-    // Versions 2 (a whole-file checksum) and 3 (fixed-width key tables),
-    // and one from the future.
-    for v in [2, 3, 5] {
+    // Versions 2 (a whole-file checksum), 3 (fixed-width key tables) and 4
+    // (LEB128 posting lists), and one from the future.
+    for v in [2, 3, 4, 6] {
         let mut bad = raw.clone();
         bad[8] = v;
         let e = Index::parse(bad).unwrap_err();

@@ -6,6 +6,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
+use super::lists;
 use super::{
     damaged, le_u32, le_u64, Cursor, Epoch, Group, IndexError, Summary, BLOCK, HEADER_LEN, MAGIC,
     PAGE, PAGE_FENCE, VERSION,
@@ -358,10 +359,11 @@ impl Index {
         self.keys[kind as usize].count
     }
 
-    /// Adds to `out` (a flag per group) every group holding a key of `kind`
-    /// with a value in `lo..=hi`. Fails on a block whose checksum does not
-    /// match and on a block that does not decode to increasing keys of the
-    /// kind's width and group numbers of this index.
+    /// Adds to `out` (a flag per group: [`Index::group_count`] of them)
+    /// every group holding a key of `kind` with a value in `lo..=hi`. Fails
+    /// on a block whose checksum does not match and on a block that does
+    /// not decode to increasing keys of the kind's width and group numbers
+    /// of this index.
     pub fn mark(&self, kind: Kind, lo: u128, hi: u128, out: &mut [bool]) -> Result<(), IndexError> {
         let sec = &self.keys[kind as usize];
         let w = kind.width();
@@ -369,6 +371,8 @@ impl Index {
         let fence = w + 8;
         let blocks = sec.count.div_ceil(BLOCK);
         let first = self.blocks_of(kind, lo, hi).start;
+        let universe = self.group_count() as u64;
+        debug_assert_eq!(out.len() as u64, universe, "a flag per group");
         let mut block = Vec::new();
         for b in first..blocks {
             let mut value = value_at(fences, b * fence, w);
@@ -401,31 +405,25 @@ impl Index {
                         .filter(|&v| w == 16 || v >> (8 * w) == 0)
                         .ok_or_else(|| damaged("key out of range in a key block"))?;
                 }
-                let len = varint::get(&block, &mut p)
-                    .and_then(|l| usize::try_from(l).ok())
-                    .ok_or_else(|| damaged("bad postings length"))?;
-                let list = p
-                    .checked_add(len)
-                    .and_then(|e| block.get(p..e))
+                let count = varint::get(&block, &mut p)
+                    .filter(|&c| c > 0 && c <= universe)
+                    .ok_or_else(|| damaged("bad postings count"))?;
+                let list = lists::coded_len(count, universe)
+                    .and_then(|len| block.get(p..p.checked_add(len)?))
                     .ok_or_else(|| damaged("postings run past their block"))?;
-                p += len;
+                p += list.len();
                 if value > hi {
                     return Ok(());
                 }
                 if value < lo {
                     continue;
                 }
-                let mut q = 0;
-                let mut g = -1i64;
-                while q < list.len() {
-                    let d = varint::get(list, &mut q).ok_or_else(|| damaged("bad posting"))?;
-                    g = i64::try_from(d)
-                        .ok()
-                        .and_then(|d| g.checked_add(d)?.checked_add(1))
-                        .filter(|&g| (g as usize) < out.len())
-                        .ok_or_else(|| damaged("posting past the last group"))?;
-                    out[g as usize] = true;
-                }
+                lists::decode(list, count, universe, |g| {
+                    if let Some(x) = out.get_mut(g as usize) {
+                        *x = true;
+                    }
+                })
+                .map_err(damaged)?;
             }
             if p != block.len() {
                 return Err(damaged("key block longer than its keys"));

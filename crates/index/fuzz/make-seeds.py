@@ -3,10 +3,11 @@
 directory with a built ringcap: RINGCAP=path/to/ringcap, default `ringcap`
 on PATH; the output is committed, this script is how it was made).
 
-Three small captures of a few hundred packets, indexed by `ringcap index`:
-IPv4 TCP/UDP to many hosts and ports (more than one key block of
-addresses), IPv6 with VLAN tags, and a pcapng of two sections (two
-epochs). The captures themselves are not kept, only their indexes.
+Four small captures, indexed by `ringcap index`: IPv4 TCP/UDP to many
+hosts and ports (more than one key block of addresses), IPv6 with VLAN
+tags, a pcapng of two sections (two epochs), and 60 interleaved flows whose
+hosts and client ports hold the same groups (lists written once, the other
+keys referring to them). The captures themselves are not kept, only their indexes.
 """
 import os
 import shutil
@@ -61,6 +62,18 @@ def v6_frames(n):
     return out
 
 
+def flow_frames(n, flows):
+    """Flows with hosts and client ports of their own, interleaved: lists
+    that other keys share (written once, the others referring to it)."""
+    out = []
+    for i in range(n):
+        f = (i * 7 + i // 13) % flows
+        src = [198, 18, 1, f + 1]
+        dst = [198, 19, 2, f + 1]
+        out.append(eth(0x0800, ipv4(6, src, dst, l4(6, 40000 + f, 443))))
+    return out
+
+
 def pcap(frames):
     out = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)
     for i, f in enumerate(frames):
@@ -88,6 +101,7 @@ def main():
     captures = {
         "v4": pcap(v4_frames(400)),
         "v6-vlan": pcap(v6_frames(300)),
+        "shared-lists": pcap(flow_frames(2400, 60)),
         "two-sections": pcapng_section(v4_frames(120), T0) + pcapng_section(v6_frames(120), T0 + 60),
     }
     os.makedirs("seeds", exist_ok=True)

@@ -35,7 +35,11 @@
 //!   out for a block's first key, whose value is its fence's), the number
 //!   n of groups holding it (LEB128), then those groups as an Elias-Fano
 //!   list of n numbers below the file's group count, whose length in bytes
-//!   follows from the two (`file/lists.rs`)
+//!   follows from the two (`file/lists.rs`); or, for a key whose groups
+//!   are those of a key before it (of any kind; keys are numbered from 0
+//!   over the sections in the order of the head), 0 and how many keys
+//!   back that key is (LEB128, at least 1): a key whose list is written
+//!   in full, never another reference
 //! ```
 //!
 //! A group is a run of consecutive records; its offset is where the reader
@@ -75,6 +79,7 @@ use crate::varint;
 
 mod lists;
 mod read;
+mod shared;
 pub use read::{Index, Page};
 
 /// The first 8 bytes of every index file.
@@ -181,14 +186,26 @@ pub struct Contents {
 /// blocks and the fences of its blocks, exactly as they go into the file
 /// (see the layout above). A file's lists never exist as arrays of numbers
 /// (4 bytes a group and 32 a key: more than the pairs they came from), only
-/// as the index's own bytes (~2 bytes a group).
+/// as the index's own bytes (~1.6 bytes a group). A list equal to one
+/// written before is written as a reference to that key (see the layout).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PostingLists {
     /// One per kind present, in kind order.
     sections: Vec<Section>,
     /// The file's group count: every group number is below it.
     universe: u32,
+    /// Keys so far, all kinds.
+    keys: usize,
+    /// Per key: where its count starts and its list ends in its section.
+    entries: Vec<(u32, u32)>,
+    /// `checksum << 32 | key` of each list of [`SHARED_MIN`] bytes or
+    /// more: sorted, they bring equal lists together ([`shared`]).
+    ids: Vec<u64>,
 }
+
+/// Bytes of a list below which it is never looked for among the others
+/// (a reference takes 2-4 bytes: it would save a byte or two at best).
+const SHARED_MIN: usize = 6;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Section {
@@ -204,14 +221,14 @@ impl PostingLists {
     /// Lists of the groups of a file of `groups` groups.
     pub fn new(groups: u32) -> PostingLists {
         PostingLists {
-            sections: Vec::new(),
             universe: groups,
+            ..PostingLists::default()
         }
     }
 
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.sections.iter().map(|s| s.keys).sum()
+        self.keys
     }
 
     /// True without keys.
@@ -232,9 +249,8 @@ impl PostingLists {
                 fences: Vec::new(),
             });
         }
-        let Some(s) = self.sections.last_mut() else {
-            return;
-        };
+        let section = self.sections.len() - 1;
+        let s = &mut self.sections[section];
         let w = key.kind.width();
         if s.keys.is_multiple_of(BLOCK) {
             if s.keys > 0 {
@@ -254,9 +270,24 @@ impl PostingLists {
             varint::put_wide(&mut s.bytes, key.value - s.prev);
         }
         s.prev = key.value;
-        varint::put(&mut s.bytes, groups.len() as u64);
-        lists::encode(groups, self.universe, &mut s.bytes);
         s.keys += 1;
+        let at = s.bytes.len();
+        varint::put(&mut s.bytes, groups.len() as u64);
+        let list = s.bytes.len();
+        lists::encode(groups, self.universe, &mut s.bytes);
+        if s.bytes.len() - list >= SHARED_MIN {
+            let sum = crc32fast::hash(&s.bytes[at..]);
+            self.ids.push((sum as u64) << 32 | self.keys as u64);
+        }
+        self.entries.push((at as u32, s.bytes.len() as u32));
+        self.keys += 1;
+    }
+
+    /// Writes each list equal to one before it as a reference to that one
+    /// ([`shared`]); `scratch` is for the sort. Called once, after the
+    /// last key.
+    pub(crate) fn share(&mut self, scratch: &mut Vec<u64>) {
+        shared::share(self, scratch);
     }
 
     /// Each key with its groups, in key order (decoded again: for tests).
@@ -276,12 +307,20 @@ impl PostingLists {
                     value += varint::get_wide(&s.bytes, &mut p).unwrap_or(0);
                 }
                 let n = varint::get(&s.bytes, &mut p).unwrap_or(0);
-                let u = self.universe as u64;
-                let len = lists::coded_len(n, u).unwrap_or(0);
                 let mut groups = Vec::new();
-                let list = s.bytes.get(p..p + len).unwrap_or(&[]);
-                let _ = lists::decode(list, n, u, |g| groups.push(g));
-                p += len;
+                if n == 0 {
+                    // The list of a key before.
+                    let back = varint::get(&s.bytes, &mut p).unwrap_or(0) as usize;
+                    let earlier: Option<&(Key, Vec<u32>)> =
+                        out.len().checked_sub(back).and_then(|k| out.get(k));
+                    groups = earlier.map(|e| e.1.clone()).unwrap_or_default();
+                } else {
+                    let u = self.universe as u64;
+                    let len = lists::coded_len(n, u).unwrap_or(0);
+                    let list = s.bytes.get(p..p + len).unwrap_or(&[]);
+                    let _ = lists::decode(list, n, u, |g| groups.push(g));
+                    p += len;
+                }
                 out.push((
                     Key {
                         kind: s.kind,

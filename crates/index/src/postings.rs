@@ -317,6 +317,7 @@ impl Postings {
             self.narrow_lists(n, &mut out)?;
         }
         let [port, proto, vlan] = rest;
+        out.share(&mut self.scratch);
         spare.pairs = [v4.pairs, port.pairs, proto.pairs, vlan.pairs];
         spare.scratch = self.scratch;
         Ok(out)
@@ -403,7 +404,7 @@ fn each_list(
 
 /// Sorts `v` by its high 32 bits (of which the low `bits` may be set),
 /// keeping the order of equal values: an LSD radix sort in 16-bit digits.
-fn radix_by_value(v: &mut Vec<u64>, scratch: &mut Vec<u64>, bits: u32) {
+pub(crate) fn radix_by_value(v: &mut Vec<u64>, scratch: &mut Vec<u64>, bits: u32) {
     const DIGIT: u32 = 16;
     let mut shift = 32;
     while shift < 32 + bits {

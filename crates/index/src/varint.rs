@@ -14,6 +14,11 @@ pub fn put(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Bytes [`put`] takes for `v`.
+pub fn len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 /// Reads a number at `*p`, moving `*p` past it; `None` if cut short or
 /// longer than 64 bits (`*p` is then left where it was).
 pub fn get(b: &[u8], p: &mut usize) -> Option<u64> {

@@ -61,6 +61,8 @@ impl Store {
 #[derive(Debug, Clone, Default)]
 struct Section {
     count: usize,
+    /// Its first key's number over all kinds (in the order of the head).
+    base: usize,
     at: u64,
     len: usize,
     /// Where its fences are in the head.
@@ -101,6 +103,14 @@ pub struct Page {
     pub min_ts: u64,
     /// Largest timestamp of its packets (ns).
     pub max_ts: u64,
+}
+
+/// What a key block says of a key's groups.
+enum Entry<'a> {
+    /// This many, coded in these bytes.
+    List(u64, &'a [u8]),
+    /// Those of the key of this number (over all kinds), before it.
+    Same(usize),
 }
 
 /// A value of `w` big-endian bytes.
@@ -207,6 +217,7 @@ impl Index {
         let mut seen = [false; 6];
         // The kinds' tables and postings follow the head, in its order.
         let mut at = pages_at + pages_len as u64;
+        let mut base = 0usize;
         let nkinds = c.small("kind count", Kind::ALL.len() as u64)?;
         for _ in 0..nkinds {
             let code =
@@ -223,11 +234,13 @@ impl Index {
             let fences = c.take(n.div_ceil(BLOCK) * (kind.width() + 8), "fences")?;
             keys[kind as usize] = Section {
                 count: n,
+                base,
                 at,
                 len,
                 fences,
             };
             at += len as u64;
+            base += n;
             if at > total {
                 return Err(damaged("key blocks run past the end of the file"));
             }
@@ -363,71 +376,165 @@ impl Index {
     /// every group holding a key of `kind` with a value in `lo..=hi`. Fails
     /// on a block whose checksum does not match and on a block that does
     /// not decode to increasing keys of the kind's width and group numbers
-    /// of this index.
+    /// of this index. A key whose list is another's reads that key's block
+    /// too: each such block once, after the blocks of the range.
     pub fn mark(&self, kind: Kind, lo: u128, hi: u128, out: &mut [bool]) -> Result<(), IndexError> {
+        debug_assert_eq!(out.len(), self.groups, "a flag per group");
+        let sec = &self.keys[kind as usize];
+        let w = kind.width();
+        let fences = &self.head[sec.fences.clone()];
+        let blocks = sec.count.div_ceil(BLOCK);
+        let mut block = Vec::new();
+        let mut refs = Vec::new();
+        for b in self.blocks_of(kind, lo, hi).start..blocks {
+            if value_at(fences, b * (w + 8), w) > hi {
+                break;
+            }
+            self.read_block(kind, b, &mut block)?;
+            let mut past = false;
+            self.walk_block(kind, b, &block, |_, value, entry| {
+                past = value > hi;
+                if past {
+                    return Ok(false);
+                }
+                if value >= lo {
+                    match entry {
+                        Entry::List(n, list) => self.decode(n, list, out)?,
+                        Entry::Same(k) => refs.push(k),
+                    }
+                }
+                Ok(true)
+            })?;
+            if past {
+                break;
+            }
+        }
+        self.resolve(refs, out)
+    }
+
+    /// Marks in `out` the groups of the keys numbered `refs` (over all
+    /// kinds), each a key whose list is written in full.
+    fn resolve(&self, mut refs: Vec<usize>, out: &mut [bool]) -> Result<(), IndexError> {
+        refs.sort_unstable();
+        refs.dedup();
+        let mut block = Vec::new();
+        let mut next = refs.iter().copied().peekable();
+        while let Some(&k) = next.peek() {
+            let (kind, i) = self.key_number(k)?;
+            let b = i / BLOCK;
+            self.read_block(kind, b, &mut block)?;
+            let last = self.keys[kind as usize].base + (b + 1) * BLOCK;
+            self.walk_block(kind, b, &block, |key, _, entry| {
+                if next.peek() != Some(&key) {
+                    return Ok(true);
+                }
+                next.next();
+                match entry {
+                    Entry::List(n, list) => self.decode(n, list, out)?,
+                    Entry::Same(_) => return Err(damaged("a key refers to a key that refers")),
+                }
+                Ok(next.peek().is_some_and(|&k| k < last))
+            })?;
+            if next.peek() == Some(&k) {
+                return Err(damaged("a key refers to a key not in its block"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The kind and the number within it of the key numbered `k` over all.
+    fn key_number(&self, k: usize) -> Result<(Kind, usize), IndexError> {
+        Kind::ALL
+            .into_iter()
+            .map(|kind| (kind, &self.keys[kind as usize]))
+            .find(|(_, s)| s.count > 0 && (s.base..s.base + s.count).contains(&k))
+            .map(|(kind, s)| (kind, k - s.base))
+            .ok_or_else(|| damaged("a key refers past the keys"))
+    }
+
+    fn decode(&self, n: u64, list: &[u8], out: &mut [bool]) -> Result<(), IndexError> {
+        lists::decode(list, n, self.groups as u64, |g| {
+            if let Some(x) = out.get_mut(g as usize) {
+                *x = true;
+            }
+        })
+        .map_err(damaged)
+    }
+
+    /// Reads block `b` of `kind` into `block` and checks it.
+    fn read_block(&self, kind: Kind, b: usize, block: &mut Vec<u8>) -> Result<(), IndexError> {
         let sec = &self.keys[kind as usize];
         let w = kind.width();
         let fences = &self.head[sec.fences.clone()];
         let fence = w + 8;
-        let blocks = sec.count.div_ceil(BLOCK);
-        let first = self.blocks_of(kind, lo, hi).start;
-        let universe = self.group_count() as u64;
-        debug_assert_eq!(out.len() as u64, universe, "a flag per group");
-        let mut block = Vec::new();
-        for b in first..blocks {
-            let mut value = value_at(fences, b * fence, w);
-            if value > hi {
-                break;
+        let from = le_u32(fences, b * fence + w) as usize;
+        let to = if b + 1 < sec.count.div_ceil(BLOCK) {
+            le_u32(fences, (b + 1) * fence + w) as usize
+        } else {
+            sec.len
+        };
+        if from > to || to > sec.len {
+            return Err(damaged("key block out of range"));
+        }
+        self.store.read(sec.at + from as u64, to - from, block)?;
+        if crc32fast::hash(block) != le_u32(fences, b * fence + w + 4) {
+            return Err(damaged("checksum mismatch in a key block"));
+        }
+        Ok(())
+    }
+
+    /// Calls `each` with the number (over all kinds), value and entry of
+    /// each key of block `b` of `kind` (its bytes), in order, until it
+    /// returns false. Fails on a block that does not decode to increasing
+    /// keys of the kind's width, counts of groups of this index, lists of
+    /// their length and references to keys before, or that holds more.
+    fn walk_block(
+        &self,
+        kind: Kind,
+        b: usize,
+        block: &[u8],
+        mut each: impl FnMut(usize, u128, Entry) -> Result<bool, IndexError>,
+    ) -> Result<(), IndexError> {
+        let sec = &self.keys[kind as usize];
+        let w = kind.width();
+        let fences = &self.head[sec.fences.clone()];
+        let mut value = value_at(fences, b * (w + 8), w);
+        let universe = self.groups as u64;
+        let n = (sec.count - b * BLOCK).min(BLOCK);
+        let mut p = 0;
+        for i in 0..n {
+            let key = sec.base + b * BLOCK + i;
+            if i > 0 {
+                let d = varint::get_wide(block, &mut p)
+                    .filter(|&d| d > 0)
+                    .ok_or_else(|| damaged("bad key in a key block"))?;
+                value = value
+                    .checked_add(d)
+                    .filter(|&v| w == 16 || v >> (8 * w) == 0)
+                    .ok_or_else(|| damaged("key out of range in a key block"))?;
             }
-            let from = le_u32(fences, b * fence + w) as usize;
-            let to = if b + 1 < blocks {
-                le_u32(fences, (b + 1) * fence + w) as usize
+            let count = varint::get(block, &mut p)
+                .filter(|&c| c <= universe)
+                .ok_or_else(|| damaged("bad postings count"))?;
+            let entry = if count == 0 {
+                let back = varint::get(block, &mut p)
+                    .and_then(|d| usize::try_from(d).ok())
+                    .filter(|&d| d >= 1 && d <= key)
+                    .ok_or_else(|| damaged("bad reference to a key before"))?;
+                Entry::Same(key - back)
             } else {
-                sec.len
-            };
-            if from > to || to > sec.len {
-                return Err(damaged("key block out of range"));
-            }
-            self.store
-                .read(sec.at + from as u64, to - from, &mut block)?;
-            if crc32fast::hash(&block) != le_u32(fences, b * fence + w + 4) {
-                return Err(damaged("checksum mismatch in a key block"));
-            }
-            let n = (sec.count - b * BLOCK).min(BLOCK);
-            let mut p = 0;
-            for i in 0..n {
-                if i > 0 {
-                    let d = varint::get_wide(&block, &mut p)
-                        .filter(|&d| d > 0)
-                        .ok_or_else(|| damaged("bad key in a key block"))?;
-                    value = value
-                        .checked_add(d)
-                        .filter(|&v| w == 16 || v >> (8 * w) == 0)
-                        .ok_or_else(|| damaged("key out of range in a key block"))?;
-                }
-                let count = varint::get(&block, &mut p)
-                    .filter(|&c| c > 0 && c <= universe)
-                    .ok_or_else(|| damaged("bad postings count"))?;
                 let list = lists::coded_len(count, universe)
                     .and_then(|len| block.get(p..p.checked_add(len)?))
                     .ok_or_else(|| damaged("postings run past their block"))?;
                 p += list.len();
-                if value > hi {
-                    return Ok(());
-                }
-                if value < lo {
-                    continue;
-                }
-                lists::decode(list, count, universe, |g| {
-                    if let Some(x) = out.get_mut(g as usize) {
-                        *x = true;
-                    }
-                })
-                .map_err(damaged)?;
+                Entry::List(count, list)
+            };
+            if !each(key, value, entry)? {
+                return Ok(());
             }
-            if p != block.len() {
-                return Err(damaged("key block longer than its keys"));
-            }
+        }
+        if p != block.len() {
+            return Err(damaged("key block longer than its keys"));
         }
         Ok(())
     }

@@ -13,6 +13,8 @@
 //!   64  head length u64
 //! head
 //!   epochs: n, then n × (first group, pcapng sections, interfaces)
+//!   tick: the unit of the groups' times in their pages, ns (1000 when
+//!         every group's times are whole microseconds, else 1)
 //!   groups: section bytes G, then a fence per page of 256 groups: its
 //!           first group's offset u64 and min ts u64, the smallest min ts
 //!           and the largest max ts of its groups (u64, u64), where the
@@ -28,18 +30,20 @@
 //! CRC-32 of the header and the head, u32
 //! the G bytes of group pages; in a page, for each group: file offset −
 //!   previous offset, zigzag(min ts − previous min ts) (the first group's
-//!   from the page's fence: both 0), max ts − min ts, records (LEB128)
+//!   from the page's fence: both 0), max ts − min ts (both in ticks),
+//!   records (LEB128)
 //! then for each kind, in the order of the head, its S bytes of blocks;
 //! in a block, for each key in increasing order:
-//!   its value − the previous key's value (LEB128, up to 128 bits; left
-//!   out for a block's first key, whose value is its fence's), the number
-//!   n of groups holding it (LEB128), then those groups as an Elias-Fano
-//!   list of n numbers below the file's group count, whose length in bytes
-//!   follows from the two (`file/lists.rs`); or, for a key whose groups
-//!   are those of a key before it (of any kind; keys are numbered from 0
-//!   over the sections in the order of the head), 0 and how many keys
-//!   back that key is (LEB128, at least 1): a key whose list is written
-//!   in full, never another reference
+//!   a tag (LEB128): a number × 4 + SAME (2) + NEXT (1). NEXT: the key's
+//!   value is the previous key's + 1; else, but for a block's first key
+//!   (whose value is its fence's; NEXT clear), the value − the previous
+//!   key's value follows (LEB128, up to 128 bits). Without SAME the number
+//!   is n, the groups holding the key, and an Elias-Fano list of n numbers
+//!   below the file's group count follows, its length in bytes given by the
+//!   two (`file/lists.rs`); with SAME the key has the groups of the key that
+//!   number of keys before it (at least 1; keys are numbered from 0 over
+//!   the sections in the order of the head), a key with a list of its own
+//!   (`file/shared.rs`)
 //! ```
 //!
 //! A group is a run of consecutive records; its offset is where the reader
@@ -196,12 +200,20 @@ pub struct PostingLists {
     universe: u32,
     /// Keys so far, all kinds.
     keys: usize,
-    /// Per key: where its count starts and its list ends in its section.
-    entries: Vec<(u32, u32)>,
+    /// Per key: where its entry and its list start and where they end in
+    /// its section.
+    entries: Vec<(u32, u32, u32)>,
     /// `checksum << 32 | key` of each list of [`SHARED_MIN`] bytes or
     /// more: sorted, they bring equal lists together ([`shared`]).
     ids: Vec<u64>,
 }
+
+/// A key entry's tag: the key's value is the one before's + 1 (no delta
+/// follows).
+pub(crate) const NEXT: u64 = 1;
+/// A key entry's tag: the key has the groups of a key before (the tag's
+/// number is how many keys back), not a list of its own.
+pub(crate) const SAME: u64 = 2;
 
 /// Bytes of a list below which it is never looked for among the others
 /// (a reference takes 2-4 bytes: it would save a byte or two at best).
@@ -252,7 +264,10 @@ impl PostingLists {
         let section = self.sections.len() - 1;
         let s = &mut self.sections[section];
         let w = key.kind.width();
-        if s.keys.is_multiple_of(BLOCK) {
+        let at = s.bytes.len();
+        let first = s.keys.is_multiple_of(BLOCK);
+        let step = key.value.wrapping_sub(s.prev);
+        if first {
             if s.keys > 0 {
                 // The block before is whole: its checksum.
                 let f = s.fences.len() - (w + 8);
@@ -265,21 +280,28 @@ impl PostingLists {
             s.fences
                 .extend_from_slice(&(s.bytes.len() as u32).to_le_bytes());
             s.fences.extend_from_slice(&[0; 4]);
+            varint::put(&mut s.bytes, (groups.len() as u64) << 2);
         } else {
             debug_assert!(key.value > s.prev);
-            varint::put_wide(&mut s.bytes, key.value - s.prev);
+            let next = step == 1;
+            varint::put(&mut s.bytes, (groups.len() as u64) << 2 | next as u64);
+            if !next {
+                varint::put_wide(&mut s.bytes, step);
+            }
         }
         s.prev = key.value;
         s.keys += 1;
-        let at = s.bytes.len();
-        varint::put(&mut s.bytes, groups.len() as u64);
         let list = s.bytes.len();
         lists::encode(groups, self.universe, &mut s.bytes);
         if s.bytes.len() - list >= SHARED_MIN {
-            let sum = crc32fast::hash(&s.bytes[at..]);
-            self.ids.push((sum as u64) << 32 | self.keys as u64);
+            let mut sum = crc32fast::Hasher::new();
+            sum.update(&(groups.len() as u64).to_le_bytes());
+            sum.update(&s.bytes[list..]);
+            self.ids
+                .push((sum.finalize() as u64) << 32 | self.keys as u64);
         }
-        self.entries.push((at as u32, s.bytes.len() as u32));
+        self.entries
+            .push((at as u32, list as u32, s.bytes.len() as u32));
         self.keys += 1;
     }
 
@@ -298,24 +320,26 @@ impl PostingLists {
             let w = s.kind.width();
             let (mut p, mut value) = (0, 0u128);
             for i in 0..s.keys {
+                let tag = varint::get(&s.bytes, &mut p).unwrap_or(0);
                 if i % BLOCK == 0 {
                     let f = &s.fences[(i / BLOCK) * (w + 8)..];
                     let mut v = [0u8; 16];
                     v[16 - w..].copy_from_slice(&f[..w]);
                     value = u128::from_be_bytes(v);
+                } else if tag & NEXT != 0 {
+                    value += 1;
                 } else {
                     value += varint::get_wide(&s.bytes, &mut p).unwrap_or(0);
                 }
-                let n = varint::get(&s.bytes, &mut p).unwrap_or(0);
                 let mut groups = Vec::new();
-                if n == 0 {
+                if tag & SAME != 0 {
                     // The list of a key before.
-                    let back = varint::get(&s.bytes, &mut p).unwrap_or(0) as usize;
+                    let back = (tag >> 2) as usize;
                     let earlier: Option<&(Key, Vec<u32>)> =
                         out.len().checked_sub(back).and_then(|k| out.get(k));
                     groups = earlier.map(|e| e.1.clone()).unwrap_or_default();
                 } else {
-                    let u = self.universe as u64;
+                    let (n, u) = (tag >> 2, self.universe as u64);
                     let len = lists::coded_len(n, u).unwrap_or(0);
                     let list = s.bytes.get(p..p + len).unwrap_or(&[]);
                     let _ = lists::decode(list, n, u, |g| groups.push(g));
@@ -359,7 +383,18 @@ pub fn encode(c: &Contents) -> Vec<u8> {
         varint::put(&mut body, e.sections as u64);
         varint::put(&mut body, e.interfaces as u64);
     }
-    // The groups, in pages, and their fences in the head.
+    // The groups, in pages, and their fences in the head; their times in
+    // microseconds when all are (pcap files).
+    let tick = if c
+        .groups
+        .iter()
+        .all(|g| g.min_ts % 1000 == 0 && g.max_ts % 1000 == 0)
+    {
+        1000
+    } else {
+        1
+    };
+    varint::put(&mut body, tick);
     let mut pages = Vec::new();
     let mut fences = Vec::new();
     for page in c.groups.chunks(PAGE) {
@@ -367,8 +402,11 @@ pub fn encode(c: &Contents) -> Vec<u8> {
         let (mut off, mut ts) = (page[0].offset, page[0].min_ts);
         for g in page {
             varint::put(&mut pages, g.offset - off);
-            varint::put(&mut pages, zigzag(g.min_ts.wrapping_sub(ts) as i64));
-            varint::put(&mut pages, g.max_ts - g.min_ts);
+            varint::put(
+                &mut pages,
+                zigzag(g.min_ts.wrapping_sub(ts) as i64 / tick as i64),
+            );
+            varint::put(&mut pages, (g.max_ts - g.min_ts) / tick);
             varint::put(&mut pages, g.records as u64);
             off = g.offset;
             ts = g.min_ts;
@@ -508,7 +546,7 @@ fn block_sums(head: &[u8], rest: &[u8], ngroups: usize) -> Option<Vec<(usize, u3
         p: HEADER_LEN,
     };
     let nepochs = c.num("").ok()?.min(u32::MAX as u64) as usize;
-    for _ in 0..nepochs * 3 {
+    for _ in 0..nepochs * 3 + 1 {
         c.num("").ok()?;
     }
     let mut sums = Vec::new();

@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use super::lists;
 use super::{
     damaged, le_u32, le_u64, Cursor, Epoch, Group, IndexError, Summary, BLOCK, HEADER_LEN, MAGIC,
-    PAGE, PAGE_FENCE, VERSION,
+    NEXT, PAGE, PAGE_FENCE, SAME, VERSION,
 };
 use crate::keys::Kind;
 use crate::varint;
@@ -85,6 +85,8 @@ pub struct Index {
     groups: usize,
     /// Where the pages' fences are in the head.
     page_fences: std::ops::Range<usize>,
+    /// The unit of the groups' times in their pages (ns).
+    tick: u64,
     /// Where the pages are in the file, and their bytes.
     pages_at: u64,
     pages_len: usize,
@@ -200,6 +202,10 @@ impl Index {
         if ngroups as u64 > total / 4 {
             return Err(damaged("more groups than bytes"));
         }
+        let tick = c.num("tick")?;
+        if tick != 1 && tick != 1000 {
+            return Err(damaged(format!("tick {tick} out of range")));
+        }
         let pages_len = c.small("group bytes", u32::MAX as u64)? as usize;
         let npages = (ngroups as usize).div_ceil(PAGE);
         let page_fences = c.take(npages * PAGE_FENCE, "group fences")?;
@@ -258,6 +264,7 @@ impl Index {
             epochs,
             groups: ngroups as usize,
             page_fences,
+            tick,
             pages_at,
             pages_len,
             keys,
@@ -325,9 +332,12 @@ impl Index {
                 .checked_add(c.num("group offset")?)
                 .filter(|&o| o <= end)
                 .ok_or_else(|| damaged("group offset past its page"))?;
-            ts = ts.wrapping_add(super::unzigzag(c.num("group time")?) as u64);
-            let max_ts = ts
-                .checked_add(c.num("group span")?)
+            let d = super::unzigzag(c.num("group time")?) as u64;
+            ts = ts.wrapping_add(d.wrapping_mul(self.tick));
+            let max_ts = c
+                .num("group span")?
+                .checked_mul(self.tick)
+                .and_then(|span| ts.checked_add(span))
                 .filter(|&m| ts >= page.min_ts && m <= page.max_ts)
                 .ok_or_else(|| damaged("group time outside its page"))?;
             let records = c.small("group records", u32::MAX as u64)?;
@@ -504,25 +514,32 @@ impl Index {
         let mut p = 0;
         for i in 0..n {
             let key = sec.base + b * BLOCK + i;
+            let tag = varint::get(block, &mut p).ok_or_else(|| damaged("bad key entry"))?;
             if i > 0 {
-                let d = varint::get_wide(block, &mut p)
-                    .filter(|&d| d > 0)
-                    .ok_or_else(|| damaged("bad key in a key block"))?;
+                let d = if tag & NEXT != 0 {
+                    1
+                } else {
+                    varint::get_wide(block, &mut p)
+                        .filter(|&d| d > 0)
+                        .ok_or_else(|| damaged("bad key in a key block"))?
+                };
                 value = value
                     .checked_add(d)
                     .filter(|&v| w == 16 || v >> (8 * w) == 0)
                     .ok_or_else(|| damaged("key out of range in a key block"))?;
+            } else if tag & NEXT != 0 {
+                return Err(damaged("a block's first key follows another"));
             }
-            let count = varint::get(block, &mut p)
-                .filter(|&c| c <= universe)
-                .ok_or_else(|| damaged("bad postings count"))?;
-            let entry = if count == 0 {
-                let back = varint::get(block, &mut p)
-                    .and_then(|d| usize::try_from(d).ok())
+            let entry = if tag & SAME != 0 {
+                let back = usize::try_from(tag >> 2)
+                    .ok()
                     .filter(|&d| d >= 1 && d <= key)
                     .ok_or_else(|| damaged("bad reference to a key before"))?;
                 Entry::Same(key - back)
             } else {
+                let count = Some(tag >> 2)
+                    .filter(|&c| c >= 1 && c <= universe)
+                    .ok_or_else(|| damaged("bad postings count"))?;
                 let list = lists::coded_len(count, universe)
                     .and_then(|len| block.get(p..p.checked_add(len)?))
                     .ok_or_else(|| damaged("postings run past their block"))?;

@@ -280,14 +280,12 @@ impl PostingLists {
             s.fences
                 .extend_from_slice(&(s.bytes.len() as u32).to_le_bytes());
             s.fences.extend_from_slice(&[0; 4]);
-            varint::put(&mut s.bytes, (groups.len() as u64) << 2);
-        } else {
-            debug_assert!(key.value > s.prev);
-            let next = step == 1;
-            varint::put(&mut s.bytes, (groups.len() as u64) << 2 | next as u64);
-            if !next {
-                varint::put_wide(&mut s.bytes, step);
-            }
+        }
+        debug_assert!(first || key.value > s.prev);
+        let next = !first && step == 1;
+        varint::put(&mut s.bytes, (groups.len() as u64) << 2 | next as u64);
+        if !first && !next {
+            varint::put_wide(&mut s.bytes, step);
         }
         s.prev = key.value;
         s.keys += 1;
@@ -315,35 +313,30 @@ impl PostingLists {
     /// Each key with its groups, in key order (decoded again: for tests).
     #[doc(hidden)]
     pub fn decoded(&self) -> Vec<(Key, Vec<u32>)> {
-        let mut out = Vec::new();
+        let mut out: Vec<(Key, Vec<u32>)> = Vec::new();
+        let u = self.universe as u64;
         for s in &self.sections {
             let w = s.kind.width();
             let (mut p, mut value) = (0, 0u128);
             for i in 0..s.keys {
-                let tag = varint::get(&s.bytes, &mut p).unwrap_or(0);
+                let Ok((step, entry)) = entry(&s.bytes, &mut p, i % BLOCK == 0, out.len(), u)
+                else {
+                    return out;
+                };
                 if i % BLOCK == 0 {
                     let f = &s.fences[(i / BLOCK) * (w + 8)..];
                     let mut v = [0u8; 16];
                     v[16 - w..].copy_from_slice(&f[..w]);
                     value = u128::from_be_bytes(v);
-                } else if tag & NEXT != 0 {
-                    value += 1;
                 } else {
-                    value += varint::get_wide(&s.bytes, &mut p).unwrap_or(0);
+                    value += step;
                 }
                 let mut groups = Vec::new();
-                if tag & SAME != 0 {
-                    // The list of a key before.
-                    let back = (tag >> 2) as usize;
-                    let earlier: Option<&(Key, Vec<u32>)> =
-                        out.len().checked_sub(back).and_then(|k| out.get(k));
-                    groups = earlier.map(|e| e.1.clone()).unwrap_or_default();
-                } else {
-                    let (n, u) = (tag >> 2, self.universe as u64);
-                    let len = lists::coded_len(n, u).unwrap_or(0);
-                    let list = s.bytes.get(p..p + len).unwrap_or(&[]);
-                    let _ = lists::decode(list, n, u, |g| groups.push(g));
-                    p += len;
+                match entry {
+                    Entry::Same(k) => groups.clone_from(&out[k].1),
+                    Entry::List(n, list) => {
+                        let _ = lists::decode(list, n, u, |g| groups.push(g));
+                    }
                 }
                 out.push((
                     Key {
@@ -356,6 +349,54 @@ impl PostingLists {
         }
         out
     }
+}
+
+/// What a key block says of a key's groups.
+pub(crate) enum Entry<'a> {
+    /// This many, coded in these bytes.
+    List(u64, &'a [u8]),
+    /// Those of the key of this number (over all kinds), before it.
+    Same(usize),
+}
+
+/// The entry at `*p` of a key block (see the layout), moving `*p` past it:
+/// its value's step from the key before (0 for a block's `first` key, whose
+/// value is its fence's) and its groups, for key number `key` of a file of
+/// `universe` groups. Refuses a step of 0, a count of 0 or above the
+/// groups, a list cut short, and a reference to no key before.
+pub(crate) fn entry<'a>(
+    block: &'a [u8],
+    p: &mut usize,
+    first: bool,
+    key: usize,
+    universe: u64,
+) -> Result<(u128, Entry<'a>), IndexError> {
+    let tag = varint::get(block, p).ok_or_else(|| damaged("bad key entry"))?;
+    let step = match (first, tag & NEXT != 0) {
+        (true, true) => return Err(damaged("a block's first key follows another")),
+        (true, false) => 0,
+        (false, true) => 1,
+        (false, false) => varint::get_wide(block, p)
+            .filter(|&d| d > 0)
+            .ok_or_else(|| damaged("bad key in a key block"))?,
+    };
+    let entry = if tag & SAME != 0 {
+        let back = usize::try_from(tag >> 2)
+            .ok()
+            .filter(|&d| d >= 1 && d <= key)
+            .ok_or_else(|| damaged("bad reference to a key before"))?;
+        Entry::Same(key - back)
+    } else {
+        let count = Some(tag >> 2)
+            .filter(|&c| c >= 1 && c <= universe)
+            .ok_or_else(|| damaged("bad postings count"))?;
+        let list = lists::coded_len(count, universe)
+            .and_then(|len| block.get(*p..p.checked_add(len)?))
+            .ok_or_else(|| damaged("postings run past their block"))?;
+        *p += list.len();
+        Entry::List(count, list)
+    };
+    Ok((step, entry))
 }
 
 fn zigzag(v: i64) -> u64 {

@@ -8,11 +8,10 @@ use std::os::unix::fs::FileExt;
 
 use super::lists;
 use super::{
-    damaged, le_u32, le_u64, Cursor, Epoch, Group, IndexError, Summary, BLOCK, HEADER_LEN, MAGIC,
-    NEXT, PAGE, PAGE_FENCE, SAME, VERSION,
+    damaged, le_u32, le_u64, Cursor, Entry, Epoch, Group, IndexError, Summary, BLOCK, HEADER_LEN,
+    MAGIC, PAGE, PAGE_FENCE, VERSION,
 };
 use crate::keys::Kind;
-use crate::varint;
 
 /// Where an index's bytes are.
 #[derive(Debug)]
@@ -105,14 +104,6 @@ pub struct Page {
     pub min_ts: u64,
     /// Largest timestamp of its packets (ns).
     pub max_ts: u64,
-}
-
-/// What a key block says of a key's groups.
-enum Entry<'a> {
-    /// This many, coded in these bytes.
-    List(u64, &'a [u8]),
-    /// Those of the key of this number (over all kinds), before it.
-    Same(usize),
 }
 
 /// A value of `w` big-endian bytes.
@@ -457,7 +448,7 @@ impl Index {
         Kind::ALL
             .into_iter()
             .map(|kind| (kind, &self.keys[kind as usize]))
-            .find(|(_, s)| s.count > 0 && (s.base..s.base + s.count).contains(&k))
+            .find(|(_, s)| (s.base..s.base + s.count).contains(&k))
             .map(|(kind, s)| (kind, k - s.base))
             .ok_or_else(|| damaged("a key refers past the keys"))
     }
@@ -514,38 +505,13 @@ impl Index {
         let mut p = 0;
         for i in 0..n {
             let key = sec.base + b * BLOCK + i;
-            let tag = varint::get(block, &mut p).ok_or_else(|| damaged("bad key entry"))?;
+            let (step, entry) = super::entry(block, &mut p, i == 0, key, universe)?;
             if i > 0 {
-                let d = if tag & NEXT != 0 {
-                    1
-                } else {
-                    varint::get_wide(block, &mut p)
-                        .filter(|&d| d > 0)
-                        .ok_or_else(|| damaged("bad key in a key block"))?
-                };
                 value = value
-                    .checked_add(d)
+                    .checked_add(step)
                     .filter(|&v| w == 16 || v >> (8 * w) == 0)
                     .ok_or_else(|| damaged("key out of range in a key block"))?;
-            } else if tag & NEXT != 0 {
-                return Err(damaged("a block's first key follows another"));
             }
-            let entry = if tag & SAME != 0 {
-                let back = usize::try_from(tag >> 2)
-                    .ok()
-                    .filter(|&d| d >= 1 && d <= key)
-                    .ok_or_else(|| damaged("bad reference to a key before"))?;
-                Entry::Same(key - back)
-            } else {
-                let count = Some(tag >> 2)
-                    .filter(|&c| c >= 1 && c <= universe)
-                    .ok_or_else(|| damaged("bad postings count"))?;
-                let list = lists::coded_len(count, universe)
-                    .and_then(|len| block.get(p..p.checked_add(len)?))
-                    .ok_or_else(|| damaged("postings run past their block"))?;
-                p += list.len();
-                Entry::List(count, list)
-            };
             if !each(key, value, entry)? {
                 return Ok(());
             }

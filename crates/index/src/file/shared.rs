@@ -34,33 +34,55 @@ pub(super) fn share(pl: &mut PostingLists, scratch: &mut Vec<u64>) {
             Some(base)
         })
         .collect();
-    // A key's list: its tag without its flags (n), and its bytes.
-    let list_of = |k: usize| {
-        let sec = bases.partition_point(|&b| b <= k) - 1;
-        let (at, list, end) = pl.entries[k];
-        let b = &pl.sections[sec].bytes;
-        let n = varint::get(b, &mut (at as usize)).unwrap_or(0) >> 2;
-        (n, &b[list as usize..end as usize])
-    };
-    // (key, the key whose list it has), in key order.
-    let mut twins = Vec::new();
-    let mut firsts: Vec<usize> = Vec::new();
-    // A checksum of one list only (most) is passed over without a look at
-    // the list: the look is a cache miss.
+    let section = |k: usize| bases.partition_point(|&b| b <= k) - 1;
+    // The keys whose checksum another list has, run by run (a checksum of
+    // one list only, most, is passed over without a look at the list: the
+    // look is a cache miss), with where their entries are.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut keys: Vec<(u32, (u32, u32, u32))> = Vec::new();
     for run in ids
         .chunk_by(|a, b| a >> 32 == b >> 32)
         .filter(|r| r.len() > 1)
     {
-        firsts.clear();
+        let start = keys.len();
+        // A loop of loads only: the misses on the entries overlap.
         for &id in run {
-            let k = id as u32 as usize;
-            let (n, list) = list_of(k);
-            match firsts.iter().find(|&&f| list_of(f) == (n, list)) {
-                Some(&f) if varint::len((k - f) as u64 * 4) < varint::len(n * 4) + list.len() => {
+            keys.push((id as u32, pl.entries[id as u32 as usize]));
+        }
+        runs.push((start, keys.len()));
+    }
+    // Each run's lists compared with the first of each kind in it, the
+    // lists of the runs ahead asked for meanwhile (their bytes are spread
+    // over the sections: one miss each, now overlapped).
+    const AHEAD: usize = 16;
+    let mut twins = Vec::new();
+    let mut firsts: Vec<(usize, u64, &[u8])> = Vec::new();
+    for (i, &(lo, hi)) in runs.iter().enumerate() {
+        if let Some(&(a, b)) = runs.get(i + AHEAD) {
+            for &(k, (at, ..)) in &keys[a..b] {
+                let bytes = &pl.sections[section(k as usize)].bytes;
+                let at = at as usize;
+                // The line of its tag (and most lists).
+                ringcap_source::sys::prefetch(
+                    bytes.get(at..(at + 64).min(bytes.len())).unwrap_or(&[]),
+                );
+            }
+        }
+        firsts.clear();
+        for &(k, (at, list, end)) in &keys[lo..hi] {
+            // Its tag without its flags (n), and its bytes.
+            let (k, list, end) = (k as usize, list as usize, end as usize);
+            let b = &pl.sections[section(k)].bytes;
+            let n = varint::get(b, &mut (at as usize)).unwrap_or(0) >> 2;
+            let bytes = &b[list..end];
+            match firsts.iter().find(|&&(_, fn_, fl)| (fn_, fl) == (n, bytes)) {
+                Some(&(f, ..))
+                    if varint::len((k - f) as u64 * 4) < varint::len(n * 4) + bytes.len() =>
+                {
                     twins.push((k, f))
                 }
                 Some(_) => {}
-                None => firsts.push(k),
+                None => firsts.push((k, n, bytes)),
             }
         }
     }

@@ -1,0 +1,66 @@
+//! What the index costs a capture, without the capture: feeds a pcapng
+//! file that `ringcap capture` wrote (its own block layout) through the
+//! indexer's tap in ring-block-sized writes, as the writer does, then
+//! publishes it; prints the tap's and the index thread's time per packet.
+//! `cargo run --release -p ringcap-index --example tap_cost FILE.pcapng`
+//! (its index is written beside it).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use ringcap_index::background::Indexer;
+use ringcap_sink::FileObserver;
+
+/// Blocks of 4 MiB, as the bench's ring.
+const WRITE: usize = 4 << 20;
+
+fn le32(b: &[u8], at: usize) -> usize {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize
+}
+
+fn main() {
+    let path = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .expect("usage: tap_cost FILE.pcapng"),
+    );
+    let bytes = std::fs::read(&path).expect("read");
+    // The header: blocks up to the first packet block (type 6).
+    let mut head = 0;
+    while head + 8 <= bytes.len() && le32(&bytes, head) != 6 {
+        head += le32(&bytes, head + 4);
+    }
+    let mut cuts = vec![0, head];
+    let (mut at, mut packets) = (head, 0u64);
+    while at + 8 <= bytes.len() {
+        if le32(&bytes, at) == 6 {
+            packets += 1;
+        }
+        let next = at + le32(&bytes, at + 4);
+        if next - cuts[cuts.len() - 1] > WRITE {
+            cuts.push(at);
+        }
+        at = next;
+    }
+    cuts.push(bytes.len());
+    for rep in 0..3 {
+        let ix = Indexer::start(|| {});
+        let mut tap = ix.tap(&path).expect("tap");
+        let t = Instant::now();
+        for w in cuts.windows(2) {
+            tap.wrote(w[0] as u64, &bytes[w[0]..w[1]]);
+        }
+        let tapped = t.elapsed();
+        drop(tap);
+        let t = Instant::now();
+        ix.published(&path);
+        ix.finish();
+        let finished = t.elapsed();
+        let ns = |d: std::time::Duration| d.as_nanos() as f64 / packets as f64;
+        println!(
+            "rep {rep}: {packets} packets: tap {:.1} ns/packet, index thread {:.1} ns/packet",
+            ns(tapped),
+            ns(finished)
+        );
+    }
+}

@@ -90,8 +90,11 @@ const UDP: u8 = 17;
 const SCTP: u8 = 132;
 const FRAGMENT: u8 = 44;
 
+/// One bounds check and one load (indexing byte by byte checks each).
 fn be16(d: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([d[at], d[at + 1]])
+    let mut w = [0; 2];
+    w.copy_from_slice(&d[at..at + 2]);
+    u16::from_be_bytes(w)
 }
 
 fn has_ports(proto: u8) -> bool {
@@ -123,7 +126,9 @@ impl<O: KeyOut> Sink<'_, O> {
         self.0.key(Kind::Any, 0);
     }
     fn v4(&mut self, d: &[u8], at: usize) {
-        let v = u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]);
+        let mut w = [0; 4];
+        w.copy_from_slice(&d[at..at + 4]);
+        let v = u32::from_be_bytes(w);
         self.push(Kind::V4, v as u128);
     }
     fn v6(&mut self, d: &[u8], at: usize) {

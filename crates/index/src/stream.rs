@@ -82,7 +82,10 @@ fn ahead(bytes: &[u8], at: usize) {
 }
 
 fn ne32(b: &[u8], at: usize) -> u32 {
-    u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    // One bounds check and one load (indexing byte by byte checks each).
+    let mut w = [0; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_ne_bytes(w)
 }
 
 impl Stream {

@@ -123,13 +123,18 @@ pub(crate) fn put32(b: &mut [u8], i: usize, v: u32) {
 /// (checked by the view constructors).
 #[inline(always)]
 pub(crate) fn be16(b: &[u8], i: usize) -> u16 {
-    u16::from_be_bytes([b[i], b[i + 1]])
+    // One bounds check and one load (byte by byte, each byte is checked).
+    let mut w = [0; 2];
+    w.copy_from_slice(&b[i..i + 2]);
+    u16::from_be_bytes(w)
 }
 
 /// Reads a big-endian `u32` at `i`. Callers guarantee `i + 4 <= b.len()`.
 #[inline(always)]
 pub(crate) fn be32(b: &[u8], i: usize) -> u32 {
-    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+    let mut w = [0; 4];
+    w.copy_from_slice(&b[i..i + 4]);
+    u32::from_be_bytes(w)
 }
 
 /// Copies `N` bytes starting at `i`. Callers guarantee `i + N <= b.len()`.

@@ -4,23 +4,14 @@
 //! interleaved flows to a pcap file in $TMPDIR, indexes it, and times a
 //! selective query through the index against a scan of the same file.
 
+mod common;
+use common::cpu_seconds;
+
 use std::io::Write;
 use std::time::Instant;
 
 use ringcap_format::{pcap, TsResolution};
 use ringcap_index::{build_index, plan, run, OutFormat, Output, Query, Window};
-
-/// CPU time (user + system) of this process so far, from /proc.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = after
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0.0))
-        .collect();
-    // Fields 14 and 15 (utime, stime) are the 12th and 13th after ')'.
-    (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / 100.0
-}
 
 fn main() {
     let packets: usize = std::env::args()

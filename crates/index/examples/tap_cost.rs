@@ -5,6 +5,9 @@
 //! `cargo run --release -p ringcap-index --example tap_cost FILE.pcapng`
 //! (its index is written beside it).
 
+mod common;
+use common::cpu_seconds;
+
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -13,18 +16,6 @@ use ringcap_sink::FileObserver;
 
 /// Blocks of 4 MiB, as the bench's ring.
 const WRITE: usize = 4 << 20;
-
-/// CPU time (user + system) of this process so far, from /proc (ticks of
-/// 10 ms: the index thread's share of a file is ~0.2 s).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = after
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0.0))
-        .collect();
-    (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / 100.0
-}
 
 fn le32(b: &[u8], at: usize) -> usize {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize

@@ -8,8 +8,7 @@
 mod common;
 
 use common::*;
-use ringcap_client::{Client as DaemonClient, OpenRequest, SessionCounters, Snap};
-use ringcap_shm::RingCounters;
+use ringcap_client::{Client as DaemonClient, OpenRequest, Snap};
 use ringcap_testkit::Testbed;
 use std::time::{Duration, Instant};
 
@@ -76,24 +75,7 @@ fn twelve_clients_lose_nothing_next_to_one_that_never_reads() {
     let rate = sent.len() as f64 / t0.elapsed().as_secs_f64();
     std::thread::sleep(SETTLE);
 
-    // The hub publishes what its filter accepted every 100 ms of its own
-    // time: on a loaded machine (a CI run beside builds) that came later
-    // than SETTLE once, while the ring's counts were already whole.
-    // The ring's counts are read again until they too cover every packet:
-    // on a loaded machine the hub was once still writing and dropping after
-    // SETTLE (ring 10,789 written + 10,412 dropped of 27,300).
-    let whole = |s: &SessionCounters, ring: &RingCounters| {
-        s.packets_filter_accepted >= s.packets_delivered + s.packets_dropped_client
-            && ring.packets_written + ring.packets_dropped >= sent.len() as u64
-    };
-    let t = Instant::now();
-    let mut ring = idle.ring_counters();
-    let mut s = idle.stats().expect("stats");
-    while !whole(&s, &ring) && t.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(100));
-        ring = idle.ring_counters();
-        s = idle.stats().expect("stats");
-    }
+    let (s, ring) = whole_counters(&mut idle, sent.len() as u64);
     assert!(
         ring.packets_dropped > 0 && s.packets_dropped_client == ring.packets_dropped,
         "{s:?} {ring:?}"

@@ -82,22 +82,7 @@ fn a_client_that_never_reads_loses_only_its_own_packets() {
     std::thread::sleep(SETTLE);
 
     // The slow session: its ring is full, what did not fit is counted.
-    // Read until the ring and the stats cover every packet (a hub on a
-    // loaded machine can still be at it after SETTLE; see dozen.rs).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let (mut ring, mut stats);
-    loop {
-        ring = slow.ring_counters();
-        stats = slow.stats().expect("stats");
-        let whole = ring.packets_written + ring.packets_dropped >= sent.len() as u64
-            && stats.packets_filter_accepted
-                >= stats.packets_delivered + stats.packets_dropped_client
-            && stats.packets_filter_accepted >= sent.len() as u64;
-        if whole || Instant::now() >= deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (stats, ring) = whole_counters(&mut slow, sent.len() as u64);
     assert!(ring.packets_dropped > 0, "nothing dropped: {ring:?}");
     assert_eq!(
         stats.packets_dropped_client, ring.packets_dropped,

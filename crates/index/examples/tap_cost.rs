@@ -11,15 +11,12 @@ use common::cpu_seconds;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use ringcap_format::{record_at, RecordFormat};
 use ringcap_index::background::Indexer;
 use ringcap_sink::FileObserver;
 
 /// Blocks of 4 MiB, as the bench's ring.
 const WRITE: usize = 4 << 20;
-
-fn le32(b: &[u8], at: usize) -> usize {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize
-}
 
 fn main() {
     let path = PathBuf::from(
@@ -28,22 +25,21 @@ fn main() {
             .expect("usage: tap_cost FILE.pcapng"),
     );
     let bytes = std::fs::read(&path).expect("read");
-    // The header: blocks up to the first packet block (type 6).
+    // The header: blocks up to the first packet block (one with a time);
+    // then writes of whole blocks, as the ring's.
+    let block = |at| record_at(RecordFormat::Pcapng, &bytes, at);
     let mut head = 0;
-    while head + 8 <= bytes.len() && le32(&bytes, head) != 6 {
-        head += le32(&bytes, head + 4);
+    while let Some((len, None)) = block(head) {
+        head += len;
     }
     let mut cuts = vec![0, head];
     let (mut at, mut packets) = (head, 0u64);
-    while at + 8 <= bytes.len() {
-        if le32(&bytes, at) == 6 {
-            packets += 1;
-        }
-        let next = at + le32(&bytes, at + 4);
-        if next - cuts[cuts.len() - 1] > WRITE {
+    while let Some((len, ts)) = block(at) {
+        packets += u64::from(ts.is_some());
+        if at + len - cuts[cuts.len() - 1] > WRITE {
             cuts.push(at);
         }
-        at = next;
+        at += len;
     }
     cuts.push(bytes.len());
     for rep in 0..3 {

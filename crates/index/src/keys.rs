@@ -21,6 +21,7 @@
 //!   names an inner address find the packet.
 
 use ringcap_wire::headers::{visit_headers, Visitor};
+use ringcap_wire::{be16, be32};
 
 /// What a key is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -90,13 +91,6 @@ const UDP: u8 = 17;
 const SCTP: u8 = 132;
 const FRAGMENT: u8 = 44;
 
-/// One bounds check and one load (indexing byte by byte checks each).
-fn be16(d: &[u8], at: usize) -> u16 {
-    let mut w = [0; 2];
-    w.copy_from_slice(&d[at..at + 2]);
-    u16::from_be_bytes(w)
-}
-
 fn has_ports(proto: u8) -> bool {
     matches!(proto, TCP | UDP | SCTP)
 }
@@ -126,9 +120,7 @@ impl<O: KeyOut> Sink<'_, O> {
         self.0.key(Kind::Any, 0);
     }
     fn v4(&mut self, d: &[u8], at: usize) {
-        let mut w = [0; 4];
-        w.copy_from_slice(&d[at..at + 4]);
-        let v = u32::from_be_bytes(w);
+        let v = be32(d, at);
         self.push(Kind::V4, v as u128);
     }
     fn v6(&mut self, d: &[u8], at: usize) {

@@ -120,18 +120,19 @@ pub(crate) fn put32(b: &mut [u8], i: usize, v: u32) {
 }
 
 /// Reads a big-endian `u16` at `i`. Callers guarantee `i + 2 <= b.len()`
-/// (checked by the view constructors).
+/// (checked by the view constructors); past the end it panics.
 #[inline(always)]
-pub(crate) fn be16(b: &[u8], i: usize) -> u16 {
+pub fn be16(b: &[u8], i: usize) -> u16 {
     // One bounds check and one load (byte by byte, each byte is checked).
     let mut w = [0; 2];
     w.copy_from_slice(&b[i..i + 2]);
     u16::from_be_bytes(w)
 }
 
-/// Reads a big-endian `u32` at `i`. Callers guarantee `i + 4 <= b.len()`.
+/// Reads a big-endian `u32` at `i`. Callers guarantee `i + 4 <= b.len()`;
+/// past the end it panics.
 #[inline(always)]
-pub(crate) fn be32(b: &[u8], i: usize) -> u32 {
+pub fn be32(b: &[u8], i: usize) -> u32 {
     let mut w = [0; 4];
     w.copy_from_slice(&b[i..i + 4]);
     u32::from_be_bytes(w)

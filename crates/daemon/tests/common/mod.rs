@@ -321,6 +321,28 @@ pub fn wait_accepted(tb: &Testbed, d: &Daemon, n: u64, limit: Duration) {
     std::thread::sleep(SETTLE);
 }
 
+/// A session's counters and its ring's, read again until they account
+/// for all `sent` packets (10 s at most): the hub publishes its counts every
+/// 100 ms of its own time and, on a loaded machine, may still be writing
+/// and dropping after a test's settle time. The caller asserts on them.
+pub fn whole_counters(
+    session: &mut ringcap_client::Session,
+    sent: u64,
+) -> (ringcap_client::SessionCounters, ringcap_shm::RingCounters) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ring = session.ring_counters();
+        let s = session.stats().expect("stats");
+        let whole = ring.packets_written + ring.packets_dropped >= sent
+            && s.packets_filter_accepted >= sent
+            && s.packets_filter_accepted >= s.packets_delivered + s.packets_dropped_client;
+        if whole || Instant::now() >= deadline {
+            return (s, ring);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 pub fn assert_no_panic(log: &str, what: &str) {
     assert!(
         !log.contains("panicked") && !log.contains("RUST_BACKTRACE"),

@@ -7,7 +7,8 @@ Four small captures, indexed by `ringcap index`: IPv4 TCP/UDP to many
 hosts and ports (more than one key block of addresses), IPv6 with VLAN
 tags, a pcapng of two sections (two epochs), and 60 interleaved flows whose
 hosts and client ports hold the same groups (lists written once, the other
-keys referring to them). The captures themselves are not kept, only their indexes.
+keys referring to them), and one flow with a host in 1 packet of 500
+(its packets' positions listed). The captures themselves are not kept, only their indexes.
 """
 import os
 import shutil
@@ -74,6 +75,16 @@ def flow_frames(n, flows):
     return out
 
 
+def rare_host_frames(n, every):
+    """One flow, and a host in 1 packet of `every`: a key in enough groups,
+    and few enough, to get its packets' positions (index format 6)."""
+    out = []
+    for i in range(n):
+        src = [198, 18, 9, 9] if i % every == 3 else [198, 18, 1, 1]
+        out.append(eth(0x0800, ipv4(17, src, [198, 19, 2, 2], l4(17, 4000, 53))))
+    return out
+
+
 def pcap(frames):
     out = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)
     for i, f in enumerate(frames):
@@ -103,6 +114,7 @@ def main():
         "v6-vlan": pcap(v6_frames(300)),
         "shared-lists": pcap(flow_frames(2400, 60)),
         "two-sections": pcapng_section(v4_frames(120), T0) + pcapng_section(v6_frames(120), T0 + 60),
+        "positions": pcap(rare_host_frames(40000, 500)),
     }
     os.makedirs("seeds", exist_ok=True)
     with tempfile.TemporaryDirectory() as d:
@@ -113,7 +125,8 @@ def main():
                 f.write(b)
             subprocess.run([ringcap, "index", path], check=True, stdout=subprocess.DEVNULL)
             idx = os.path.join(d, f".{name}.{ext}.ringcap-index")
-            assert os.path.getsize(idx) < 4096, (name, os.path.getsize(idx))
+            limit = 16384 if name == "positions" else 4096
+            assert os.path.getsize(idx) < limit, (name, os.path.getsize(idx))
             shutil.copyfile(idx, os.path.join("seeds", f"{name}.ringcap-index"))
 
 

@@ -298,9 +298,10 @@ pub(crate) fn modified(path: &Path) -> io::Result<std::time::SystemTime> {
 /// is stale once the capture is newer.
 pub(crate) fn publish_index(
     capture: &Path,
-    c: Contents,
+    mut c: Contents,
     mtime: std::time::SystemTime,
 ) -> Result<BuildReport, BuildError> {
+    c.positions = crate::positions::find(capture, &c);
     let bytes = file::encode(&c);
     let index = index_path(capture);
     publish(&index, &bytes, mtime).map_err(|e| BuildError::Io(index.clone(), e))?;

@@ -1,9 +1,9 @@
-//! The index file format, version 5 (all integers little-endian).
+//! The index file format, version 6 (all integers little-endian).
 //!
 //! ```text
 //! header (72 bytes)
 //!    0  magic "RCAPIDX\n"
-//!    8  version u16 (5)            10  header length u16 (72)
+//!    8  version u16 (6)            10  header length u16 (72)
 //!   12  flags u32 (0)
 //!   16  length of the capture file covered, u64
 //!   24  CRC-32 of its first min(4096, length) bytes, u32
@@ -25,6 +25,8 @@
 //!           (big-endian, Kind::width bytes), where the block starts (u32,
 //!           within S; it ends where the next starts, the last at S) and
 //!           the CRC-32 of the block's bytes (u32)
+//!   positions: the keys whose packets' offsets are listed too, with a
+//!         CRC-32 of each list (`file/exact.rs`)
 //!   (every count and number above but the fences' is an unsigned LEB128
 //!   varint)
 //! CRC-32 of the header and the head, u32
@@ -44,6 +46,7 @@
 //!   number of keys before it (at least 1; keys are numbered from 0 over
 //!   the sections in the order of the head), a key with a list of its own
 //!   (`file/shared.rs`)
+//! then the lists of positions, in the order of the head (`file/exact.rs`)
 //! ```
 //!
 //! A group is a run of consecutive records; its offset is where the reader
@@ -69,7 +72,9 @@
 //! brought it. Version 4 coded each list as LEB128 gaps after its length in
 //! bytes (~2 bytes a group of an address's list, and a byte a group of a
 //! port in every group); version 5's Elias-Fano lists take ~2 + log2(gap)
-//! bits a group and no length (`file/lists.rs`).
+//! bits a group and no length (`file/lists.rs`). Version 6 adds the
+//! packets' positions for the few keys a query would otherwise read many
+//! whole groups for (`file/exact.rs`).
 //!
 //! Reading refuses, with a message saying which, a file that is not an
 //! index, a version this code does not know, a length or checksum that do
@@ -81,15 +86,20 @@ use std::ops::Range;
 use crate::keys::{Key, Kind};
 use crate::varint;
 
+pub mod exact;
 mod lists;
 mod read;
+mod reseal;
 mod shared;
+mod store;
+pub use exact::Positions;
 pub use read::{Index, Page};
+pub use reseal::reseal;
 
 /// The first 8 bytes of every index file.
 pub const MAGIC: &[u8; 8] = b"RCAPIDX\n";
 /// The format version this code writes and reads.
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 const HEADER_LEN: usize = 72;
 /// Keys per checked block of a kind's table.
 pub(crate) const BLOCK: usize = 256;
@@ -184,6 +194,8 @@ pub struct Contents {
     pub epochs: Vec<Epoch>,
     /// Every key with its sorted, distinct group numbers, sorted by key.
     pub postings: PostingLists,
+    /// The keys whose packets' positions are listed too ([`exact`]).
+    pub positions: Positions,
 }
 
 /// Posting lists, coded as they are added: each kind's section of key
@@ -206,6 +218,8 @@ pub struct PostingLists {
     /// `checksum << 32 | key` of each list of [`SHARED_MIN`] bytes or
     /// more: sorted, they bring equal lists together ([`shared`]).
     ids: Vec<u64>,
+    /// The keys that may get their packets' positions ([`exact`]).
+    pub(crate) picks: exact::Picks,
 }
 
 /// A key entry's tag: the key's value is the one before's + 1 (no delta
@@ -261,6 +275,7 @@ impl PostingLists {
                 fences: Vec::new(),
             });
         }
+        self.picks.offer(key, groups, self.universe);
         let section = self.sections.len() - 1;
         let s = &mut self.sections[section];
         let w = key.kind.width();
@@ -481,6 +496,8 @@ pub fn encode(c: &Contents) -> Vec<u8> {
     }
     varint::put(&mut body, nsections);
     body.extend_from_slice(&kinds);
+    let mut positions = Vec::new();
+    exact::put(&c.positions, s.capture_len, &mut body, &mut positions);
     let mut out = Vec::with_capacity(HEADER_LEN + body.len() + 4 + pages.len() + sections_len);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -501,6 +518,7 @@ pub fn encode(c: &Contents) -> Vec<u8> {
     for s in &c.postings.sections {
         out.extend_from_slice(&s.bytes);
     }
+    out.extend_from_slice(&positions);
     out
 }
 
@@ -546,88 +564,4 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
 
 fn le_u32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-/// Recomputes every checksum of an index file's bytes in place, so that a
-/// test can forge a file the checksums do not refuse and check that the
-/// reader's bounds hold (the checksums guard against damage, the bounds
-/// against everything). Stops where the layout cannot be followed; false
-/// then. Never panics.
-#[doc(hidden)]
-pub fn reseal(raw: &mut [u8]) -> bool {
-    let Some(end) = raw
-        .get(64..72)
-        .map(|b| le_u64(b, 0))
-        .and_then(|h| h.checked_add(HEADER_LEN as u64))
-        .filter(|&e| e.saturating_add(4) <= raw.len() as u64)
-        .map(|e| e as usize)
-    else {
-        return false;
-    };
-    let crc = crc32fast::hash(&raw[..end]);
-    raw[end..end + 4].copy_from_slice(&crc.to_le_bytes());
-    let ngroups = le_u32(raw, 28) as usize;
-    let (head, rest) = raw.split_at_mut(end + 4);
-    let Some(sums) = block_sums(&head[..end], rest, ngroups) else {
-        return false;
-    };
-    for (f, sum) in sums {
-        head[f..f + 4].copy_from_slice(&sum.to_le_bytes());
-    }
-    let crc = crc32fast::hash(&head[..end]);
-    head[end..end + 4].copy_from_slice(&crc.to_le_bytes());
-    true
-}
-
-/// For [`reseal`]: where each fence's checksum is in `head` and what it
-/// should be for the blocks in `rest`.
-fn block_sums(head: &[u8], rest: &[u8], ngroups: usize) -> Option<Vec<(usize, u32)>> {
-    let mut c = Cursor {
-        b: head,
-        p: HEADER_LEN,
-    };
-    let nepochs = c.num("").ok()?.min(u32::MAX as u64) as usize;
-    for _ in 0..nepochs * 3 + 1 {
-        c.num("").ok()?;
-    }
-    let mut sums = Vec::new();
-    let glen = c.num("").ok()?.min(u32::MAX as u64) as usize;
-    let npages = ngroups.div_ceil(PAGE);
-    let fences = c.take(npages * PAGE_FENCE, "").ok()?;
-    let pages = rest.get(..glen)?;
-    for p in 0..npages {
-        let f = fences.start + p * PAGE_FENCE;
-        let from = le_u32(head, f + 32) as usize;
-        let to = if p + 1 < npages {
-            le_u32(head, f + PAGE_FENCE + 32) as usize
-        } else {
-            glen
-        };
-        sums.push((f + 36, crc32fast::hash(pages.get(from..to).unwrap_or(&[]))));
-    }
-    let nkinds = c.num("").ok()?;
-    let mut at = glen;
-    for _ in 0..nkinds.min(Kind::ALL.len() as u64) {
-        let kind = Kind::from_code(*c.b.get(c.p)?)?;
-        c.p += 1;
-        let n = c.num("").ok()?.min(u32::MAX as u64) as usize;
-        let len = c.num("").ok()?.min(u32::MAX as u64) as usize;
-        let w = kind.width();
-        let fences = c.take(n.div_ceil(BLOCK) * (w + 8), "").ok()?;
-        let section = rest.get(at..at.checked_add(len)?)?;
-        let blocks = n.div_ceil(BLOCK);
-        for b in 0..blocks {
-            let f = fences.start + b * (w + 8);
-            let from = le_u32(head, f + w) as usize;
-            let to = if b + 1 < blocks {
-                le_u32(head, f + w + 8 + w) as usize
-            } else {
-                len
-            };
-            let crc = crc32fast::hash(section.get(from..to).unwrap_or(&[]));
-            sums.push((f + w + 4, crc));
-        }
-        at += len;
-    }
-    Some(sums)
 }

@@ -16,6 +16,8 @@
 //! - [`file`]: the index file format (versioned, checksummed).
 //! - [`build`]: building, publishing and loading an index.
 //! - [`plan`]: what an index can answer of a filter.
+//! - `positions`: where the packets of the few keys that get positions
+//!   start (`file/exact.rs`), found when an index is published.
 //! - [`query`]: running a query (with read-ahead hints, `readahead`);
 //!   [`out`]: its pcap/pcapng output.
 //! - [`time`]: the times `--after`/`--before` take.
@@ -34,6 +36,7 @@ pub mod file;
 pub mod keys;
 pub mod out;
 pub mod plan;
+mod positions;
 mod postings;
 pub mod query;
 mod readahead;

@@ -12,13 +12,10 @@
 //! before it are read to get there (interface blocks after the first packet
 //! are rare, but allowed).
 
-use std::cell::Cell;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ringcap_format::read::Interface;
@@ -33,7 +30,10 @@ use crate::out::Output;
 use crate::plan::Expr;
 use crate::readahead::{hint_runs, ReadAhead, HEADS_AHEAD, RUNS_AHEAD};
 
+mod bounded;
 mod prepare;
+pub(crate) use bounded::reader;
+use bounded::{open, open_file, Bounded};
 use prepare::{prepare, Prepared, Run};
 
 /// A time window: `after` inclusive, `before` exclusive (ns since the epoch).
@@ -106,6 +106,8 @@ pub struct QueryStats {
     pub bytes_read: u64,
     /// Records read (in the window or not).
     pub read: u64,
+    /// Of them, read at positions the index lists (not in whole groups).
+    pub by_position: u64,
     /// Packets the filter was run on.
     pub examined: u64,
     /// Packets written.
@@ -134,42 +136,6 @@ enum Reading {
     /// A run of groups its index names: damage there means the file is not
     /// the one indexed, and fails the query.
     Run,
-}
-
-/// A file's bytes up to a movable end: the reader stops at the end of a
-/// run of groups instead of reading ahead into bytes it does not need.
-struct Bounded {
-    f: File,
-    pos: u64,
-    end: Rc<Cell<u64>>,
-}
-
-impl Read for Bounded {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.end.get().saturating_sub(self.pos);
-        let n = buf.len().min(left.min(usize::MAX as u64) as usize);
-        if n == 0 {
-            return Ok(0);
-        }
-        let got = self.f.read_at(&mut buf[..n], self.pos)?;
-        self.pos += got as u64;
-        Ok(got)
-    }
-}
-
-impl Seek for Bounded {
-    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
-        match to {
-            SeekFrom::Start(o) => self.pos = o,
-            _ => {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "only absolute seeks",
-                ))
-            }
-        }
-        Ok(self.pos)
-    }
 }
 
 /// A query over files.
@@ -221,32 +187,6 @@ pub fn is_growing(path: &Path) -> bool {
 
 fn file_err(path: &Path, e: impl fmt::Display) -> QueryError {
     QueryError::File(path.to_path_buf(), e.to_string())
-}
-
-/// Bytes read to open a file (its header, a pcapng section header): the
-/// reader reads ahead no further before it is told where to go.
-const OPEN_LEN: u64 = 64 << 10;
-
-/// Opens `path` for reading, with the end the reader may read to.
-fn open(path: &Path) -> Result<(Reader<Bounded>, Rc<Cell<u64>>), QueryError> {
-    let f = File::open(path).map_err(|e| file_err(path, e))?;
-    open_file(path, f)
-}
-
-/// [`open`] with the file already open.
-fn open_file(path: &Path, f: File) -> Result<(Reader<Bounded>, Rc<Cell<u64>>), QueryError> {
-    reader(f).map_err(|e| file_err(path, e))
-}
-
-/// A reader of `f` whose end can be moved (first [`OPEN_LEN`] bytes).
-fn reader(f: File) -> Result<(Reader<Bounded>, Rc<Cell<u64>>), ringcap_format::FormatError> {
-    let end = Rc::new(Cell::new(OPEN_LEN));
-    let rd = Reader::new(Bounded {
-        f,
-        pos: 0,
-        end: end.clone(),
-    })?;
-    Ok((rd, end))
 }
 
 /// Decides on each packet a query reads (in the window) and takes the ones
@@ -438,7 +378,11 @@ pub fn run_with(
     let mut budget = RUNS_AHEAD;
     for s in &sources {
         if let Ok(p) = &s.index {
-            hint_runs(&s.path, p.runs.iter().map(|r| (r.from, r.to)), &mut budget);
+            hint_runs(
+                &s.path,
+                p.runs.iter().map(|r| (r.from, r.read_end())),
+                &mut budget,
+            );
         }
     }
     for s in &sources {
@@ -567,8 +511,9 @@ fn query_indexed(
             end: last,
             from,
             to,
+            exact,
         } = *r;
-        ahead.advise(i, runs.len(), |j| (runs[j].from, runs[j].to));
+        ahead.advise(i, runs.len(), |j| (runs[j].from, runs[j].read_end()));
         st.groups_read += (last - first) as u64;
         let ep = epoch_of(&idx.epochs, first);
         let state = |rd: &Reader<Bounded>| (rd.sections() as u32, rd.interfaces().len() as u32);
@@ -587,10 +532,17 @@ fn query_indexed(
                 }
             }
         }
-        end.set(to);
+        match exact {
+            true => end.set_stretch(r.read_end()),
+            false => end.set(to),
+        }
         rd.seek_to(from).map_err(|e| file_err(&s.path, e))?;
+        let read = st.read;
         read_until(q, &s.path, &mut rd, to, Reading::Run, taker, st)?;
-        st.bytes_read += to - from;
+        st.bytes_read += rd.offset() - from;
+        if exact {
+            st.by_position += st.read - read;
+        }
     }
     Ok(())
 }

@@ -63,6 +63,14 @@ fn tcpdump(files: &[PathBuf], filter: &str) -> Option<Vec<mixed::Rec>> {
     ringcap_testkit::capture::tcpdump_read(files, filter).ok()
 }
 
+/// The window from the earlier of two times to the later.
+fn between(a: u64, b: u64) -> Window {
+    Window {
+        after: Some(a.min(b)),
+        before: Some(a.max(b)),
+    }
+}
+
 fn have_tcpdump() -> bool {
     Command::new("tcpdump")
         .arg("--version")
@@ -101,13 +109,7 @@ fn random_queries_match_scan_and_tcpdump() {
                 after: None,
                 before: Some(t()),
             },
-            _ => {
-                let (a, b) = (t(), t());
-                Window {
-                    after: Some(a.min(b)),
-                    before: Some(a.max(b)),
-                }
-            }
+            _ => between(t(), t()),
         };
         let scan = match try_query(&files, &filter, w, false) {
             Ok((s, _)) => s,
@@ -230,13 +232,7 @@ fn queries_over_many_pages_match_scan() {
         let mut t = || t0 + rng.below(t_end - t0);
         let w = match i % 3 {
             0 => Window::default(),
-            _ => {
-                let (a, b) = (t(), t());
-                Window {
-                    after: Some(a.min(b)),
-                    before: Some(a.max(b)),
-                }
-            }
+            _ => between(t(), t()),
         };
         let Ok((scan, _)) = try_query(&files, &filter, w, false) else {
             continue;
@@ -396,4 +392,111 @@ fn one_packets_keys_never_drop_what_the_filter_accepts() {
         ran > 200 && accepted > 1000 && dropped > 10_000,
         "{ran} {accepted} {dropped}"
     );
+}
+
+/// The filter text of a key with packet positions (hosts and ports).
+fn key_filter(k: &ringcap_index::keys::Key) -> Option<String> {
+    use ringcap_index::keys::Kind;
+    Some(match k.kind {
+        Kind::V4 => format!("host {}", std::net::Ipv4Addr::from(k.value as u32)),
+        Kind::V6 => format!("host {}", std::net::Ipv6Addr::from(k.value)),
+        Kind::Port => format!("port {}", k.value),
+        _ => return None,
+    })
+}
+
+/// Keys in many groups but in few packets of each get their packets'
+/// positions (index format 6), and a query on them reads those packets
+/// instead of whole groups: alone, with other terms (narrowing or not),
+/// `or` of two such keys, windows cutting the files, beside packets the
+/// index cannot describe, pcapng files whose interface comes late (no
+/// positions: groups), and packets longer than what is first read for one
+/// (9,000 bytes). Always the packets the scan and `tcpdump -r` give.
+#[test]
+fn queries_through_packet_positions_match_scan_and_tcpdump() {
+    use ringcap_testkit::frames::{self, Endpoints};
+    let dir = TempDir::new("index-positions");
+    let mut rng = Rng(0x5eed_0027_0006);
+    let t0 = 1_764_000_000_000_000_000u64;
+    let mut files = mixed::write_series_of(dir.path(), &mut rng, 4, 30_000, t0, 800, false);
+    // A file where one host sends jumbo frames in 1 packet of 300.
+    let t1 = t0 + 4 * 30_000 * 2_000_000;
+    let jumbo = Endpoints::new([2, 0x52, 0x43, 0, 0, 1], [2, 0x52, 0x43, 0, 0, 2]).with_ipv4(
+        "198.18.250.1".parse().unwrap(),
+        "198.18.250.2".parse().unwrap(),
+    );
+    let recs: Vec<mixed::Rec> = (0..30_000u32)
+        .map(|i| {
+            let d = match i % 300 {
+                37 => frames::udp4(
+                    &jumbo,
+                    i,
+                    40_000 + (i / 300) as u16,
+                    50_000 + (i / 300) as u16,
+                    9000,
+                ),
+                _ => mixed::frame(&mut rng, i, 5000, 1400, true),
+            };
+            (t1 + i as u64 * 1000, d.len() as u32, d)
+        })
+        .collect();
+    let p = dir.path().join("cap-900.pcap");
+    mixed::write_file(&p, mixed::Kind::PcapNano, &recs);
+    files.push(p);
+    let mut keyed = Vec::new();
+    for f in &files {
+        build_index(f).unwrap();
+        let idx = ringcap_index::load_index(f).unwrap();
+        idx.verify().unwrap();
+        keyed.extend(idx.keys_with_positions());
+    }
+    keyed.sort();
+    keyed.dedup();
+    let keyed: Vec<String> = keyed.iter().filter_map(key_filter).collect();
+    assert!(
+        keyed.len() >= 3 && keyed.contains(&"host 198.18.250.1".to_string()),
+        "keys with positions: {keyed:?}"
+    );
+    let oracle = have_tcpdump();
+    let t_end = t1 + 30_000 * 1000;
+    let (mut by_position, mut queries) = (0, 0);
+    for (i, k) in keyed.iter().enumerate().take(12) {
+        let k2 = &keyed[(i + 1) % keyed.len()];
+        let r = mixed::filter(&mut rng, 1);
+        for filter in [
+            k.clone(),
+            format!("{k} and tcp"),
+            format!("{k} or {k2}"),
+            format!("{k} and ({r})"),
+            format!("{k} and not {k2}"),
+            format!("({k}) or ({r})"),
+        ] {
+            let cut = between(t0 + rng.below(t_end - t0), t0 + rng.below(t_end - t0));
+            for w in [Window::default(), cut] {
+                let Ok((scan, _)) = try_query(&files, &filter, w, false) else {
+                    continue;
+                };
+                let (idx, st) = query(&files, &filter, w, true);
+                assert!(scan == idx, "'{filter}' {w:?}: index and scan differ");
+                queries += 1;
+                if st.by_position > 0 {
+                    by_position += 1;
+                    assert!(st.read < st.groups * 32, "'{filter}': read {}", st.read);
+                }
+                if oracle && w == Window::default() {
+                    let want = tcpdump(&files, &filter).expect("tcpdump runs");
+                    assert!(records(&idx) == want, "'{filter}': not what tcpdump gives");
+                }
+            }
+        }
+    }
+    println!("{queries} queries, {by_position} through packet positions");
+    assert!(
+        by_position * 3 > queries,
+        "{by_position} of {queries} by position"
+    );
+    // The jumbo host alone: every one of its packets, all read by position.
+    let (got, st) = query(&files, "host 198.18.250.1", Window::default(), true);
+    assert_eq!(records(&got).len(), 100);
+    assert_eq!(st.by_position, 100, "{st:?}");
 }

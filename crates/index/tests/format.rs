@@ -19,6 +19,10 @@ fn open_and_read_all(raw: Vec<u8>) -> Result<Index, IndexError> {
     for kind in Kind::ALL {
         i.mark(kind, 0, u128::MAX, &mut v)?;
     }
+    let mut at = Vec::new();
+    for key in i.keys_with_positions() {
+        i.positions(key, &mut at)?;
+    }
     Ok(i)
 }
 
@@ -36,9 +40,10 @@ fn refusals_and_no_panics() {
     let mut bad = raw.clone();
     bad[0] = b'X';
     assert_eq!(Index::parse(bad).unwrap_err(), IndexError::NotIndex);
-    // Versions 2 (a whole-file checksum), 3 (fixed-width key tables) and 4
-    // (LEB128 posting lists), and one from the future.
-    for v in [2, 3, 4, 6] {
+    // Versions 2 (a whole-file checksum), 3 (fixed-width key tables), 4
+    // (LEB128 posting lists) and 5 (no packet positions), and one from the
+    // future.
+    for v in [2, 3, 4, 5, 7] {
         let mut bad = raw.clone();
         bad[8] = v;
         let e = Index::parse(bad).unwrap_err();
@@ -146,6 +151,7 @@ fn pages_of_groups() {
             },
             groups: groups.clone(),
             postings: Default::default(),
+            positions: Vec::new(),
         };
         let raw = encode(&c);
         let i = Index::parse(raw.clone()).unwrap();
@@ -169,6 +175,92 @@ fn pages_of_groups() {
                     Index::parse(bad).and_then(|i| i.all_groups()).is_err(),
                     "byte {at} flipped"
                 );
+            }
+        }
+    }
+}
+
+/// Packet positions (format 6) come back as written, a key without them
+/// has none, and every flipped byte of an index holding them is refused
+/// when they are read; forged ones (checksums fixed up) never panic.
+#[test]
+fn positions_round_trip_and_refusals() {
+    use ringcap_index::file::{encode, Contents, Epoch, Group, Summary};
+    use ringcap_index::keys::Key;
+    let mut rng = Rng(29);
+    let capture_len = 5_000_000u64;
+    let groups: Vec<Group> = (0..300)
+        .map(|i| Group {
+            offset: 24 + i * 16_000,
+            min_ts: i,
+            max_ts: i,
+            records: 32,
+        })
+        .collect();
+    let mut positions = Vec::new();
+    for (kind, value, n) in [
+        (Kind::V4, 0xc612_0001u128, 1usize),
+        (Kind::V6, 0x2001_0db8 << 96 | 5, 70),
+        (Kind::Port, 3306, 400),
+    ] {
+        let mut at: Vec<u64> = (0..n).map(|_| 24 + rng.below(capture_len - 24)).collect();
+        at.sort_unstable();
+        at.dedup();
+        positions.push((Key { kind, value }, at));
+    }
+    let c = Contents {
+        summary: Some(Summary {
+            capture_len,
+            head_crc: 0,
+            packets: 9600,
+            first_ts: 0,
+            min_ts: 0,
+            max_ts: 299,
+        }),
+        groups,
+        epochs: vec![Epoch {
+            group: 0,
+            sections: 1,
+            interfaces: 1,
+        }],
+        postings: Default::default(),
+        positions: positions.clone(),
+    };
+    let raw = encode(&c);
+    let i = open_and_read_all(raw.clone()).unwrap();
+    let keys: Vec<Key> = positions.iter().map(|(k, _)| *k).collect();
+    assert_eq!(i.keys_with_positions(), keys);
+    let mut at = Vec::new();
+    for (k, want) in &positions {
+        assert!(i.positions(*k, &mut at).unwrap());
+        assert_eq!(&at, want);
+        assert_eq!(i.positions_count(*k), Some(want.len() as u64));
+    }
+    let other = Key {
+        kind: Kind::Port,
+        value: 3307,
+    };
+    assert!(!i.positions(other, &mut at).unwrap() && at.is_empty());
+    let mut resealed = raw.clone();
+    assert!(reseal(&mut resealed));
+    assert_eq!(resealed, raw);
+    for b in 0..raw.len() {
+        let mut bad = raw.clone();
+        bad[b] ^= 0x04;
+        assert!(open_and_read_all(bad).is_err(), "byte {b} flipped");
+    }
+    for _ in 0..20_000 {
+        let mut bad = raw.clone();
+        for _ in 0..1 + rng.below(3) {
+            let at = 12 + rng.below(bad.len() as u64 - 16) as usize;
+            bad[at] = rng.next() as u8;
+        }
+        reseal(&mut bad);
+        if let Ok(i) = Index::parse(bad) {
+            for k in i.keys_with_positions() {
+                let _ = i.positions(k, &mut at);
+                let len = i.summary.capture_len;
+                assert!(at.windows(2).all(|w| w[0] < w[1]) && at.iter().all(|&p| p < len));
             }
         }
     }

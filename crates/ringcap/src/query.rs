@@ -263,7 +263,8 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
     if args.verbose {
         eprintln!(
             "ringcap: query: {} packets from {} files ({} through their index, {} scanned, {} outside the window); \
-             read {} of {} bytes, {} of {} indexed groups, filter run on {} packets, {:.3} s",
+             read {} of {} bytes, {} of {} indexed groups and {} packets at their listed positions, \
+             filter run on {} packets, {:.3} s",
             stats.matched,
             stats.files,
             stats.indexed,
@@ -273,6 +274,7 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
             stats.file_bytes,
             stats.groups_read,
             stats.groups,
+            stats.by_position,
             stats.examined,
             started.elapsed().as_secs_f64()
         );

@@ -3,7 +3,7 @@
 //! checksums catch damage, the bounds checks must catch everything else,
 //! and random bytes rarely get past a CRC). What parses is read the way a
 //! query reads it: every page of groups, every kind's key blocks over a few
-//! ranges, the epochs. Nothing may panic, hang or allocate beyond what the
+//! ranges, the lists of packet positions, the epochs. Nothing may panic, hang or allocate beyond what the
 //! input justifies.
 
 #![no_main]
@@ -79,6 +79,18 @@ fn read(raw: Vec<u8>, data: &[u8]) {
             if let Err(e) = index.mark(kind, lo, hi, &mut out) {
                 check_error_text(&e.to_string());
             }
+        }
+    }
+    let mut at = Vec::new();
+    for key in index.keys_with_positions() {
+        let _ = index.positions_count(key);
+        match index.positions(key, &mut at) {
+            Ok(listed) => {
+                assert!(listed);
+                let len = index.summary.capture_len;
+                assert!(at.windows(2).all(|w| w[0] < w[1]) && at.iter().all(|&p| p < len));
+            }
+            Err(e) => check_error_text(&e.to_string()),
         }
     }
     if groups > 0 {

@@ -49,18 +49,38 @@ pub(crate) fn coded_len(n: u64, universe: u64) -> Option<usize> {
 
 /// Appends the list `groups` (increasing, each below `universe`).
 pub(crate) fn encode(groups: &[u32], universe: u32, out: &mut Vec<u8>) {
-    let n = groups.len() as u64;
-    let Some(len) = coded_len(n, universe as u64) else {
+    encode_with(
+        groups.len(),
+        universe as u64,
+        groups.iter().map(|&g| g as u64),
+        out,
+    )
+}
+
+/// [`encode`] of `n` wider numbers (packet positions in a capture file,
+/// `file/exact.rs`): increasing, each below `universe`.
+pub(crate) fn encode_with(
+    n: usize,
+    universe: u64,
+    numbers: impl Iterator<Item = u64>,
+    out: &mut Vec<u8>,
+) {
+    let Some(len) = coded_len(n as u64, universe) else {
         return;
     };
-    let l = low_bits(n, universe as u64);
+    let l = low_bits(n as u64, universe);
+    if l > 56 {
+        return;
+    }
     let start = out.len();
     out.resize(start + len, 0);
     let b = &mut out[start..];
-    let high_at = n as usize * l as usize;
-    for (i, &g) in groups.iter().enumerate() {
-        debug_assert!(g < universe && (i == 0 || g > groups[i - 1]));
-        set_bits(b, i * l as usize, g as u64 & low_mask(l), l);
+    let high_at = n * l as usize;
+    let mut prev = None;
+    for (i, g) in numbers.take(n).enumerate() {
+        debug_assert!(g < universe && prev.is_none_or(|p| g > p));
+        prev = Some(g);
+        set_bits(b, i * l as usize, g & low_mask(l), l);
         set_bits(b, high_at + (g >> l) as usize + i, 1, 1);
     }
 }
@@ -73,6 +93,20 @@ pub(crate) fn decode(
     universe: u64,
     mut each: impl FnMut(u32),
 ) -> Result<(), &'static str> {
+    if universe > u32::MAX as u64 + 1 {
+        return Err("posting list of more groups than a file holds");
+    }
+    decode_wide(b, n, universe, |v| each(v as u32))
+}
+
+/// [`decode`] of wider numbers (below a `universe` whose low bits fit the
+/// reads of 56 bits: any file size up to 2^56 bytes).
+pub(crate) fn decode_wide(
+    b: &[u8],
+    n: u64,
+    universe: u64,
+    mut each: impl FnMut(u64),
+) -> Result<(), &'static str> {
     if coded_len(n, universe) != Some(b.len()) {
         return Err("posting list of the wrong length");
     }
@@ -80,6 +114,9 @@ pub(crate) fn decode(
         return Ok(());
     }
     let l = low_bits(n, universe);
+    if l > 56 {
+        return Err("posting list of numbers too wide");
+    }
     let high_at = n as usize * l as usize;
     let total = b.len() * 8;
     let (mut pos, mut i, mut prev) = (high_at, 0usize, None);
@@ -99,7 +136,7 @@ pub(crate) fn decode(
         if v >= universe || prev.is_some_and(|p| v <= p) {
             return Err("posting out of order or past the last group");
         }
-        each(v as u32);
+        each(v);
         prev = Some(v);
         pos += 1;
         i += 1;

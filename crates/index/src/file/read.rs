@@ -4,57 +4,15 @@
 //! lookup needs them.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 
+use super::exact::{self, Exact};
 use super::lists;
+use super::store::Store;
 use super::{
     damaged, le_u32, le_u64, Cursor, Entry, Epoch, Group, IndexError, Summary, BLOCK, HEADER_LEN,
     MAGIC, PAGE, PAGE_FENCE, VERSION,
 };
-use crate::keys::Kind;
-
-/// Where an index's bytes are.
-#[derive(Debug)]
-enum Store {
-    /// All in memory (tests, fuzzing).
-    Bytes(Vec<u8>),
-    /// In a file of this length, read as lookups need them.
-    File(File, u64),
-}
-
-impl Store {
-    /// Asks the kernel to read `len` bytes at `at` soon (a hint).
-    fn will_need(&self, at: u64, len: usize) {
-        if let (Store::File(f, _), Some(len)) = (self, std::num::NonZeroU64::new(len as u64)) {
-            let _ = rustix::fs::fadvise(f, at, Some(len), rustix::fs::Advice::WillNeed);
-        }
-    }
-
-    fn len(&self) -> u64 {
-        match self {
-            Store::Bytes(b) => b.len() as u64,
-            Store::File(_, len) => *len,
-        }
-    }
-
-    /// Puts the `len` bytes at `at` in `buf` (and nothing else).
-    fn read(&self, at: u64, len: usize, buf: &mut Vec<u8>) -> Result<(), IndexError> {
-        let end = at
-            .checked_add(len as u64)
-            .filter(|&e| e <= self.len())
-            .ok_or_else(|| damaged("a part runs past the end of the file"))?;
-        buf.clear();
-        match self {
-            Store::Bytes(b) => buf.extend_from_slice(&b[at as usize..end as usize]),
-            Store::File(f, _) => {
-                buf.resize(len, 0);
-                f.read_exact_at(buf, at)
-                    .map_err(|e| IndexError::Io(e.to_string()))?;
-            }
-        }
-        Ok(())
-    }
-}
+use crate::keys::{Key, Kind};
 
 /// One kind's keys: where its blocks are, and its fences.
 #[derive(Debug, Clone, Default)]
@@ -91,6 +49,9 @@ pub struct Index {
     pages_len: usize,
     /// Key sections per kind (indexed by `Kind as usize`), values sorted.
     keys: [Section; 6],
+    /// The keys with packets' positions, and where their lists start.
+    exact: Exact,
+    exact_at: u64,
 }
 
 /// A page of groups, as its fence in the head describes it.
@@ -242,6 +203,12 @@ impl Index {
                 return Err(damaged("key blocks run past the end of the file"));
             }
         }
+        let (exact, exact_len) = exact::parse(&mut c, summary.capture_len)?;
+        let exact_at = at;
+        at = at
+            .checked_add(exact_len)
+            .filter(|&e| e <= total)
+            .ok_or_else(|| damaged("positions run past the end of the file"))?;
         if c.p != c.b.len() || at != total {
             return Err(damaged(format!(
                 "{total} bytes, the head says {at} (and {} head bytes unread)",
@@ -259,6 +226,8 @@ impl Index {
             pages_at,
             pages_len,
             keys,
+            exact,
+            exact_at,
         })
     }
 
@@ -365,7 +334,37 @@ impl Index {
         for kind in Kind::ALL {
             self.mark(kind, 0, u128::MAX, &mut marks)?;
         }
+        let mut at = Vec::new();
+        for key in self.keys_with_positions() {
+            at.clear();
+            self.positions(key, &mut at)?;
+        }
         Ok(())
+    }
+
+    /// Puts in `out` the offsets of the packets holding `key` and returns
+    /// true if the index lists them (`file/exact.rs`); false, leaving `out`
+    /// empty, if it does not (the key's groups are all there is).
+    pub fn positions(&self, key: Key, out: &mut Vec<u64>) -> Result<bool, IndexError> {
+        out.clear();
+        let Some((from, len, _)) = self.exact.find(key) else {
+            return Ok(false);
+        };
+        let mut b = Vec::new();
+        self.store.read(self.exact_at + from, len, &mut b)?;
+        self.exact.decode(key, &b, self.summary.capture_len, out)?;
+        Ok(true)
+    }
+
+    /// How many packets' offsets the index lists for `key` (see
+    /// [`Index::positions`]; nothing is read).
+    pub fn positions_count(&self, key: Key) -> Option<u64> {
+        self.exact.find(key).map(|(_, _, n)| n)
+    }
+
+    /// The keys whose packets' offsets the index lists, in key order.
+    pub fn keys_with_positions(&self) -> Vec<Key> {
+        self.exact.keys().collect()
     }
 
     /// Number of distinct keys of a kind.

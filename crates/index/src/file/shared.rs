@@ -197,6 +197,7 @@ mod tests {
                     interfaces: 1,
                 }],
                 postings: pl,
+                positions: Vec::new(),
             };
             encode(&c)
         };

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use crate::build::{load_index_into, Unusable};
 use crate::file::{Epoch, Index, IndexError, Summary};
-use crate::keys::Kind;
+use crate::keys::{Key, Kind};
 use crate::plan::Expr;
 use crate::readahead::hint_heads;
 
@@ -31,13 +31,37 @@ pub(super) struct Prepared {
 }
 
 /// A run of consecutive candidate groups: the first, the one after the
-/// last, and where they start and end in the capture file.
+/// last, and where they start and end in the capture file. Or, `exact`,
+/// packets whose positions the index lists (`file/exact.rs`): `from` the
+/// first one's, `to` one past the last one's start (its end is not known:
+/// [`Run::read_end`]), and no groups.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Run {
     pub first: usize,
     pub end: usize,
     pub from: u64,
     pub to: u64,
+    pub exact: bool,
+}
+
+/// Bytes read for the last packet of a run of positions before the reader
+/// asks for more (`query/bounded.rs`): most packets are whole in them.
+const PACKET_GUESS: u64 = 2048;
+
+/// Packets listed by position this close together are read in one run
+/// (with what lies between them): one read instead of two.
+const NEAR: u64 = 4096;
+
+impl Run {
+    /// Where reading the run may stop: its end, or a guess past its last
+    /// packet's start.
+    pub fn read_end(&self) -> u64 {
+        if self.exact {
+            self.to.saturating_add(PACKET_GUESS)
+        } else {
+            self.to
+        }
+    }
 }
 
 /// The runs of groups of `idx` that are candidates (`None`: every group)
@@ -55,6 +79,7 @@ fn runs_of(idx: &Index, cands: Option<&[bool]>, window: &Window) -> Result<Vec<R
                     end: page.groups.start,
                     from,
                     to: page.offset,
+                    exact: false,
                 });
             }
             continue;
@@ -70,6 +95,7 @@ fn runs_of(idx: &Index, cands: Option<&[bool]>, window: &Window) -> Result<Vec<R
                         end: g,
                         from,
                         to: grp.offset,
+                        exact: false,
                     });
                     open = None;
                 }
@@ -83,9 +109,112 @@ fn runs_of(idx: &Index, cands: Option<&[bool]>, window: &Window) -> Result<Vec<R
             end: idx.group_count(),
             from,
             to: idx.summary.capture_len,
+            exact: false,
         });
     }
     Ok(runs)
+}
+
+/// The packets' positions the index lists for `e` (`file/exact.rs`): a
+/// superset of the packets matching `e` that the index describes, or
+/// `None` where it lists none for some term that decides (packets it
+/// cannot describe, in [`Kind::Any`]'s groups, are not in it: see
+/// [`exact_runs`]). One key, not a range: a range's keys without positions
+/// are not known without reading its blocks.
+fn positions_of(e: &Expr, idx: &Index) -> Result<Option<Vec<u64>>, IndexError> {
+    Ok(match e {
+        Expr::All | Expr::Not(_) => None,
+        Expr::Key { kind, lo, hi } => {
+            let mut v = Vec::new();
+            let key = Key {
+                kind: *kind,
+                value: *lo,
+            };
+            (lo == hi && idx.positions(key, &mut v)?).then_some(v)
+        }
+        Expr::And(a, b) => match (positions_of(a, idx)?, positions_of(b, idx)?) {
+            (None, x) | (x, None) => x,
+            (Some(mut x), Some(y)) => {
+                x.retain(|p| y.binary_search(p).is_ok());
+                Some(x)
+            }
+        },
+        Expr::Or(a, b) => match positions_of(a, idx)? {
+            None => None,
+            Some(mut x) => positions_of(b, idx)?.map(|y| {
+                x.extend(y);
+                x.sort_unstable();
+                x.dedup();
+                x
+            }),
+        },
+    })
+}
+
+/// The runs of a query answered by packet positions `at` (sorted): the
+/// packets, near ones together, then those outside the candidate groups'
+/// runs `groups` (the window's, the other terms') dropped, and the groups
+/// holding packets the index cannot describe (`any`) read whole.
+fn exact_runs(at: &[u64], groups: Option<&[Run]>, any: &[Run]) -> Vec<Run> {
+    let inside = |runs: &[Run], p: u64| {
+        let i = runs.partition_point(|r| r.to <= p);
+        runs.get(i).is_some_and(|r| r.from <= p)
+    };
+    let mut out: Vec<Run> = Vec::new();
+    for &p in at {
+        if groups.is_some_and(|g| !inside(g, p)) || inside(any, p) {
+            continue;
+        }
+        match out.last_mut() {
+            Some(r) if p - (r.to - 1) < NEAR => r.to = p + 1,
+            _ => out.push(Run {
+                first: 0,
+                end: 0,
+                from: p,
+                to: p + 1,
+                exact: true,
+            }),
+        }
+    }
+    out.extend_from_slice(any);
+    out.sort_by_key(|r| r.from);
+    out
+}
+
+/// The runs to read of `idx` for the query, through packet positions where
+/// the index lists them for its filter and they are fewer than twice the
+/// candidate groups `cands` (a group read holds up to 32 packets; a term
+/// that narrows the groups far more, `port P and host H`, is read by
+/// groups), else by groups ([`runs_of`]).
+fn plan_runs(
+    e: &Expr,
+    idx: &Index,
+    cands: Option<&[bool]>,
+    window: &Window,
+) -> Result<Vec<Run>, IndexError> {
+    let at = match idx.epochs.len() {
+        1 => positions_of(e, idx)?,
+        _ => None,
+    };
+    let ncand = cands.map_or(idx.group_count(), |c| c.iter().filter(|&&x| x).count());
+    let Some(at) = at.filter(|a| a.len() <= 2 * ncand) else {
+        return runs_of(idx, cands, window);
+    };
+    let mut any = vec![false; idx.group_count()];
+    idx.mark(Kind::Any, 0, 0, &mut any)?;
+    let any = match any.contains(&true) {
+        true => runs_of(idx, Some(&any), window)?,
+        false => Vec::new(),
+    };
+    // The window cuts the file: only the positions inside the candidate
+    // groups in the window (the pages of groups are read for that alone).
+    let whole = window.after.is_none_or(|a| a <= idx.summary.min_ts)
+        && window.before.is_none_or(|b| b > idx.summary.max_ts);
+    let groups = match whole {
+        true => None,
+        false => Some(runs_of(idx, cands, window)?),
+    };
+    Ok(exact_runs(&at, groups.as_deref(), &any))
 }
 
 /// Key blocks a query may decode in one file's index, over all of its
@@ -230,7 +359,7 @@ pub(super) fn prepare(
         out.push(match (idx, cand) {
             (Ok(idx), Ok((c, key_blocks))) => {
                 let runs = if live(&idx) {
-                    runs_of(&idx, c.as_deref(), &q.window)
+                    plan_runs(&q.plan, &idx, c.as_deref(), &q.window)
                 } else {
                     Ok(Vec::new())
                 };

@@ -131,9 +131,31 @@ impl<R: Read> Reader<R> {
     /// Like [`Reader::new`]; with `strict`, pcap record headers of all zeros are
     /// errors (used when checking files for repair).
     pub(crate) fn with_strictness(r: R, strict: bool) -> Result<Self, FormatError> {
+        Self::with_parts(r, strict, Vec::new())
+    }
+
+    /// [`Reader::new`] reading into `buf`, the buffer of a reader done with
+    /// ([`Reader::into_buffer`]): a query that reads a little of many files
+    /// does not zero a new megabyte for each (8 % of a selective query's
+    /// time over 40 files).
+    pub fn with_buffer(r: R, buf: Vec<u8>) -> Result<Self, FormatError> {
+        Self::with_parts(r, false, buf)
+    }
+
+    /// The reader's buffer, for [`Reader::with_buffer`].
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
+
+    fn with_parts(r: R, strict: bool, mut buf: Vec<u8>) -> Result<Self, FormatError> {
+        // Bytes past `end` are never read before they are written: what an
+        // earlier reader left there does not matter.
+        if buf.len() < BUF_SIZE {
+            buf.resize(BUF_SIZE, 0);
+        }
         let mut rd = Reader {
             inner: r,
-            buf: vec![0; BUF_SIZE],
+            buf,
             start: 0,
             end: 0,
             eof: false,

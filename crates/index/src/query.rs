@@ -33,7 +33,7 @@ use crate::readahead::{hint_runs, ReadAhead, HEADS_AHEAD, RUNS_AHEAD};
 mod bounded;
 mod prepare;
 pub(crate) use bounded::reader;
-use bounded::{open, open_file, Bounded};
+use bounded::{open, open_file, reader_in, Bounded};
 use prepare::{prepare, Prepared, Run};
 
 /// A time window: `after` inclusive, `before` exclusive (ns since the epoch).
@@ -336,6 +336,8 @@ pub fn run_with(
     log: &mut dyn FnMut(String),
 ) -> Result<QueryStats, QueryError> {
     let mut st = QueryStats::default();
+    // The buffer of the reader last done with, for the next.
+    let mut spare = Vec::new();
     let mut sources = Vec::new();
     for batch in files.chunks(HEADS_AHEAD) {
         stop_point(q, taker)?;
@@ -371,7 +373,7 @@ pub fn run_with(
             done.iter().map(|_| Err(Unusable::Missing)).collect()
         };
         for (path, index) in done.into_iter().zip(indexes) {
-            add_source(path, index, &mut sources, &mut st)?;
+            add_source(path, index, &mut sources, &mut st, &mut spare)?;
         }
     }
     sources.sort_by(|a, b| (a.first_ts, &a.path).cmp(&(b.first_ts, &b.path)));
@@ -400,7 +402,7 @@ pub fn run_with(
             continue;
         }
         match &s.index {
-            Ok(idx) => query_indexed(q, s, idx, taker, &mut st)?,
+            Ok(idx) => query_indexed(q, s, idx, taker, &mut st, &mut spare)?,
             Err(why) => {
                 if q.use_index {
                     log(format!("{}: {why}; scanning it", s.path.display()));
@@ -451,9 +453,10 @@ fn add_source(
     index: Result<Prepared, Unusable>,
     sources: &mut Vec<Source>,
     st: &mut QueryStats,
+    spare: &mut Vec<u8>,
 ) -> Result<(), QueryError> {
     let f = File::open(path).map_err(|e| file_err(path, e))?;
-    let (mut rd, end) = match reader(f) {
+    let (mut rd, end) = match reader_in(f, std::mem::take(spare)) {
         Ok(r) => r,
         Err(e) if torn(&e) && index.is_err() => {
             st.damage(path, &e);
@@ -476,6 +479,7 @@ fn add_source(
         }
     };
     let linktype = rd.interfaces().first().map_or(1, |i| i.linktype);
+    *spare = rd.into_buffer();
     sources.push(Source {
         path: path.to_path_buf(),
         index,
@@ -492,6 +496,7 @@ fn query_indexed(
     idx: &Prepared,
     taker: &mut dyn Taker,
     st: &mut QueryStats,
+    spare: &mut Vec<u8>,
 ) -> Result<(), QueryError> {
     let n = idx.groups;
     st.groups += n as u64;
@@ -504,7 +509,7 @@ fn query_indexed(
     let runs = &idx.runs;
     let f = File::open(&s.path).map_err(|e| file_err(&s.path, e))?;
     let mut ahead = ReadAhead::new(f.try_clone().ok());
-    let (mut rd, end) = open_file(&s.path, f)?;
+    let (mut rd, end) = open_file(&s.path, f, std::mem::take(spare))?;
     for (i, r) in runs.iter().enumerate() {
         let Run {
             first,
@@ -544,6 +549,7 @@ fn query_indexed(
             st.by_position += st.read - read;
         }
     }
+    *spare = rd.into_buffer();
     Ok(())
 }
 

@@ -85,22 +85,36 @@ const OPEN_LEN: u64 = 64 << 10;
 /// Opens `path` for reading, with the end the reader may read to.
 pub(super) fn open(path: &Path) -> Result<(Reader<Bounded>, Rc<Limit>), QueryError> {
     let f = File::open(path).map_err(|e| file_err(path, e))?;
-    open_file(path, f)
+    open_file(path, f, Vec::new())
 }
 
-/// [`open`] with the file already open.
-pub(super) fn open_file(path: &Path, f: File) -> Result<(Reader<Bounded>, Rc<Limit>), QueryError> {
-    reader(f).map_err(|e| file_err(path, e))
+/// [`open`] with the file already open, reading into `buf` (see
+/// [`reader_in`]).
+pub(super) fn open_file(
+    path: &Path,
+    f: File,
+    buf: Vec<u8>,
+) -> Result<(Reader<Bounded>, Rc<Limit>), QueryError> {
+    reader_in(f, buf).map_err(|e| file_err(path, e))
 }
 
 /// A reader of `f` whose end can be moved (first [`OPEN_LEN`] bytes).
 pub(crate) fn reader(f: File) -> Result<(Reader<Bounded>, Rc<Limit>), ringcap_format::FormatError> {
+    reader_in(f, Vec::new())
+}
+
+/// [`reader`] reading into `buf`, a buffer an earlier reader gave back
+/// (`Reader::into_buffer`): a selective query opens two readers a file.
+pub(super) fn reader_in(
+    f: File,
+    buf: Vec<u8>,
+) -> Result<(Reader<Bounded>, Rc<Limit>), ringcap_format::FormatError> {
     let end = Rc::new(Limit::default());
     end.set(OPEN_LEN);
-    let rd = Reader::new(Bounded {
+    let bounded = Bounded {
         f,
         pos: 0,
         end: end.clone(),
-    })?;
-    Ok((rd, end))
+    };
+    Ok((Reader::with_buffer(bounded, buf)?, end))
 }

@@ -160,13 +160,19 @@ fn exact_runs(at: &[u64], groups: Option<&[Run]>, any: &[Run]) -> Vec<Run> {
         let i = runs.partition_point(|r| r.to <= p);
         runs.get(i).is_some_and(|r| r.from <= p)
     };
+    // A run read whole starts between `a` and `b`: packets on either side
+    // of it are not read together (its packets would be read twice).
+    let crosses = |a: u64, b: u64| {
+        let i = any.partition_point(|r| r.from <= a);
+        any.get(i).is_some_and(|r| r.from < b)
+    };
     let mut out: Vec<Run> = Vec::new();
     for &p in at {
         if groups.is_some_and(|g| !inside(g, p)) || inside(any, p) {
             continue;
         }
         match out.last_mut() {
-            Some(r) if p - (r.to - 1) < NEAR => r.to = p + 1,
+            Some(r) if p - (r.to - 1) < NEAR && !crosses(r.to - 1, p) => r.to = p + 1,
             _ => out.push(Run {
                 first: 0,
                 end: 0,
@@ -375,4 +381,47 @@ pub(super) fn prepare(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(from: u64, to: u64) -> Run {
+        Run {
+            first: 0,
+            end: 1,
+            from,
+            to,
+            exact: false,
+        }
+    }
+
+    /// Near positions are read together, but never across a group read
+    /// whole (its packets would come twice), never inside one, and never
+    /// outside the candidate groups when those are given.
+    #[test]
+    fn runs_of_positions() {
+        let spans = |runs: &[Run]| -> Vec<(u64, u64, bool)> {
+            runs.iter().map(|r| (r.from, r.to, r.exact)).collect()
+        };
+        let any = [group(1000, 2000)];
+        let at = [100, 500, 1500, 3000, 3100, 9000, 20_000];
+        assert_eq!(
+            spans(&exact_runs(&at, None, &any)),
+            [
+                (100, 501, true),
+                (1000, 2000, false),
+                (3000, 3101, true),
+                (9000, 9001, true),
+                (20_000, 20_001, true)
+            ]
+        );
+        let groups = [group(0, 600), group(1000, 2000), group(8000, 10_000)];
+        assert_eq!(
+            spans(&exact_runs(&at, Some(&groups), &any)),
+            [(100, 501, true), (1000, 2000, false), (9000, 9001, true)]
+        );
+        assert_eq!(spans(&exact_runs(&at, Some(&[]), &[])), []);
+    }
 }

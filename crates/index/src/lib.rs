@@ -30,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod background;
+mod bounded;
 pub mod build;
 pub mod dir;
 pub mod file;

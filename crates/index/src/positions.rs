@@ -21,9 +21,9 @@ use std::path::Path;
 
 use ringcap_format::FileFormat;
 
+use crate::bounded::reader;
 use crate::file::{Contents, Positions};
 use crate::keys::{packet_keys, Key, KeyOut, Kind};
-use crate::query::reader;
 
 /// The positions of the keys `c`'s posting lists picked, read from
 /// `capture` (see the module docs); empty when there are none or the file

@@ -16,6 +16,7 @@ use std::fmt;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ringcap_format::read::Interface;
@@ -30,10 +31,8 @@ use crate::out::Output;
 use crate::plan::Expr;
 use crate::readahead::{hint_runs, ReadAhead, HEADS_AHEAD, RUNS_AHEAD};
 
-mod bounded;
 mod prepare;
-pub(crate) use bounded::reader;
-use bounded::{open, open_file, reader_in, Bounded};
+use crate::bounded::{reader_in, Bounded, Limit};
 use prepare::{prepare, Prepared, Run};
 
 /// A time window: `after` inclusive, `before` exclusive (ns since the epoch).
@@ -187,6 +186,22 @@ pub fn is_growing(path: &Path) -> bool {
 
 fn file_err(path: &Path, e: impl fmt::Display) -> QueryError {
     QueryError::File(path.to_path_buf(), e.to_string())
+}
+
+/// Opens `path` for reading, with the end the reader may read to.
+fn open(path: &Path) -> Result<(Reader<Bounded>, Rc<Limit>), QueryError> {
+    let f = File::open(path).map_err(|e| file_err(path, e))?;
+    open_file(path, f, Vec::new())
+}
+
+/// [`open`] with the file already open, reading into `buf` (see
+/// [`reader_in`]).
+fn open_file(
+    path: &Path,
+    f: File,
+    buf: Vec<u8>,
+) -> Result<(Reader<Bounded>, Rc<Limit>), QueryError> {
+    reader_in(f, buf).map_err(|e| file_err(path, e))
 }
 
 /// Decides on each packet a query reads (in the window) and takes the ones

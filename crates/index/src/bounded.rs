@@ -8,12 +8,9 @@ use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::rc::Rc;
 
 use ringcap_format::Reader;
-
-use super::{file_err, QueryError};
 
 /// Bytes read past the end at a time when [`Limit::stretch`] is set.
 pub(crate) const STRETCH: u64 = 4096;
@@ -82,22 +79,6 @@ impl Seek for Bounded {
 /// reader reads ahead no further before it is told where to go.
 const OPEN_LEN: u64 = 64 << 10;
 
-/// Opens `path` for reading, with the end the reader may read to.
-pub(super) fn open(path: &Path) -> Result<(Reader<Bounded>, Rc<Limit>), QueryError> {
-    let f = File::open(path).map_err(|e| file_err(path, e))?;
-    open_file(path, f, Vec::new())
-}
-
-/// [`open`] with the file already open, reading into `buf` (see
-/// [`reader_in`]).
-pub(super) fn open_file(
-    path: &Path,
-    f: File,
-    buf: Vec<u8>,
-) -> Result<(Reader<Bounded>, Rc<Limit>), QueryError> {
-    reader_in(f, buf).map_err(|e| file_err(path, e))
-}
-
 /// A reader of `f` whose end can be moved (first [`OPEN_LEN`] bytes).
 pub(crate) fn reader(f: File) -> Result<(Reader<Bounded>, Rc<Limit>), ringcap_format::FormatError> {
     reader_in(f, Vec::new())
@@ -105,7 +86,7 @@ pub(crate) fn reader(f: File) -> Result<(Reader<Bounded>, Rc<Limit>), ringcap_fo
 
 /// [`reader`] reading into `buf`, a buffer an earlier reader gave back
 /// (`Reader::into_buffer`): a selective query opens two readers a file.
-pub(super) fn reader_in(
+pub(crate) fn reader_in(
     f: File,
     buf: Vec<u8>,
 ) -> Result<(Reader<Bounded>, Rc<Limit>), ringcap_format::FormatError> {

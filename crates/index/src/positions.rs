@@ -59,7 +59,11 @@ impl KeyOut for Hits<'_> {
 /// packets holding each of `keys` (sorted) start. `None` if the file cannot
 /// be read as the index describes it.
 fn read(capture: &Path, c: &Contents, groups: &[u32], keys: &[Key]) -> Option<Positions> {
+    // Offsets are coded in at most 56 bits a number (`file/lists.rs`).
     let capture_len = c.summary.as_ref()?.capture_len;
+    if capture_len >= 1 << 56 {
+        return None;
+    }
     let (mut rd, end) = reader(File::open(capture).ok()?).ok()?;
     if matches!(rd.format(), FileFormat::Compressed { .. }) {
         return None;
@@ -104,7 +108,7 @@ fn read(capture: &Path, c: &Contents, groups: &[u32], keys: &[Key]) -> Option<Po
         out[k as usize].1.push(at);
     }
     // A key the second read did not find is not the file indexed.
-    if out.iter().any(|(_, l)| l.is_empty()) || capture_len >= 1 << 56 {
+    if out.iter().any(|(_, l)| l.is_empty()) {
         return None;
     }
     Some(out)

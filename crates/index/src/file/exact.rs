@@ -96,12 +96,12 @@ impl Picks {
 
 /// One key's entry in the head.
 #[derive(Debug, Clone)]
-struct Entry {
+pub(crate) struct Entry {
     key: Key,
-    count: u64,
+    pub(crate) count: u64,
     /// Where its list starts in the lists' bytes, and its length.
-    from: u64,
-    len: usize,
+    pub(crate) from: u64,
+    pub(crate) len: usize,
     crc: u32,
 }
 
@@ -172,26 +172,21 @@ pub(super) fn parse(c: &mut Cursor, capture_len: u64) -> Result<(Exact, u64), In
 }
 
 impl Exact {
-    /// Where the list of `key` is in the lists' bytes, and its count.
-    pub(crate) fn find(&self, key: Key) -> Option<(u64, usize, u64)> {
+    /// The entry of `key`: where its list is in the lists' bytes
+    /// ([`Entry::from`], [`Entry::len`]) and its count.
+    pub(crate) fn find(&self, key: Key) -> Option<&Entry> {
         let i = self.entries.binary_search_by(|e| e.key.cmp(&key)).ok()?;
-        let e = &self.entries[i];
-        Some((e.from, e.len, e.count))
+        Some(&self.entries[i])
     }
 
-    /// Decodes the list of `key` (`b`: its bytes, as [`Exact::find`] placed
-    /// them) into `out`, after checking its checksum.
+    /// Decodes the list of entry `e` (`b`: its bytes) into `out`, after
+    /// checking its checksum.
     pub(crate) fn decode(
-        &self,
-        key: Key,
+        e: &Entry,
         b: &[u8],
         capture_len: u64,
         out: &mut Vec<u64>,
     ) -> Result<(), IndexError> {
-        let Ok(i) = self.entries.binary_search_by(|e| e.key.cmp(&key)) else {
-            return Ok(());
-        };
-        let e = &self.entries[i];
         if crc32fast::hash(b) != e.crc {
             return Err(damaged("checksum mismatch in a list of positions"));
         }

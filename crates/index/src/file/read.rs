@@ -347,19 +347,19 @@ impl Index {
     /// empty, if it does not (the key's groups are all there is).
     pub fn positions(&self, key: Key, out: &mut Vec<u64>) -> Result<bool, IndexError> {
         out.clear();
-        let Some((from, len, _)) = self.exact.find(key) else {
+        let Some(e) = self.exact.find(key) else {
             return Ok(false);
         };
         let mut b = Vec::new();
-        self.store.read(self.exact_at + from, len, &mut b)?;
-        self.exact.decode(key, &b, self.summary.capture_len, out)?;
+        self.store.read(self.exact_at + e.from, e.len, &mut b)?;
+        Exact::decode(e, &b, self.summary.capture_len, out)?;
         Ok(true)
     }
 
     /// How many packets' offsets the index lists for `key` (see
     /// [`Index::positions`]; nothing is read).
     pub fn positions_count(&self, key: Key) -> Option<u64> {
-        self.exact.find(key).map(|(_, _, n)| n)
+        self.exact.find(key).map(|e| e.count)
     }
 
     /// The keys whose packets' offsets the index lists, in key order.

@@ -12,13 +12,22 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// Whether `path` starts like a capture file ringcap reads.
-pub fn is_capture(path: &Path) -> bool {
+/// Whether `path` starts like a capture file ringcap reads; `buf` is the
+/// reader's buffer, handed from one file to the next (zeroing a fresh MiB
+/// for each of a directory's files was ~1 % of a selective query in
+/// perf).
+fn is_capture(path: &Path, buf: &mut Vec<u8>) -> bool {
+    let Ok(f) = fs::File::open(path) else {
+        return false;
+    };
     // Its header is enough (the reader would otherwise read ahead a MiB).
-    fs::File::open(path)
-        .ok()
-        .and_then(|f| ringcap_format::Reader::new(io::Read::take(f, 64 << 10)).ok())
-        .is_some()
+    match ringcap_format::Reader::with_buffer(io::Read::take(f, 64 << 10), std::mem::take(buf)) {
+        Ok(r) => {
+            *buf = r.into_buffer();
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// The capture files of `dirs`, sorted by name within each directory;
@@ -28,6 +37,7 @@ pub fn capture_files(
     skipped: &mut dyn FnMut(&Path),
 ) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
+    let mut buf = Vec::new();
     for dir in dirs {
         let rd = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut v = Vec::new();
@@ -48,7 +58,7 @@ pub fn capture_files(
         }
         v.sort();
         for f in v {
-            if is_capture(&f) {
+            if is_capture(&f, &mut buf) {
                 files.push(f);
             } else {
                 skipped(&f);
@@ -56,7 +66,7 @@ pub fn capture_files(
         }
         // Being written: quietly passed over until it holds a header.
         growing.sort();
-        files.extend(growing.into_iter().filter(|f| is_capture(f)));
+        files.extend(growing.into_iter().filter(|f| is_capture(f, &mut buf)));
     }
     Ok(files)
 }

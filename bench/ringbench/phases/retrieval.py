@@ -38,7 +38,7 @@ import struct
 import subprocess
 import time
 
-from ..common import CAP_CPU, IMIX, log
+from ..common import CAP_CPU, IMIX, fmt, log, median
 from ..tools import count_pcap
 
 T0_US = 1764000000 * 1000000
@@ -306,25 +306,40 @@ class RetrievalPhase:
         shutil.rmtree(d, ignore_errors=True)
 
     def _retrieval_run_queries(self, queries, qtools, ringcap, d, paths, out, pcap_bytes):
+        # Each tool's query is run `reps` times (cold: caches dropped before
+        # each; warm: after one warm-up) and the median reported, so that one
+        # slow or lucky run does not make the row; every run's time is kept.
+        reps = max(1, self.args.reps or self.p.get("retrieval_reps", 1))
         for label, flt in queries:
             for cache in ("cold", "warm"):
                 res = {}
                 for tool in qtools:
                     if cache == "warm":
                         self._retrieval_query(tool, ringcap, d, paths, flt, out)  # warm-up
-                    else:
-                        drop_caches()
-                    secs, cpu, n, err = self._retrieval_query(tool, ringcap, d, paths, flt, out)
+                    runs = []
+                    for _ in range(reps):
+                        if cache == "cold":
+                            drop_caches()
+                        runs.append(self._retrieval_query(tool, ringcap, d, paths, flt, out))
+                    secs = median([r[0] for r in runs])
+                    cpu = median([r[1] for r in runs])
+                    counts = {r[2] for r in runs}
+                    err = next((r[3] for r in runs if r[3]), None)
+                    if err is None and len(counts) > 1:
+                        err = "packet counts differ between runs: %s" % sorted(counts, key=str)
+                    n = runs[-1][2]
                     res[tool] = (secs, n)
                     self.emit(dict(kind="retrieval", query=label, filter=flt, cache=cache,
                                    tool=tool, seconds=round(secs, 4), cpu_s=round(cpu, 4),
+                                   runs_s=[round(r[0], 4) for r in runs],
                                    packets=n, pcap_bytes=pcap_bytes, error=err))
                 (rs, rn), (ts, tn) = res["ringcap"], res["tcpdump"]
                 st = res.get("stenographer")
-                log("  %-9s %s: ringcap query %.3f s, tcpdump -r %.3f s (%.0fx); %s / %s packets%s%s"
+                log("  %-9s %s: ringcap query %.3f s, tcpdump -r %.3f s (%.0fx); %s / %s packets%s%s%s"
                     % (label, cache, rs, ts, ts / rs if rs else 0, rn, tn,
                        "" if rn == tn else " MISMATCH",
-                       "; stenographer %.3f s, %s packets" % st if st else ""))
+                       "; stenographer %.3f s, %s packets" % st if st else "",
+                       " (medians of %d runs)" % reps if reps > 1 else ""))
 
     def _retrieval_query(self, tool, ringcap, d, paths, flt, out):
         """One query: (seconds, cpu seconds, packets, error)."""
@@ -451,7 +466,6 @@ class RetrievalPhase:
 
 def print_retrieval(results):
     """The retrieval tables (called by report.print_report)."""
-    from ..common import median, fmt
     from .. import report
     cap = [r for r in results if r.get("kind") == "retrieval_capture"]
     idx = [r for r in results if r.get("kind") == "retrieval_index"]
@@ -506,14 +520,22 @@ def print_retrieval(results):
                 if not rq or not tq:
                     continue
                 sq = by.get("stenographer")
-                rows.append([label, cache, fmt(rq["seconds"], "{:.3f}"),
-                             fmt(tq["seconds"], "{:.3f}"),
+                rows.append([label, cache, _secs(rq), _secs(tq),
                              fmt(tq["seconds"] / rq["seconds"] if rq["seconds"] else None,
                                  "{:.0f}"),
-                             fmt(sq["seconds"] if sq else None, "{:.3f}"),
+                             _secs(sq) if sq else "-",
                              "%s/%s/%s" % (rq["packets"], tq["packets"],
                                            sq["packets"] if sq else "-")])
         print()
         print(report.table(["query", "cache", "ringcap query s", "tcpdump -r s",
                             "vs tcpdump", "stenographer s",
                             "packets (ringcap/tcpdump/steno)"], rows))
+
+
+def _secs(r):
+    """A query's median seconds, with the range of its runs when there were
+    several: `0.110 [0.104-0.152]`."""
+    runs = r.get("runs_s") or []
+    if len(runs) > 1:
+        return "%s [%.3f-%.3f]" % (fmt(r["seconds"], "{:.3f}"), min(runs), max(runs))
+    return fmt(r["seconds"], "{:.3f}")

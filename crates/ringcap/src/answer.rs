@@ -9,9 +9,9 @@
 //!
 //! The answer is not fsync'd before the rename, as tcpdump, tshark and
 //! editcap do not sync theirs: it is a copy of packets that stay in the
-//! capture files, made again by running the query again, and on this
-//! machine's disk the fsync of a 20 MB answer took 30-45 ms however early
-//! its write-back was started (the host's cache flush), a third of a
+//! capture files, made again by running the query again, and the fsync
+//! of a 20 MB answer measured 30-45 ms on the development VM however early
+//! its write-back was started (the host's cache flush): a third of a
 //! selective query. Errors and signals still leave FILE as it was; after
 //! a power loss, ext4 (data=ordered, auto_da_alloc, Debian's default)
 //! writes a file renamed over another before the rename, other filesystems

@@ -171,26 +171,28 @@ pub(super) fn parse(c: &mut Cursor, capture_len: u64) -> Result<(Exact, u64), In
     Ok((Exact { entries }, from))
 }
 
+impl Entry {
+    /// Decodes this entry's list (`b`: its bytes) into `out`, after
+    /// checking its checksum.
+    pub(crate) fn decode(
+        &self,
+        b: &[u8],
+        capture_len: u64,
+        out: &mut Vec<u64>,
+    ) -> Result<(), IndexError> {
+        if crc32fast::hash(b) != self.crc {
+            return Err(damaged("checksum mismatch in a list of positions"));
+        }
+        lists::decode_wide(b, self.count, capture_len, |v| out.push(v)).map_err(damaged)
+    }
+}
+
 impl Exact {
     /// The entry of `key`: where its list is in the lists' bytes
     /// ([`Entry::from`], [`Entry::len`]) and its count.
     pub(crate) fn find(&self, key: Key) -> Option<&Entry> {
         let i = self.entries.binary_search_by(|e| e.key.cmp(&key)).ok()?;
         Some(&self.entries[i])
-    }
-
-    /// Decodes the list of entry `e` (`b`: its bytes) into `out`, after
-    /// checking its checksum.
-    pub(crate) fn decode(
-        e: &Entry,
-        b: &[u8],
-        capture_len: u64,
-        out: &mut Vec<u64>,
-    ) -> Result<(), IndexError> {
-        if crc32fast::hash(b) != e.crc {
-            return Err(damaged("checksum mismatch in a list of positions"));
-        }
-        lists::decode_wide(b, e.count, capture_len, |v| out.push(v)).map_err(damaged)
     }
 
     /// Every key with positions (tests, `verify`).

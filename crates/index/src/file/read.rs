@@ -352,7 +352,7 @@ impl Index {
         };
         let mut b = Vec::new();
         self.store.read(self.exact_at + e.from, e.len, &mut b)?;
-        Exact::decode(e, &b, self.summary.capture_len, out)?;
+        e.decode(&b, self.summary.capture_len, out)?;
         Ok(true)
     }
 

@@ -527,6 +527,9 @@ fn run(
         },
         use_index: retrieval.use_index,
         stop: None,
+        // One thread a retrieval: reading threads would be threads and up
+        // to 48 MiB more that a local user could make the daemon hold.
+        readers: 0,
     };
     let result = run_with(&q, &files, &mut taker, &mut |_| {});
     let nfiles = result.as_ref().map_or(0, |s| s.files);

@@ -91,6 +91,7 @@ fn main() {
                 window: Window::default(),
                 use_index,
                 stop: None,
+                readers: ringcap_index::readers_here(),
             };
             let st = run(&q, std::slice::from_ref(&path), &mut out, &mut |_| {}).expect("query");
             println!(

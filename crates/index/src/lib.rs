@@ -50,5 +50,5 @@ pub use build::{build_index, load_checked_index, load_index, BuildError, BuildRe
 pub use file::{Index, IndexError};
 pub use out::{OutFormat, Output};
 pub use plan::{packet_may_match, plan, Expr};
-pub use query::{run, run_with, Query, QueryError, QueryStats, Taker, Window, TICK};
+pub use query::{readers_here, run, run_with, Query, QueryError, QueryStats, Taker, Window, TICK};
 pub use ringcap_format::sidecar::index_path;

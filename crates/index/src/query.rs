@@ -31,8 +31,11 @@ use crate::out::Output;
 use crate::plan::Expr;
 use crate::readahead::{hint_runs, ReadAhead, HEADS_AHEAD, RUNS_AHEAD};
 
+mod fetch;
 mod prepare;
-use crate::bounded::{reader_in, Bounded, Limit};
+use crate::bounded::{reader_held, reader_in, Bounded, Held, Limit};
+pub use fetch::{readers_here, MAX_READERS};
+use fetch::{Ahead, Job};
 use prepare::{prepare, Prepared, Run};
 
 /// A time window: `after` inclusive, `before` exclusive (ns since the epoch).
@@ -152,6 +155,10 @@ pub struct Query<'a> {
     /// [`TICK`] records read, so a query that reads much and writes little
     /// stops too.
     pub stop: Option<&'a AtomicBool>,
+    /// Threads that read the candidate runs of the files ahead while this
+    /// one filters and writes (0: this thread reads everything; see
+    /// `query/fetch.rs` and [`readers_here`]).
+    pub readers: usize,
 }
 
 /// A file ready to be queried.
@@ -402,42 +409,66 @@ pub fn run_with(
             );
         }
     }
-    for s in &sources {
-        stop_point(q, taker)?;
-        st.files += 1;
-        st.file_bytes += std::fs::metadata(&s.path).map_or(0, |m| m.len());
-        if let Some(size) = s.growing {
-            st.scanned += 1;
-            let Ok((mut rd, end)) = open(&s.path) else {
-                continue;
-            };
-            end.set(size);
-            read_until(q, &s.path, &mut rd, size, Reading::Growing, taker, &mut st)?;
-            st.bytes_read += rd.offset();
-            continue;
-        }
-        match &s.index {
-            Ok(idx) => query_indexed(q, s, idx, taker, &mut st, &mut spare)?,
-            Err(why) => {
-                if q.use_index {
-                    log(format!("{}: {why}; scanning it", s.path.display()));
-                }
-                st.scanned += 1;
-                let (mut rd, end) = open(&s.path)?;
-                end.set(u64::MAX);
-                read_until(
-                    q,
-                    &s.path,
-                    &mut rd,
-                    u64::MAX,
-                    Reading::Whole,
-                    taker,
-                    &mut st,
-                )?;
-                st.bytes_read += rd.offset();
+    // Reading threads read the runs of the files ahead (`query/fetch.rs`);
+    // they stop when this thread leaves the scope, done or not.
+    let ahead = Ahead::new(match q.readers {
+        0 => Vec::new(),
+        _ => sources.iter().map(|s| job(q, s)).collect(),
+    });
+    std::thread::scope(|sc| {
+        struct StopOnExit<'a>(&'a Ahead);
+        impl Drop for StopOnExit<'_> {
+            fn drop(&mut self) {
+                self.0.stop();
             }
         }
-    }
+        let _stop = StopOnExit(&ahead);
+        if ahead.has_jobs() {
+            for _ in 0..q.readers.min(MAX_READERS) {
+                // A thread that cannot start leaves its files to this one.
+                let _ = std::thread::Builder::new()
+                    .name("ringcap-read".into())
+                    .spawn_scoped(sc, || ahead.work());
+            }
+        }
+        for (k, s) in sources.iter().enumerate() {
+            stop_point(q, taker)?;
+            st.files += 1;
+            st.file_bytes += std::fs::metadata(&s.path).map_or(0, |m| m.len());
+            if let Some(size) = s.growing {
+                st.scanned += 1;
+                let Ok((mut rd, end)) = open(&s.path) else {
+                    continue;
+                };
+                end.set(size);
+                read_until(q, &s.path, &mut rd, size, Reading::Growing, taker, &mut st)?;
+                st.bytes_read += rd.offset();
+                continue;
+            }
+            match &s.index {
+                Ok(idx) => query_indexed(q, s, idx, taker, &mut st, &mut spare, ahead.take(k))?,
+                Err(why) => {
+                    if q.use_index {
+                        log(format!("{}: {why}; scanning it", s.path.display()));
+                    }
+                    st.scanned += 1;
+                    let (mut rd, end) = open(&s.path)?;
+                    end.set(u64::MAX);
+                    read_until(
+                        q,
+                        &s.path,
+                        &mut rd,
+                        u64::MAX,
+                        Reading::Whole,
+                        taker,
+                        &mut st,
+                    )?;
+                    st.bytes_read += rd.offset();
+                }
+            }
+        }
+        Ok::<(), QueryError>(())
+    })?;
     st.first_linktype = sources.first().map_or(1, |s| s.linktype);
     Ok(st)
 }
@@ -505,6 +536,24 @@ fn add_source(
     Ok(())
 }
 
+/// What reading threads are to read of `s` ahead of the query
+/// (`query/fetch.rs`): the runs of an indexed file that hold some in the
+/// window, if they are not too many bytes.
+fn job(q: &Query, s: &Source) -> Option<Job> {
+    let idx = s.index.as_ref().ok().filter(|_| s.growing.is_none())?;
+    if idx.groups == 0 || !q.window.overlaps(idx.summary.min_ts, idx.summary.max_ts) {
+        return None;
+    }
+    let ranges: Vec<(u64, u64)> = idx.runs.iter().map(|r| (r.from, r.read_end())).collect();
+    let bytes: u64 = ranges.iter().map(|(f, t)| t.saturating_sub(*f)).sum();
+    (!ranges.is_empty() && bytes <= fetch::FILE_MAX).then(|| Job {
+        path: s.path.clone(),
+        ranges,
+    })
+}
+
+/// Reads the candidate runs of `s`, some of whose bytes a reading thread
+/// may have read already (`got`: the file it opened and what it read).
 fn query_indexed(
     q: &Query,
     s: &Source,
@@ -512,6 +561,7 @@ fn query_indexed(
     taker: &mut dyn Taker,
     st: &mut QueryStats,
     spare: &mut Vec<u8>,
+    got: Option<(File, Held)>,
 ) -> Result<(), QueryError> {
     let n = idx.groups;
     st.groups += n as u64;
@@ -522,9 +572,17 @@ fn query_indexed(
     }
     st.indexed += 1;
     let runs = &idx.runs;
-    let f = File::open(&s.path).map_err(|e| file_err(&s.path, e))?;
-    let mut ahead = ReadAhead::new(f.try_clone().ok());
-    let (mut rd, end) = open_file(&s.path, f, std::mem::take(spare))?;
+    // Hints for the runs, unless a reading thread has read them.
+    let (f, held, mut ahead) = match got {
+        Some((f, held)) => (f, held, ReadAhead::new(None)),
+        None => {
+            let f = File::open(&s.path).map_err(|e| file_err(&s.path, e))?;
+            let ahead = ReadAhead::new(f.try_clone().ok());
+            (f, Held::default(), ahead)
+        }
+    };
+    let (mut rd, end) =
+        reader_held(f, std::mem::take(spare), held).map_err(|e| file_err(&s.path, e))?;
     for (i, r) in runs.iter().enumerate() {
         let Run {
             first,

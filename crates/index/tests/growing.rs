@@ -48,6 +48,7 @@ fn query_dir(dir: &std::path::Path) -> Vec<Rec> {
             window: Window::default(),
             use_index: true,
             stop: None,
+            readers: 1,
         };
         run(&q, &files, &mut out, &mut |_| {}).unwrap();
     }

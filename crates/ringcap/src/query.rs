@@ -244,6 +244,7 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
         window,
         use_index: !args.no_index,
         stop: None,
+        readers: ringcap_index::readers_here(),
     };
     let started = Instant::now();
     let stats = run(&q, &files, &mut out, &mut |m| eprintln!("ringcap: {m}"));

@@ -181,6 +181,7 @@ impl Job {
             window: self.window,
             use_index: true,
             stop: Some(&self.stop),
+            readers: ringcap_index::readers_here(),
         };
         let st = run_with(&q, files, &mut Matcher { programs, out }, &mut |_| {})?;
         out.finish(st.first_linktype).map_err(QueryError::Output)?;

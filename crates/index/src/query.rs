@@ -19,11 +19,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ringcap_format::read::Interface;
 use ringcap_format::{FormatError, Reader};
-use ringcap_stages::compile;
-use ringcap_stages::filter::{dlt_of_linktype, Target};
-use ringcap_stages::CheckedProgram;
 
 use crate::build::Unusable;
 use crate::file::epoch_of;
@@ -33,10 +29,13 @@ use crate::readahead::{hint_runs, ReadAhead, HEADS_AHEAD, RUNS_AHEAD};
 
 mod fetch;
 mod prepare;
+mod taker;
 use crate::bounded::{reader_held, reader_in, Bounded, Held, Limit};
+use fetch::Ahead;
 pub use fetch::{readers_here, MAX_READERS};
-use fetch::{Ahead, Job};
 use prepare::{prepare, Prepared, Run};
+use taker::FilterTaker;
+pub use taker::{Taker, TICK};
 
 /// A time window: `after` inclusive, `before` exclusive (ns since the epoch).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -211,56 +210,6 @@ fn open_file(
     reader_in(f, buf).map_err(|e| file_err(path, e))
 }
 
-/// Decides on each packet a query reads (in the window) and takes the ones
-/// it keeps: [`run`] compiles the query's filter with libpcap and writes
-/// matches to an [`Output`]; a caller that must not compile text (ringcapd,
-/// whose filters are programs checked against a grant) brings its own.
-pub trait Taker {
-    /// One packet of link type `linktype` in the window: true if it was
-    /// taken. An error ends the query.
-    fn packet(
-        &mut self,
-        linktype: u32,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-    ) -> Result<bool, QueryError>;
-
-    /// [`Taker::packet`] of a packet of interface `i` of the file being
-    /// read (the `i` of [`Taker::admits`]): for a taker that keeps
-    /// interfaces apart. By default the interface is not looked at.
-    fn packet_of(
-        &mut self,
-        i: usize,
-        linktype: u32,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-    ) -> Result<bool, QueryError> {
-        let _ = i;
-        self.packet(linktype, ts_ns, wire_len, data)
-    }
-
-    /// Whether the packets of interface `i` of a file (`iface`: its link
-    /// type, its `if_name` if it has one) are handed to [`Taker::packet`];
-    /// the others are passed over. Asked once per interface of each file
-    /// read. By default all are.
-    fn admits(&mut self, i: usize, iface: &Interface) -> bool {
-        let _ = (i, iface);
-        true
-    }
-
-    /// Called before each file and every [`TICK`] records read, in the
-    /// window or not (a query whose window or filter keeps nothing still
-    /// reads): an error ends the query (a deadline, a client gone).
-    fn tick(&mut self) -> Result<(), QueryError> {
-        Ok(())
-    }
-}
-
-/// Records read between two [`Taker::tick`]s.
-pub const TICK: u64 = 512;
-
 /// Where a query may be stopped from outside: its flag ([`Query::stop`])
 /// and its taker's checks ([`Taker::tick`]).
 fn stop_point(q: &Query, taker: &mut dyn Taker) -> Result<(), QueryError> {
@@ -268,64 +217,6 @@ fn stop_point(q: &Query, taker: &mut dyn Taker) -> Result<(), QueryError> {
         return Err(QueryError::Stopped);
     }
     taker.tick()
-}
-
-/// [`run`]'s taker: the query's filter compiled per link type.
-struct FilterTaker<'a, 'q> {
-    q: &'a Query<'q>,
-    /// The names of the interfaces of the file being read, by index (as
-    /// [`Taker::admits`] told them), for pcapng output.
-    names: Vec<Option<String>>,
-    /// Compiled per link type (a handful at most: a list, searched per
-    /// packet more cheaply than a hash map is hashed).
-    programs: Vec<(u32, CheckedProgram)>,
-    out: &'a mut Output,
-}
-
-impl Taker for FilterTaker<'_, '_> {
-    fn packet(&mut self, lt: u32, ts: u64, wire: u32, data: &[u8]) -> Result<bool, QueryError> {
-        self.take(None, lt, ts, wire, data)
-    }
-
-    fn packet_of(
-        &mut self,
-        i: usize,
-        lt: u32,
-        ts: u64,
-        wire: u32,
-        data: &[u8],
-    ) -> Result<bool, QueryError> {
-        let name = self.names.get(i).cloned().flatten();
-        self.take(name.as_deref(), lt, ts, wire, data)
-    }
-
-    fn admits(&mut self, i: usize, iface: &Interface) -> bool {
-        if self.names.len() <= i {
-            self.names.resize(i + 1, None);
-        }
-        self.names[i] = iface.name.clone();
-        true
-    }
-}
-
-impl FilterTaker<'_, '_> {
-    fn take(
-        &mut self,
-        name: Option<&str>,
-        lt: u32,
-        ts: u64,
-        wire: u32,
-        data: &[u8],
-    ) -> Result<bool, QueryError> {
-        let prog = program_for(self.q, &mut self.programs, lt)?;
-        if prog.run(data, wire) == 0 {
-            return Ok(false);
-        }
-        self.out
-            .packet_of(name, lt, ts, wire, data)
-            .map_err(QueryError::Output)?;
-        Ok(true)
-    }
 }
 
 /// Runs `q` over `files`, writing matches to `out`; `log` gets a line for
@@ -413,7 +304,7 @@ pub fn run_with(
     // they stop when this thread leaves the scope, done or not.
     let ahead = Ahead::new(match q.readers {
         0 => Vec::new(),
-        _ => sources.iter().map(|s| job(q, s)).collect(),
+        _ => sources.iter().map(|s| fetch::job(q, s)).collect(),
     });
     std::thread::scope(|sc| {
         struct StopOnExit<'a>(&'a Ahead);
@@ -536,22 +427,6 @@ fn add_source(
     Ok(())
 }
 
-/// What reading threads are to read of `s` ahead of the query
-/// (`query/fetch.rs`): the runs of an indexed file that hold some in the
-/// window, if they are not too many bytes.
-fn job(q: &Query, s: &Source) -> Option<Job> {
-    let idx = s.index.as_ref().ok().filter(|_| s.growing.is_none())?;
-    if idx.groups == 0 || !q.window.overlaps(idx.summary.min_ts, idx.summary.max_ts) {
-        return None;
-    }
-    let ranges: Vec<(u64, u64)> = idx.runs.iter().map(|r| (r.from, r.read_end())).collect();
-    let bytes: u64 = ranges.iter().map(|(f, t)| t.saturating_sub(*f)).sum();
-    (!ranges.is_empty() && bytes <= fetch::FILE_MAX).then(|| Job {
-        path: s.path.clone(),
-        ranges,
-    })
-}
-
 /// Reads the candidate runs of `s`, some of whose bytes a reading thread
 /// may have read already (`got`: the file it opened and what it read).
 fn query_indexed(
@@ -566,7 +441,7 @@ fn query_indexed(
     let n = idx.groups;
     st.groups += n as u64;
     st.key_blocks += idx.key_blocks as u64;
-    if n == 0 || !q.window.overlaps(idx.summary.min_ts, idx.summary.max_ts) {
+    if idx.passed_over(&q.window) {
         st.skipped += 1;
         return Ok(());
     }
@@ -624,30 +499,6 @@ fn query_indexed(
     }
     *spare = rd.into_buffer();
     Ok(())
-}
-
-fn program_for<'p>(
-    q: &Query,
-    programs: &'p mut Vec<(u32, CheckedProgram)>,
-    linktype: u32,
-) -> Result<&'p CheckedProgram, QueryError> {
-    let i = match programs.iter().position(|(lt, _)| *lt == linktype) {
-        Some(i) => i,
-        None => {
-            let dlt = dlt_of_linktype(linktype as i32);
-            let p = compile(q.filter, dlt, 262_144, Target::Offline)
-                .map_err(|e| QueryError::Filter(format!("{e} (link type {linktype})")))?;
-            // Checked once (libpcap's bpf_validate), not per packet.
-            let p = CheckedProgram::new(p).ok_or_else(|| {
-                QueryError::Filter(format!(
-                    "libpcap's program for link type {linktype} fails its check"
-                ))
-            })?;
-            programs.push((linktype, p));
-            programs.len() - 1
-        }
-    };
-    Ok(&programs[i].1)
 }
 
 /// Reads packets until the reader's offset reaches `to` or the data ends,

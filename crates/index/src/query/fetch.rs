@@ -28,11 +28,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
+use super::{Query, Source};
 use crate::bounded::Held;
 use crate::readahead::ReadAhead;
 
 /// A file's runs are read ahead only if they hold at most this many bytes.
-pub(super) const FILE_MAX: u64 = 16 << 20;
+const FILE_MAX: u64 = 16 << 20;
 
 /// Bytes read ahead and not yet used, at most (and a file for each thread).
 const AHEAD: u64 = 32 << 20;
@@ -54,6 +55,22 @@ pub fn readers_here() -> usize {
 pub(super) struct Job {
     pub path: PathBuf,
     pub ranges: Vec<(u64, u64)>,
+}
+
+/// What reading threads are to read of `s` ahead of the query: the runs
+/// of an indexed file that hold some in the window, if they are not too
+/// many bytes.
+pub(super) fn job(q: &Query, s: &Source) -> Option<Job> {
+    let idx = s.index.as_ref().ok().filter(|_| s.growing.is_none())?;
+    if idx.passed_over(&q.window) {
+        return None;
+    }
+    let ranges: Vec<(u64, u64)> = idx.runs.iter().map(|r| (r.from, r.read_end())).collect();
+    let bytes: u64 = ranges.iter().map(|(f, t)| t.saturating_sub(*f)).sum();
+    (!ranges.is_empty() && bytes <= FILE_MAX).then(|| Job {
+        path: s.path.clone(),
+        ranges,
+    })
 }
 
 /// A file no one has taken yet.

@@ -52,6 +52,13 @@ const PACKET_GUESS: u64 = 2048;
 /// (with what lies between them): one read instead of two.
 const NEAR: u64 = 4096;
 
+impl Prepared {
+    /// True if the file holds no group, or none in `w`: it is passed over.
+    pub fn passed_over(&self, w: &Window) -> bool {
+        self.groups == 0 || !w.overlaps(self.summary.min_ts, self.summary.max_ts)
+    }
+}
+
 impl Run {
     /// Where reading the run may stop: its end, or a guess past its last
     /// packet's start.

@@ -50,6 +50,9 @@ pub(crate) struct Bounded {
     held: Held,
 }
 
+/// Bytes [`Held::read`] allocates at once at most (more grow as read).
+const HELD_MAX: u64 = 64 << 20;
+
 /// Bytes of a file read into memory: disjoint ranges in file order, each
 /// `(from, to, at)`, its bytes at `at` in `bytes`.
 #[derive(Debug, Default)]
@@ -65,7 +68,14 @@ impl Held {
     /// cut by the file's end or an error keeps the bytes read before it:
     /// the reader reads the rest from the file (and meets the error).
     pub(crate) fn read(f: &File, ranges: &[(u64, u64)], mut go: impl FnMut(usize) -> bool) -> Held {
-        let mut held = Held::default();
+        // One allocation of the bytes asked for (a reader's whole file).
+        let want = ranges
+            .iter()
+            .fold(0u64, |n, (f, t)| n.saturating_add(t.saturating_sub(*f)));
+        let mut held = Held {
+            ranges: Vec::new(),
+            bytes: Vec::with_capacity(want.min(HELD_MAX) as usize),
+        };
         let mut last = 0u64;
         for (i, &(from, to)) in ranges.iter().enumerate() {
             if !go(i) {
@@ -92,6 +102,9 @@ impl Held {
                 held.ranges.push((from, from + got as u64, at));
                 last = from + got as u64;
             }
+        }
+        if held.bytes.capacity() - held.bytes.len() > 64 << 10 {
+            held.bytes.shrink_to_fit();
         }
         held
     }

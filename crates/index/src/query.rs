@@ -302,18 +302,19 @@ pub fn run_with(
     }
     // Reading threads read the runs of the files ahead (`query/fetch.rs`);
     // they stop when this thread leaves the scope, done or not.
-    let ahead = Ahead::new(match q.readers {
+    let jobs = match q.readers {
         0 => Vec::new(),
         _ => sources.iter().map(|s| fetch::job(q, s)).collect(),
-    });
+    };
+    let ahead = Ahead::new(jobs, q.stop);
     std::thread::scope(|sc| {
-        struct StopOnExit<'a>(&'a Ahead);
-        impl Drop for StopOnExit<'_> {
+        struct EndOnExit<'a, 'q>(&'a Ahead<'q>);
+        impl Drop for EndOnExit<'_, '_> {
             fn drop(&mut self) {
-                self.0.stop();
+                self.0.end();
             }
         }
-        let _stop = StopOnExit(&ahead);
+        let _end = EndOnExit(&ahead);
         if ahead.has_jobs() {
             for _ in 0..q.readers.min(MAX_READERS) {
                 // A thread that cannot start leaves its files to this one.

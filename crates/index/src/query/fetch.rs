@@ -13,19 +13,23 @@
 //! works at the same time.
 //!
 //! Threads read whole files' runs in time order, each taking the next file
-//! no one has taken; the query's thread, arriving at a file no reading
-//! thread has taken, takes it and reads it itself as before (so a slow or
-//! absent reading thread costs nothing but speed), and while a reading
-//! thread still reads the file it needs, it reads the next free ones. Memory is bounded: a
-//! file whose runs hold more than [`FILE_MAX`] bytes is left to the query's
-//! thread, and the reading threads stop while [`AHEAD`] bytes they read wait
-//! to be used. What is read is a copy of the file's bytes: the answer does
-//! not depend on who read them ([`Held`]).
+//! no one has taken. The query's thread, arriving at a file no reading
+//! thread has taken, takes it and reads it itself as before (a slow or
+//! absent reading thread costs nothing but speed); while a reading thread
+//! still reads the file it needs, it reads the next free ones.
+//!
+//! Bounded: a file whose runs hold more than [`FILE_MAX`] bytes is left to
+//! the query's thread; a file is begun only while the bytes read and not
+//! yet used, counting the files being read at their full size, stay within
+//! [`AHEAD`] (or none wait), and while fewer than [`FILES_AHEAD`] files (each
+//! held open) wait. The query's stop flag stops the reading between runs.
+//! What is read is a copy of the file's bytes: the answer does not depend
+//! on who read them ([`Held`]).
 
 use std::fs::File;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use super::{Query, Source};
@@ -35,8 +39,12 @@ use crate::readahead::ReadAhead;
 /// A file's runs are read ahead only if they hold at most this many bytes.
 const FILE_MAX: u64 = 16 << 20;
 
-/// Bytes read ahead and not yet used, at most (and a file for each thread).
+/// Bytes read ahead and not yet used (files being read counted whole), at
+/// most; one file may go past it when none wait.
 const AHEAD: u64 = 32 << 20;
+
+/// Files read ahead and not yet used (each an open file), at most.
+const FILES_AHEAD: usize = 64;
 
 /// Reading threads a query starts at most.
 pub const MAX_READERS: usize = 3;
@@ -51,10 +59,12 @@ pub fn readers_here() -> usize {
         .min(MAX_READERS)
 }
 
-/// A file to read ahead: its runs `(from, to)` in file order.
+/// A file to read ahead: its runs `(from, to)` in file order, `bytes` in
+/// all.
 pub(super) struct Job {
     pub path: PathBuf,
     pub ranges: Vec<(u64, u64)>,
+    pub bytes: u64,
 }
 
 /// What reading threads are to read of `s` ahead of the query: the runs
@@ -66,115 +76,145 @@ pub(super) fn job(q: &Query, s: &Source) -> Option<Job> {
         return None;
     }
     let ranges: Vec<(u64, u64)> = idx.runs.iter().map(|r| (r.from, r.read_end())).collect();
-    let bytes: u64 = ranges.iter().map(|(f, t)| t.saturating_sub(*f)).sum();
+    let bytes = ranges
+        .iter()
+        .try_fold(0u64, |n, (f, t)| n.checked_add(t.saturating_sub(*f)))?;
     (!ranges.is_empty() && bytes <= FILE_MAX).then(|| Job {
         path: s.path.clone(),
         ranges,
+        bytes,
     })
 }
 
-/// A file no one has taken yet.
-const FREE: u8 = 0;
-/// A reading thread is reading it.
-const READING: u8 = 1;
-/// Read: its bytes wait in the slot.
-const READY: u8 = 2;
-/// The query's thread took it (read or not).
-const TAKEN: u8 = 3;
+/// Where a file of the query stands.
+enum Slot {
+    /// No one has taken it.
+    Free,
+    /// A thread is reading it.
+    Reading,
+    /// Read (`None`: it could not be opened): its bytes wait.
+    Ready(Option<(File, Held)>),
+    /// The query's thread took it, read or not.
+    Taken,
+}
 
-struct Slot {
-    job: Option<Job>,
-    state: AtomicU8,
-    got: Mutex<Option<(File, Held)>>,
+struct State {
+    slots: Vec<Slot>,
+    /// Bytes of the files read and not taken, and of those being read
+    /// (their full size until read).
+    bytes: u64,
+    /// Files being read or read and not taken.
+    files: usize,
 }
 
 /// The files of a query (in the order the query reads them) and what the
 /// reading threads have read of them.
-pub(super) struct Ahead {
-    slots: Vec<Slot>,
-    /// Bytes read and not yet taken; `moved` is signalled when it falls or
-    /// a slot becomes [`READY`].
-    waiting: Mutex<u64>,
+pub(super) struct Ahead<'q> {
+    jobs: Vec<Option<Job>>,
+    state: Mutex<State>,
+    /// Signalled when a file is read, taken, or the query ends.
     moved: Condvar,
-    stop: AtomicBool,
+    /// The query ended, done or not ([`Ahead::end`]): looked at between
+    /// runs without the lock, set under it (so a waiting thread sees it).
+    ended: AtomicBool,
+    /// The query's own stop flag ([`Query::stop`]).
+    stop: Option<&'q AtomicBool>,
 }
 
-impl Ahead {
+impl<'q> Ahead<'q> {
     /// `jobs[k]`: what to read of the query's file k (`None`: nothing).
-    pub fn new(jobs: Vec<Option<Job>>) -> Ahead {
-        let slots = jobs
-            .into_iter()
-            .map(|job| Slot {
-                job,
-                state: AtomicU8::new(FREE),
-                got: Mutex::new(None),
-            })
-            .collect();
+    pub fn new(jobs: Vec<Option<Job>>, stop: Option<&'q AtomicBool>) -> Ahead<'q> {
+        let slots = jobs.iter().map(|_| Slot::Free).collect();
         Ahead {
-            slots,
-            waiting: Mutex::new(0),
+            jobs,
+            state: Mutex::new(State {
+                slots,
+                bytes: 0,
+                files: 0,
+            }),
             moved: Condvar::new(),
-            stop: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+            stop,
         }
     }
 
     /// True if some file is to be read ahead.
     pub fn has_jobs(&self) -> bool {
-        self.slots.iter().any(|s| s.job.is_some())
+        self.jobs.iter().any(Option::is_some)
     }
 
-    fn waiting(&self) -> MutexGuard<'_, u64> {
-        // A thread that panicked holding the lock left a number: still right.
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A thread that panicked holding the lock left consistent counts:
+        // every change to them is made in one step.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A reading thread: reads the files no one has taken, in order, until
-    /// the last or [`Ahead::stop`].
-    pub fn work(&self) {
-        for slot in &self.slots {
-            {
-                let mut w = self.waiting();
-                while *w > AHEAD && !self.stopped() {
-                    w = self.moved.wait(w).unwrap_or_else(|e| e.into_inner());
-                }
-            }
-            if self.stopped() {
-                return;
-            }
-            self.claim_and_read(slot);
-        }
-    }
-
-    /// Reads `slot`'s file if no one has taken it: true if this thread did.
-    fn claim_and_read(&self, slot: &Slot) -> bool {
-        let Some(job) = &slot.job else { return false };
-        if slot
-            .state
-            .compare_exchange(FREE, READING, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            return false;
-        }
-        // A panic while reading leaves the file to the query's thread.
-        let got = catch_unwind(AssertUnwindSafe(|| self.read(job))).unwrap_or(None);
-        {
-            let mut w = self.waiting();
-            *w += got.as_ref().map_or(0, |(_, h)| h.len() as u64);
-            *slot.got.lock().unwrap_or_else(|e| e.into_inner()) = got;
-            // Under `waiting`, so a thread waiting for it cannot miss it.
-            slot.state.store(READY, Ordering::Release);
-        }
-        self.moved.notify_all();
-        true
+    fn wait<'a>(&self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.moved.wait(st).unwrap_or_else(|e| e.into_inner())
     }
 
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Acquire)
+        self.ended.load(Ordering::Acquire) || self.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    /// The first file from `k` on that is to be read and no one has taken.
+    fn next_free(&self, st: &State, mut k: usize) -> Option<usize> {
+        while k < self.jobs.len() {
+            if self.jobs[k].is_some() && matches!(st.slots[k], Slot::Free) {
+                return Some(k);
+            }
+            k += 1;
+        }
+        None
+    }
+
+    /// True if file `k` may be begun now.
+    fn room(&self, st: &State, k: usize) -> bool {
+        let bytes = self.jobs[k].as_ref().map_or(0, |j| j.bytes);
+        st.files < FILES_AHEAD && (st.files == 0 || st.bytes + bytes <= AHEAD)
+    }
+
+    /// Takes file `k` (free, with room) for this thread, reads it without
+    /// the lock and leaves it [`Slot::Ready`]; returns the lock again.
+    fn read_slot<'a>(&'a self, mut st: MutexGuard<'a, State>, k: usize) -> MutexGuard<'a, State> {
+        let Some(job) = &self.jobs[k] else { return st };
+        st.slots[k] = Slot::Reading;
+        st.bytes += job.bytes;
+        st.files += 1;
+        drop(st);
+        // A panic while reading leaves the file to the query's thread.
+        let got = catch_unwind(AssertUnwindSafe(|| self.read(job))).unwrap_or(None);
+        let mut st = self.lock();
+        st.bytes = st.bytes - job.bytes + got.as_ref().map_or(0, |(_, h)| h.len() as u64);
+        st.slots[k] = Slot::Ready(got);
+        self.moved.notify_all();
+        st
+    }
+
+    /// A reading thread: reads the files no one has taken, in order, until
+    /// the last or the query ends.
+    pub fn work(&self) {
+        let mut st = self.lock();
+        let mut from = 0;
+        loop {
+            if self.stopped() {
+                return;
+            }
+            let Some(k) = self.next_free(&st, from) else {
+                return;
+            };
+            if !self.room(&st, k) {
+                st = self.wait(st);
+                continue;
+            }
+            st = self.read_slot(st, k);
+            from = k + 1;
+        }
     }
 
     /// Reads `job`'s runs, hinting them to the kernel ahead as the query's
     /// thread does (`ReadAhead`): a cold file's reads go to the disk
-    /// together.
+    /// together. Stops between runs when the query ends.
     fn read(&self, job: &Job) -> Option<(File, Held)> {
         let f = File::open(&job.path).ok()?;
         let mut hints = ReadAhead::new(f.try_clone().ok());
@@ -186,51 +226,38 @@ impl Ahead {
         Some((f, held))
     }
 
-    /// The query's thread at its file `k`: the file open and what a reading
-    /// thread read of it, or `None` when it is to read the file itself (no
-    /// one took it, or reading it failed).
+    /// The query's thread at its file `k` (once a file; any order): the
+    /// file open and what a reading thread read of it, or `None` when it
+    /// is to read the file itself (no one took it, or it could not be read).
     pub fn take(&self, k: usize) -> Option<(File, Held)> {
-        let slot = self.slots.get(k)?;
-        slot.job.as_ref()?;
-        if slot
-            .state
-            .compare_exchange(FREE, TAKEN, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            return None;
-        }
-        // While a reading thread reads file k, this one reads the next file
-        // no one has taken (it would only wait), within the bound.
-        let mut next = k + 1;
-        while slot.state.load(Ordering::Acquire) != READY {
-            let room = *self.waiting() <= AHEAD;
-            match self.slots.get(next..).filter(|_| room) {
-                Some([s, ..]) => {
-                    self.claim_and_read(s);
-                    next += 1;
+        self.jobs.get(k)?.as_ref()?;
+        let mut st = self.lock();
+        loop {
+            match std::mem::replace(&mut st.slots[k], Slot::Taken) {
+                Slot::Free | Slot::Taken => return None,
+                Slot::Ready(got) => {
+                    st.files -= 1;
+                    st.bytes -= got.as_ref().map_or(0, |(_, h)| h.len() as u64);
+                    self.moved.notify_all();
+                    return got;
                 }
-                _ => {
-                    let mut w = self.waiting();
-                    while slot.state.load(Ordering::Acquire) != READY {
-                        w = self.moved.wait(w).unwrap_or_else(|e| e.into_inner());
-                    }
-                }
+                Slot::Reading => st.slots[k] = Slot::Reading,
+            }
+            // A reading thread has it: read the next free file meanwhile
+            // (within the bounds), or wait.
+            match self.next_free(&st, k + 1) {
+                Some(j) if !self.stopped() && self.room(&st, j) => st = self.read_slot(st, j),
+                _ => st = self.wait(st),
             }
         }
-        let mut w = self.waiting();
-        slot.state.store(TAKEN, Ordering::Release);
-        let got = slot.got.lock().unwrap_or_else(|e| e.into_inner()).take();
-        *w -= got.as_ref().map_or(0, |(_, h)| h.len() as u64);
-        drop(w);
-        self.moved.notify_all();
-        got
     }
 
-    /// Stops the reading threads (each after the read it is in): the query
-    /// ended, done or not.
-    pub fn stop(&self) {
-        self.stop.store(true, Ordering::Release);
-        let _w = self.waiting();
+    /// Ends the reading threads (each after the run it is reading): the
+    /// query ended, done or not.
+    pub fn end(&self) {
+        let st = self.lock();
+        self.ended.store(true, Ordering::Release);
+        drop(st);
         self.moved.notify_all();
     }
 }
@@ -240,85 +267,107 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    fn jobs(dir: &std::path::Path, files: u64, len: u64) -> (Vec<Option<Job>>, Vec<Vec<u8>>) {
+        let mut jobs = Vec::new();
+        let mut contents = Vec::new();
+        for k in 0..files {
+            let path = dir.join(format!("f{k}"));
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 7 + k) as u8).collect();
+            File::create(&path).unwrap().write_all(&bytes).unwrap();
+            let ranges: Vec<(u64, u64)> = (0..len / 2000)
+                .map(|r| (r * 1900 + k % 50, r * 1900 + k % 50 + 300))
+                .collect();
+            let n = ranges.iter().map(|r| r.1 - r.0).sum();
+            contents.push(bytes);
+            jobs.push((k % 7 != 3).then_some(Job {
+                path,
+                ranges,
+                bytes: n,
+            }));
+        }
+        (jobs, contents)
+    }
+
     /// Whoever reads each file, and however many threads read, the query's
-    /// thread gets every file's bytes in order, exactly those of the file.
+    /// thread gets every file's bytes, exactly those of the file, and the
+    /// counts come back to nothing.
     #[test]
     fn every_file_is_read_once_by_someone_and_the_bytes_are_the_files() {
         let dir = tempfile::tempdir().unwrap();
-        let mut jobs = Vec::new();
-        let mut want = Vec::new();
-        for k in 0..40u64 {
-            let path = dir.path().join(format!("f{k}"));
-            let bytes: Vec<u8> = (0..20_000u64).map(|i| (i * 7 + k) as u8).collect();
-            File::create(&path).unwrap().write_all(&bytes).unwrap();
-            let ranges: Vec<(u64, u64)> = (0..10)
-                .map(|r| (r * 1900 + k, r * 1900 + k + 300))
-                .collect();
-            want.push((bytes, ranges.clone()));
-            jobs.push((k % 7 != 3).then_some(Job { path, ranges }));
-        }
         for readers in 0..4 {
-            let ahead = Ahead::new(
-                jobs.iter()
-                    .map(|j| {
-                        j.as_ref().map(|j| Job {
-                            path: j.path.clone(),
-                            ranges: j.ranges.clone(),
-                        })
-                    })
-                    .collect(),
-            );
+            let (jobs, contents) = jobs(dir.path(), 40, 20_000);
+            let ranges: Vec<Vec<(u64, u64)>> = jobs
+                .iter()
+                .map(|j| j.as_ref().map_or(Vec::new(), |j| j.ranges.clone()))
+                .collect();
+            let ahead = Ahead::new(jobs, None);
             std::thread::scope(|sc| {
                 for _ in 0..readers {
                     sc.spawn(|| ahead.work());
                 }
-                for (k, (bytes, ranges)) in want.iter().enumerate() {
+                for (k, bytes) in contents.iter().enumerate() {
                     let Some((_, held)) = ahead.take(k) else {
                         continue;
                     };
-                    assert!(jobs[k].is_some());
-                    for &(from, to) in ranges {
+                    assert!(ahead.take(k).is_none(), "a file is taken once");
+                    for &(from, to) in &ranges[k] {
                         for pos in from..to {
-                            let b = held.at(pos).expect("held");
-                            assert_eq!(b[0], bytes[pos as usize]);
+                            assert_eq!(held.at(pos).expect("held")[0], bytes[pos as usize]);
                         }
-                        assert!(held.at(to).is_none() || ranges.iter().any(|r| r.0 == to));
                     }
                 }
-                ahead.stop();
+                ahead.end();
             });
-            assert_eq!(*ahead.waiting(), 0);
+            let st = ahead.lock();
+            assert_eq!((st.bytes, st.files), (0, 0));
         }
     }
 
-    /// Stopped with files left, the reading threads end (the scope joins).
+    /// Files of one small run each: no more than FILES_AHEAD wait (each is
+    /// an open file), however small.
     #[test]
-    fn stop_ends_the_readers() {
+    fn files_waiting_are_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        File::create(&path)
-            .unwrap()
-            .write_all(&[1u8; 4096])
-            .unwrap();
-        let jobs = (0..10_000)
-            .map(|_| {
-                Some(Job {
-                    path: path.clone(),
-                    ranges: vec![(0, 4096)],
-                })
-            })
-            .collect();
-        let ahead = Ahead::new(jobs);
+        let (jobs, _) = jobs(dir.path(), 300, 2_000);
+        let ahead = Ahead::new(jobs, None);
         std::thread::scope(|sc| {
             sc.spawn(|| ahead.work());
-            ahead.take(0);
-            ahead.stop();
+            sc.spawn(|| ahead.work());
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            loop {
+                let st = ahead.lock();
+                assert!(st.files <= FILES_AHEAD);
+                if st.files == FILES_AHEAD || std::time::Instant::now() > deadline {
+                    break;
+                }
+                drop(st);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            ahead.end();
         });
-        // The reader stopped where it was: not every file was read.
-        let read = ahead
-            .slots
-            .iter()
-            .filter(|s| s.state.load(Ordering::Acquire) != FREE);
-        assert!(read.count() < 10_000);
+    }
+
+    /// A reading thread does not begin a file once the query's stop flag
+    /// is set, and one waiting for room ends when the query ends.
+    #[test]
+    fn stop_and_end_end_the_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (jobs, _) = jobs(dir.path(), 100, 2_000);
+        let stop = AtomicBool::new(true);
+        let ahead = Ahead::new(jobs, Some(&stop));
+        std::thread::scope(|sc| {
+            sc.spawn(|| ahead.work());
+        });
+        assert!(ahead.lock().slots.iter().all(|s| matches!(s, Slot::Free)));
+        stop.store(false, Ordering::Relaxed);
+        std::thread::scope(|sc| {
+            sc.spawn(|| ahead.work());
+            while ahead.lock().files < FILES_AHEAD {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            // The reader waits for room now; end() must wake it.
+            ahead.end();
+        });
+        assert!(ahead.lock().slots.iter().any(|s| matches!(s, Slot::Free)));
     }
 }

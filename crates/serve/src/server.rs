@@ -10,7 +10,9 @@
 //! handshake gives its slot up when all are taken, see [`crate::admit`];
 //! one request per connection; at most the query's time and the write
 //! bound in all), the request (head and
-//! body sizes, read deadline), queries running at once (beyond: 503),
+//! body sizes, read deadline), queries running at once (beyond: 503;
+//! each reads the files ahead on at most 3 threads of its own holding at
+//! most 32 MiB and 64 open files, `ringcap-index`'s `query/fetch.rs`),
 //! the time a query may take (beyond: the stream is cut), and the bytes
 //! it may answer: when the files in the window could hold more than the
 //! limit, the query is first counted without output and refused with 413

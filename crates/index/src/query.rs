@@ -31,8 +31,8 @@ mod fetch;
 mod prepare;
 mod taker;
 use crate::bounded::{reader_held, reader_in, Bounded, Held, Limit};
+pub use fetch::readers_here;
 use fetch::Ahead;
-pub use fetch::{readers_here, MAX_READERS};
 use prepare::{prepare, Prepared, Run};
 use taker::FilterTaker;
 pub use taker::{Taker, TICK};
@@ -300,64 +300,16 @@ pub fn run_with(
             );
         }
     }
-    // Reading threads read the runs of the files ahead (`query/fetch.rs`);
-    // they stop when this thread leaves the scope, done or not.
+    // Reading threads read the runs of the files ahead (`query/fetch.rs`)
+    // while this one answers the files in order.
     let jobs = match q.readers {
         0 => Vec::new(),
         _ => sources.iter().map(|s| fetch::job(q, s)).collect(),
     };
     let ahead = Ahead::new(jobs, q.stop);
-    std::thread::scope(|sc| {
-        struct EndOnExit<'a, 'q>(&'a Ahead<'q>);
-        impl Drop for EndOnExit<'_, '_> {
-            fn drop(&mut self) {
-                self.0.end();
-            }
-        }
-        let _end = EndOnExit(&ahead);
-        if ahead.has_jobs() {
-            for _ in 0..q.readers.min(MAX_READERS) {
-                // A thread that cannot start leaves its files to this one.
-                let _ = std::thread::Builder::new()
-                    .name("ringcap-read".into())
-                    .spawn_scoped(sc, || ahead.work());
-            }
-        }
+    ahead.with_readers(q.readers, || {
         for (k, s) in sources.iter().enumerate() {
-            stop_point(q, taker)?;
-            st.files += 1;
-            st.file_bytes += std::fs::metadata(&s.path).map_or(0, |m| m.len());
-            if let Some(size) = s.growing {
-                st.scanned += 1;
-                let Ok((mut rd, end)) = open(&s.path) else {
-                    continue;
-                };
-                end.set(size);
-                read_until(q, &s.path, &mut rd, size, Reading::Growing, taker, &mut st)?;
-                st.bytes_read += rd.offset();
-                continue;
-            }
-            match &s.index {
-                Ok(idx) => query_indexed(q, s, idx, taker, &mut st, &mut spare, ahead.take(k))?,
-                Err(why) => {
-                    if q.use_index {
-                        log(format!("{}: {why}; scanning it", s.path.display()));
-                    }
-                    st.scanned += 1;
-                    let (mut rd, end) = open(&s.path)?;
-                    end.set(u64::MAX);
-                    read_until(
-                        q,
-                        &s.path,
-                        &mut rd,
-                        u64::MAX,
-                        Reading::Whole,
-                        taker,
-                        &mut st,
-                    )?;
-                    st.bytes_read += rd.offset();
-                }
-            }
+            read_source(q, s, taker, &mut st, &mut spare, log, || ahead.take(k))?;
         }
         Ok::<(), QueryError>(())
     })?;
@@ -426,6 +378,47 @@ fn add_source(
         growing: None,
     });
     Ok(())
+}
+
+/// Reads the packets of `s` the query wants: up to the size it had of a
+/// file being written, through its index (`got`: what a reading thread
+/// read of it), or the whole file.
+fn read_source(
+    q: &Query,
+    s: &Source,
+    taker: &mut dyn Taker,
+    st: &mut QueryStats,
+    spare: &mut Vec<u8>,
+    log: &mut dyn FnMut(String),
+    got: impl FnOnce() -> Option<(File, Held)>,
+) -> Result<(), QueryError> {
+    stop_point(q, taker)?;
+    st.files += 1;
+    st.file_bytes += std::fs::metadata(&s.path).map_or(0, |m| m.len());
+    if let Some(size) = s.growing {
+        st.scanned += 1;
+        let Ok((mut rd, end)) = open(&s.path) else {
+            return Ok(());
+        };
+        end.set(size);
+        read_until(q, &s.path, &mut rd, size, Reading::Growing, taker, st)?;
+        st.bytes_read += rd.offset();
+        return Ok(());
+    }
+    match &s.index {
+        Ok(idx) => query_indexed(q, s, idx, taker, st, spare, got()),
+        Err(why) => {
+            if q.use_index {
+                log(format!("{}: {why}; scanning it", s.path.display()));
+            }
+            st.scanned += 1;
+            let (mut rd, end) = open(&s.path)?;
+            end.set(u64::MAX);
+            read_until(q, &s.path, &mut rd, u64::MAX, Reading::Whole, taker, st)?;
+            st.bytes_read += rd.offset();
+            Ok(())
+        }
+    }
 }
 
 /// Reads the candidate runs of `s`, some of whose bytes a reading thread

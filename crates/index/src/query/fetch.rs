@@ -47,7 +47,7 @@ const AHEAD: u64 = 32 << 20;
 const FILES_AHEAD: usize = 64;
 
 /// Reading threads a query starts at most.
-pub const MAX_READERS: usize = 3;
+const MAX_READERS: usize = 3;
 
 /// Reading threads for a query here: one fewer than the CPUs the process
 /// may run on, at most [`MAX_READERS`] (none on one CPU: they would only
@@ -138,9 +138,28 @@ impl<'q> Ahead<'q> {
         }
     }
 
-    /// True if some file is to be read ahead.
-    pub fn has_jobs(&self) -> bool {
-        self.jobs.iter().any(Option::is_some)
+    /// Runs `body` (the query's thread answering its files, calling
+    /// [`Ahead::take`]) with up to `readers` reading threads (none if no
+    /// file is to be read ahead; one that cannot start leaves its files to
+    /// the query's thread); they end when `body` returns or unwinds.
+    pub fn with_readers<R>(&self, readers: usize, body: impl FnOnce() -> R) -> R {
+        struct EndOnExit<'a, 'q>(&'a Ahead<'q>);
+        impl Drop for EndOnExit<'_, '_> {
+            fn drop(&mut self) {
+                self.0.end();
+            }
+        }
+        std::thread::scope(|sc| {
+            let _end = EndOnExit(self);
+            if self.jobs.iter().any(Option::is_some) {
+                for _ in 0..readers.min(MAX_READERS) {
+                    let _ = std::thread::Builder::new()
+                        .name("ringcap-read".into())
+                        .spawn_scoped(sc, || self.work());
+                }
+            }
+            body()
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -193,7 +212,7 @@ impl<'q> Ahead<'q> {
 
     /// A reading thread: reads the files no one has taken, in order, until
     /// the last or the query ends.
-    pub fn work(&self) {
+    fn work(&self) {
         let mut st = self.lock();
         let mut from = 0;
         loop {
@@ -254,7 +273,7 @@ impl<'q> Ahead<'q> {
 
     /// Ends the reading threads (each after the run it is reading): the
     /// query ended, done or not.
-    pub fn end(&self) {
+    fn end(&self) {
         let st = self.lock();
         self.ended.store(true, Ordering::Release);
         drop(st);
@@ -365,7 +384,8 @@ mod tests {
             while ahead.lock().files < FILES_AHEAD {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
-            // The reader waits for room now; end() must wake it.
+            // The reader waits for room now; end() must wake it, or the
+            // scope never joins and the test hangs.
             ahead.end();
         });
         assert!(ahead.lock().slots.iter().any(|s| matches!(s, Slot::Free)));

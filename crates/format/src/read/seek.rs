@@ -34,4 +34,74 @@ impl<R: Read + Seek> Reader<R> {
         self.pos = offset;
         Ok(())
     }
+
+    /// [`Reader::seek_to`] `offset`, with `buf` as the reader's buffer:
+    /// its first `filled` bytes are the stream's bytes from `offset` (read
+    /// already, by another thread of a query) and are read where they are,
+    /// not copied; the stream is read on from `offset + filled`. Returns
+    /// the buffer the reader had. Nothing is checked of the bytes but what
+    /// any read checks: they must be the stream's.
+    pub fn resume_with(
+        &mut self,
+        offset: u64,
+        buf: Vec<u8>,
+        filled: usize,
+    ) -> Result<Vec<u8>, FormatError> {
+        let filled = filled.min(buf.len());
+        self.seek_to(offset.saturating_add(filled as u64))?;
+        self.pos = offset;
+        self.end = filled;
+        Ok(std::mem::replace(&mut self.buf, buf))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{pcap_file, pcapng_file, Owned, Rng};
+    use super::*;
+    use crate::TsResolution;
+    use std::io::Cursor;
+
+    fn rest<R: Read>(rd: &mut Reader<R>) -> Vec<Owned> {
+        let mut out = Vec::new();
+        while let Some(p) = rd.next_packet().unwrap() {
+            out.push(Owned {
+                interface: p.interface,
+                ts_ns: p.ts_ns,
+                wire_len: p.wire_len,
+                data: p.data.to_vec(),
+            });
+        }
+        out
+    }
+
+    /// Resumed with some of the bytes at a record already in hand (none,
+    /// part of a record, several records, past the end; a buffer larger
+    /// than they are or empty), a reader reads what reading on from there
+    /// reads, and gives back the buffer it had.
+    #[test]
+    fn resuming_with_bytes_in_hand_reads_the_same_packets() {
+        let mut rng = Rng(0x5eed);
+        let (pcap, pstarts, ppkts) = pcap_file(TsResolution::Nano, 60);
+        let (ng, nstarts, npkts) = pcapng_file(60);
+        // pcapng: the packets start after the SHB's two IDBs.
+        let files = [(pcap, pstarts, ppkts, 0), (ng, nstarts, npkts, 2)];
+        for (f, starts, pkts, skip) in &files {
+            for _ in 0..300 {
+                let k = rng.below(pkts.len() as u64) as usize;
+                let at = starts[skip + k];
+                let filled = (rng.below(3 * 120) as usize).min(f.len() - at + 5);
+                let spare = rng.below(200) as usize;
+                let mut buf: Vec<u8> = f[at..(at + filled).min(f.len())].to_vec();
+                let filled = buf.len();
+                buf.resize(filled + spare, 0xA5);
+                let mut rd = Reader::new(Cursor::new(f.clone())).unwrap();
+                rd.next_packet().unwrap();
+                let had = rd.resume_with(at as u64, buf, filled).unwrap();
+                assert!(!had.is_empty());
+                assert_eq!(rd.offset(), at as u64);
+                assert_eq!(rest(&mut rd), pkts[k..], "k {k}, filled {filled}");
+            }
+        }
+    }
 }

@@ -334,6 +334,46 @@ fn page_wanted(idx: &Index, p: usize, cands: Option<&[bool]>, window: &Window) -
         && window.overlaps(page.min_ts, page.max_ts)
 }
 
+/// [`prepare`] on `1 + q.readers` threads (the query's and as many as it
+/// may read with), each a share of `paths` in order: opening 40 indexes
+/// on one thread was ~9 ms of a 95 ms warm port query.
+pub(super) fn prepare_shared(
+    q: &Query,
+    paths: &[&PathBuf],
+) -> Result<Vec<Result<Prepared, Unusable>>, QueryError> {
+    let parts = (q.readers + 1).min(paths.len().div_ceil(PER_THREAD)).max(1);
+    if parts == 1 {
+        return prepare(q, paths);
+    }
+    let share = paths.len().div_ceil(parts);
+    let chunks: Vec<&[&PathBuf]> = paths.chunks(share).collect();
+    std::thread::scope(|scope| {
+        // The first share is this thread's; a share whose thread could not
+        // be started is prepared here too, in its turn.
+        let others: Vec<_> = chunks[1..]
+            .iter()
+            .map(|&c| {
+                std::thread::Builder::new()
+                    .name("ringcap-prepare".into())
+                    .spawn_scoped(scope, move || prepare(q, c))
+                    .ok()
+            })
+            .collect();
+        let mut out = prepare(q, chunks[0])?;
+        for (c, h) in chunks[1..].iter().zip(others) {
+            let part = match h {
+                Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                None => prepare(q, c),
+            };
+            out.extend(part?);
+        }
+        Ok(out)
+    })
+}
+
+/// Indexes a preparing thread opens at least.
+const PER_THREAD: usize = 8;
+
 /// The indexes of `paths` (none of them a file being written), prepared
 /// for `q`: for each, what [`runs_of`] leaves, or why its index is not
 /// used. All of a batch's reads are hinted first (see the module docs).

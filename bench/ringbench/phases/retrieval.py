@@ -146,10 +146,10 @@ def _run(argv, cpus=None):
     cpu seconds, result).
 
     The child inherits this thread's CPUs, set just around the spawn: with a
-    `preexec_fn` Python forks its whole heap instead of using vfork, which
-    cost 15-25 ms a spawn here (a bench-sized heap, measured 2026-11-29),
-    counted as the tool's time: ~20 % of a warm ringcap query and ~8 % of a
-    tcpdump scan of 40 files, one spawn a file."""
+    `preexec_fn` Python forks its whole heap instead of using vfork, ~13 ms
+    more a spawn here (a probe with a 60 MB heap, 2026-11-29: `ringcap
+    --version` 24 ms against 9-11), counted as the tool's time: once a
+    ringcap query, once a file of tcpdump's scan."""
     cpus = cpus or {CAP_CPU}
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     was = os.sched_getaffinity(0)

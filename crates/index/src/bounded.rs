@@ -5,9 +5,11 @@
 //! read on past it, [`STRETCH`] bytes at a time.
 //!
 //! Some of the file's bytes may already be in memory ([`Held`]: read by
-//! another thread of the query, `query/fetch.rs`): reads inside them are
-//! served from there, every other read from the file. What is held is a
-//! copy of the file's bytes, so the reader sees the same bytes either way.
+//! another thread of the query, `query/fetch.rs`): a range taken out
+//! ([`Bounded::take_held`]) becomes the reader's buffer, reads inside the
+//! others are served from them, every other read from the file. What is
+//! held is a copy of the file's bytes, so the reader sees the same bytes
+//! either way.
 
 use std::cell::Cell;
 use std::fs::File;
@@ -15,7 +17,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 
-use ringcap_format::Reader;
+use ringcap_format::{FormatError, Reader};
 use rustix::buffer::spare_capacity;
 
 /// Bytes read past the end at a time when [`Limit::stretch`] is set.
@@ -96,6 +98,10 @@ impl Held {
             // The capacity may be more than asked for: what was read past
             // the range is not kept.
             bytes.truncate(len);
+            // Cut short (the file's end, an error): the rest is not kept.
+            if bytes.capacity() - bytes.len() > 64 << 10 {
+                bytes.shrink_to_fit();
+            }
             if !bytes.is_empty() {
                 last = from + bytes.len() as u64;
                 held.ranges.push((from, bytes));
@@ -130,8 +136,9 @@ impl Held {
 }
 
 impl Bounded {
-    /// The bytes held from `from` to the end of their range, taken out to
-    /// be read where they are (`Reader::resume_with`).
+    /// The bytes of the held range that starts at `from`, if one does,
+    /// taken out to be read where they are (`Reader::resume_with`); later
+    /// reads of them go to the file.
     pub(crate) fn take_held(&mut self, from: u64) -> Option<Vec<u8>> {
         self.held.take(from)
     }
@@ -209,11 +216,63 @@ pub(crate) fn reader_held(
     Ok((Reader::with_buffer(bounded, buf)?, end))
 }
 
+/// Puts `rd` at `from`, reading the bytes held from there where they are if
+/// a reading thread read them and `lend` says so, else with the reader's
+/// own buffer, which `own` keeps while the reader reads held bytes.
+pub(crate) fn resume(
+    rd: &mut Reader<Bounded>,
+    from: u64,
+    lend: bool,
+    own: &mut Option<Vec<u8>>,
+) -> Result<(), FormatError> {
+    let held = lend.then(|| rd.get_mut().take_held(from)).flatten();
+    match (held, own.take()) {
+        (Some(bytes), own_buf) => {
+            let n = bytes.len();
+            let had = rd.resume_with(from, bytes, n)?;
+            // The reader's own buffer, or the last run's bytes (dropped).
+            *own = own_buf.or(Some(had));
+        }
+        (None, Some(own_buf)) => {
+            rd.resume_with(from, own_buf, 0)?;
+        }
+        (None, None) => rd.seek_to(from)?,
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::io::Write;
+
+    /// A range is taken out only at its start and only once; its bytes
+    /// are then read from the file, the other ranges' still held.
+    #[test]
+    fn a_range_is_taken_once_at_its_start() {
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        let mut tmp = tempfile::tempfile().unwrap();
+        tmp.write_all(&bytes).unwrap();
+        let mut held = Held::read(&tmp, &[(100, 300), (500, 900), (9_900, 10_200)], |_| true);
+        assert_eq!(held.len(), 200 + 400 + 100);
+        assert_eq!(held.take(101), None);
+        assert_eq!(held.take(500).as_deref(), Some(&bytes[500..900]));
+        assert_eq!(held.take(500), None);
+        assert_eq!(held.at(600), None);
+        assert_eq!(held.at(299), Some(&bytes[299..300]));
+        assert_eq!(held.take(9_900).as_deref(), Some(&bytes[9_900..]));
+        let mut b = Bounded {
+            f: tmp,
+            pos: 0,
+            end: Rc::new(Limit::default()),
+            held,
+        };
+        b.end.set(20_000);
+        let mut all = Vec::new();
+        b.read_to_end(&mut all).unwrap();
+        assert_eq!(all, bytes);
+    }
 
     proptest! {
         /// Whatever the ranges (overlapping, out of order, past the file's

@@ -30,7 +30,7 @@ use crate::readahead::{hint_runs, ReadAhead, HEADS_AHEAD, RUNS_AHEAD};
 mod fetch;
 mod prepare;
 mod taker;
-use crate::bounded::{reader_held, reader_in, Bounded, Held, Limit};
+use crate::bounded::{reader_held, reader_in, resume, Bounded, Held, Limit};
 pub use fetch::readers_here;
 use fetch::Ahead;
 use prepare::{prepare_shared, Prepared, Run};
@@ -155,8 +155,8 @@ pub struct Query<'a> {
     /// stops too.
     pub stop: Option<&'a AtomicBool>,
     /// Threads that read the candidate runs of the files ahead while this
-    /// one filters and writes (0: this thread reads everything; see
-    /// `query/fetch.rs` and [`readers_here`]).
+    /// one filters and writes, and that open the indexes with it (0: this
+    /// thread does everything; see `query/fetch.rs` and [`readers_here`]).
     pub readers: usize,
 }
 
@@ -474,7 +474,7 @@ fn query_indexed(
             // data met at the previous run's bound).
             end.set(from);
             let here = rd.offset();
-            rd.seek_to(here).map_err(|e| file_err(&s.path, e))?;
+            resume(&mut rd, here, false, &mut own).map_err(|e| file_err(&s.path, e))?;
             while rd.offset() < from && state(&rd) != (ep.sections, ep.interfaces) {
                 match rd.next_packet() {
                     Ok(Some(_)) => {}
@@ -487,7 +487,10 @@ fn query_indexed(
             true => end.set_stretch(r.read_end()),
             false => end.set(to),
         }
-        resume(&mut rd, from, &mut own).map_err(|e| file_err(&s.path, e))?;
+        // Only a run of whole groups is read where it is held: it ends where
+        // its bytes do, where an exact run's last packet may be longer than
+        // the guess and would grow the buffer.
+        resume(&mut rd, from, !exact, &mut own).map_err(|e| file_err(&s.path, e))?;
         let read = st.read;
         read_until(q, &s.path, &mut rd, to, Reading::Run, taker, st)?;
         st.bytes_read += rd.offset() - from;
@@ -496,28 +499,6 @@ fn query_indexed(
         }
     }
     *spare = own.unwrap_or_else(|| rd.into_buffer());
-    Ok(())
-}
-
-/// Puts `rd` at `from`, reading the bytes held from there where they are if
-/// a reading thread read them; `own` keeps the reader's buffer meanwhile.
-fn resume(
-    rd: &mut Reader<Bounded>,
-    from: u64,
-    own: &mut Option<Vec<u8>>,
-) -> Result<(), FormatError> {
-    match (rd.get_mut().take_held(from), own.take()) {
-        (Some(bytes), own_buf) => {
-            let n = bytes.len();
-            let had = rd.resume_with(from, bytes, n)?;
-            // The reader's own buffer, or the last run's bytes (dropped).
-            *own = own_buf.or(Some(had));
-        }
-        (None, Some(own_buf)) => {
-            rd.resume_with(from, own_buf, 0)?;
-        }
-        (None, None) => rd.seek_to(from)?,
-    }
     Ok(())
 }
 

@@ -39,8 +39,10 @@ impl<R: Read + Seek> Reader<R> {
     /// its first `filled` bytes are the stream's bytes from `offset` (read
     /// already, by another thread of a query) and are read where they are,
     /// not copied; the stream is read on from `offset + filled`. Returns
-    /// the buffer the reader had. Nothing is checked of the bytes but what
-    /// any read checks: they must be the stream's.
+    /// the buffer the reader had. `buf` stays the reader's buffer for the
+    /// reads after it (grown only when a record needs it). Nothing is
+    /// checked of the bytes but what any read checks: they must be the
+    /// stream's.
     pub fn resume_with(
         &mut self,
         offset: u64,

@@ -335,13 +335,18 @@ fn page_wanted(idx: &Index, p: usize, cands: Option<&[bool]>, window: &Window) -
 }
 
 /// [`prepare`] on `1 + q.readers` threads (the query's and as many as it
-/// may read with), each a share of `paths` in order: opening 40 indexes
-/// on one thread was ~9 ms of a 95 ms warm port query.
+/// may read with), each a share of `paths` in order, each hinting its
+/// share's reads: opening the bench's 40 indexes on one thread was ~9 ms
+/// of a 95 ms warm port query.
 pub(super) fn prepare_shared(
     q: &Query,
     paths: &[&PathBuf],
 ) -> Result<Vec<Result<Prepared, Unusable>>, QueryError> {
-    let parts = (q.readers + 1).min(paths.len().div_ceil(PER_THREAD)).max(1);
+    let parts = q
+        .readers
+        .saturating_add(1)
+        .min(paths.len().div_ceil(PER_THREAD))
+        .max(1);
     if parts == 1 {
         return prepare(q, paths);
     }
@@ -376,7 +381,7 @@ const PER_THREAD: usize = 8;
 
 /// The indexes of `paths` (none of them a file being written), prepared
 /// for `q`: for each, what [`runs_of`] leaves, or why its index is not
-/// used. All of a batch's reads are hinted first (see the module docs).
+/// used. All of their reads are hinted first (see the module docs).
 pub(super) fn prepare(
     q: &Query,
     paths: &[&PathBuf],

@@ -145,30 +145,25 @@ def _run(argv, cpus=None):
     """Runs argv on `cpus` (default: pinned to the capture CPU): (seconds,
     cpu seconds, result).
 
-    The child inherits this thread's CPUs, set just around the spawn: with a
-    `preexec_fn` Python forks its whole heap instead of using vfork, ~13 ms
-    more a spawn here (a probe with a 60 MB heap, 2026-11-29: `ringcap
-    --version` 24 ms against 9-11), counted as the tool's time: once a
-    ringcap query, once a file of tcpdump's scan."""
+    The child inherits this thread's CPUs, set around the spawn (the thread
+    then sleeps on them until the child ends): with a `preexec_fn` Python
+    forks its whole heap instead of using vfork, ~13 ms more a spawn here (a
+    probe with a 60 MB heap, 2026-11-29: `ringcap --version` 24 ms against
+    9-11), counted as the tool's time: once a ringcap query, once a file of
+    tcpdump's scan."""
     cpus = cpus or {CAP_CPU}
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     was = os.sched_getaffinity(0)
-    t0 = time.monotonic()
     os.sched_setaffinity(0, cpus)
     try:
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        t0 = time.monotonic()
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+        secs = time.monotonic() - t0
     finally:
         os.sched_setaffinity(0, was)
-    try:
-        out, err = p.communicate(timeout=3600)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        raise
-    secs = time.monotonic() - t0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
-    return secs, cpu, subprocess.CompletedProcess(argv, p.returncode, out, err)
+    return secs, cpu, r
 
 
 class RetrievalPhase:

@@ -6,7 +6,7 @@
 //!
 //! Some of the file's bytes may already be in memory ([`Held`]: read by
 //! another thread of the query, `query/fetch.rs`): a range taken out
-//! ([`Bounded::take_held`]) becomes the reader's buffer, reads inside the
+//! ([`resume`]) becomes the reader's buffer, reads inside the
 //! others are served from them, every other read from the file. What is
 //! held is a copy of the file's bytes, so the reader sees the same bytes
 //! either way.
@@ -115,8 +115,9 @@ impl Held {
         self.ranges.iter().map(|(_, b)| b.len()).sum()
     }
 
-    /// The range starting at `from`, if one does, taken out (its bytes
-    /// are then read from the file if asked for again).
+    /// The range starting at `from`, if one does, taken out to be read
+    /// where it is (`Reader::resume_with`); its bytes are then read from
+    /// the file if asked for again.
     pub(crate) fn take(&mut self, from: u64) -> Option<Vec<u8>> {
         let i = self.ranges.partition_point(|r| r.0 < from);
         match self.ranges.get_mut(i) {
@@ -132,15 +133,6 @@ impl Held {
         bytes
             .get(usize::try_from(pos - from).ok()?..)
             .filter(|b| !b.is_empty())
-    }
-}
-
-impl Bounded {
-    /// The bytes of the held range that starts at `from`, if one does,
-    /// taken out to be read where they are (`Reader::resume_with`); later
-    /// reads of them go to the file.
-    pub(crate) fn take_held(&mut self, from: u64) -> Option<Vec<u8>> {
-        self.held.take(from)
     }
 }
 
@@ -225,7 +217,7 @@ pub(crate) fn resume(
     lend: bool,
     own: &mut Option<Vec<u8>>,
 ) -> Result<(), FormatError> {
-    let held = lend.then(|| rd.get_mut().take_held(from)).flatten();
+    let held = lend.then(|| rd.get_mut().held.take(from)).flatten();
     match (held, own.take()) {
         (Some(bytes), own_buf) => {
             let n = bytes.len();

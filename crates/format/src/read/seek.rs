@@ -59,26 +59,13 @@ impl<R: Read + Seek> Reader<R> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{pcap_file, pcapng_file, Owned, Rng};
+    use super::super::tests::{pcap_file, pcapng_file, read_rest, Rng};
     use super::*;
     use crate::TsResolution;
     use std::io::Cursor;
 
-    fn rest<R: Read>(rd: &mut Reader<R>) -> Vec<Owned> {
-        let mut out = Vec::new();
-        while let Some(p) = rd.next_packet().unwrap() {
-            out.push(Owned {
-                interface: p.interface,
-                ts_ns: p.ts_ns,
-                wire_len: p.wire_len,
-                data: p.data.to_vec(),
-            });
-        }
-        out
-    }
-
     /// Resumed with some of the bytes at a record already in hand (none,
-    /// part of a record, several records, past the end; a buffer larger
+    /// part of a record, several records, all to the end; a buffer larger
     /// than they are or empty), a reader reads what reading on from there
     /// reads, and gives back the buffer it had.
     #[test]
@@ -92,17 +79,17 @@ mod tests {
             for _ in 0..300 {
                 let k = rng.below(pkts.len() as u64) as usize;
                 let at = starts[skip + k];
-                let filled = (rng.below(3 * 120) as usize).min(f.len() - at + 5);
-                let spare = rng.below(200) as usize;
-                let mut buf: Vec<u8> = f[at..(at + filled).min(f.len())].to_vec();
-                let filled = buf.len();
-                buf.resize(filled + spare, 0xA5);
+                let filled = (rng.below(3 * 120) as usize).min(f.len() - at);
+                let mut buf = f[at..at + filled].to_vec();
+                buf.resize(filled + rng.below(200) as usize, 0xA5);
                 let mut rd = Reader::new(Cursor::new(f.clone())).unwrap();
                 rd.next_packet().unwrap();
                 let had = rd.resume_with(at as u64, buf, filled).unwrap();
                 assert!(!had.is_empty());
                 assert_eq!(rd.offset(), at as u64);
-                assert_eq!(rest(&mut rd), pkts[k..], "k {k}, filled {filled}");
+                let (got, end) = read_rest(&mut rd, pkts.len());
+                assert!(end.is_ok(), "k {k}, filled {filled}: {end:?}");
+                assert_eq!(got, pkts[k..], "k {k}, filled {filled}");
             }
         }
     }

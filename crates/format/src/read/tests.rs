@@ -40,6 +40,16 @@ pub(crate) type ReadAll = (Vec<Owned>, Result<(), FormatError>, u64);
 /// final offset.
 pub(crate) fn read_all(bytes: &[u8]) -> Result<ReadAll, FormatError> {
     let mut r = Reader::new(bytes)?;
+    let (out, end) = read_rest(&mut r, bytes.len());
+    Ok((out, end, r.offset()))
+}
+
+/// Reads the packets `r` has left (at most `max`: more is a failure) and
+/// how reading ended.
+pub(crate) fn read_rest<R: Read>(
+    r: &mut Reader<R>,
+    max: usize,
+) -> (Vec<Owned>, Result<(), FormatError>) {
     let mut out = Vec::new();
     let end = loop {
         match r.next_packet() {
@@ -52,9 +62,9 @@ pub(crate) fn read_all(bytes: &[u8]) -> Result<ReadAll, FormatError> {
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
         }
-        assert!(out.len() <= bytes.len(), "more packets than bytes");
+        assert!(out.len() <= max, "more packets than bytes");
     };
-    Ok((out, end, r.offset()))
+    (out, end)
 }
 
 fn packet_data(i: usize) -> Vec<u8> {

@@ -125,6 +125,17 @@ fn will_need(f: &File, from: u64, len: u64) {
 }
 
 /// Asks for the heads of the indexes of `captures` and their own first
+/// bytes from this thread, now.
+pub(crate) fn heads_now(captures: &[PathBuf]) {
+    Hint::Heads(captures.to_vec()).give();
+}
+
+/// True if the first byte of the file at `path` is in the page cache.
+pub(crate) fn head_cached(path: &Path) -> bool {
+    File::open(path).is_ok_and(|f| cached(&f, 0))
+}
+
+/// Asks for the heads of the indexes of `captures` and their own first
 /// bytes, all at once.
 pub fn hint_heads(captures: &[PathBuf]) {
     Hint::Heads(captures.to_vec()).send();

@@ -1,8 +1,9 @@
 //! Kafka export (`kafka://BROKER[,BROKER...]/TOPIC`): one message per flow,
 //! the flow's JSON line (the fields of [`crate::json`]), or with
 //! `?format=protobuf` one goflow2 message per direction
-//! ([`crate::goflow`]), produced with librdkafka (the `rdkafka` crate,
-//! linked to the system's library).
+//! ([`crate::goflow`]), produced with librdkafka (the `rdkafka` crate; the
+//! library is built from the source its `rdkafka-sys` bundles and linked
+//! statically, without SSL or SASL: the export speaks plaintext).
 //!
 //! librdkafka keeps its own bounded queue and retries while a broker is
 //! away; this sink only hands messages to it without waiting (a full queue

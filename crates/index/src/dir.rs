@@ -11,16 +11,20 @@
 //! cold page cache each such read waits for the disk two or three times
 //! (the inode, the extent tree, the bytes: ~0.5-1 ms each on the VM of
 //! bench/): one after another over 40 files that was ~25 ms of a 0.1 s
-//! query, so cold files are looked at by several threads at once, each
-//! also asking for the head of the file's index, which a query reads next.
+//! query. [`capture_files_ahead`], for a query that will read the files'
+//! indexes, has cold files looked at by several threads at once, each also
+//! asking for the head of the file's index, which the query reads next.
+//! [`capture_files`] looks at them one after another on the calling thread
+//! (ringcapd: one thread a retrieval, and no index opened that a grant
+//! does not use).
 
 use std::fs;
-
-use crate::readahead::{head_cached, heads_now};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::thread;
+
+use crate::readahead::{head_cached, heads_now, open_regular};
 
 /// Threads that look at files at once when they are not in the page cache.
 const LOOKERS: usize = 8;
@@ -30,7 +34,7 @@ const LOOKERS: usize = 8;
 /// for each of a directory's files was ~1 % of a selective query in
 /// perf).
 fn is_capture(path: &Path, buf: &mut Vec<u8>) -> bool {
-    let Ok(f) = fs::File::open(path) else {
+    let Some(f) = open_regular(path) else {
         return false;
     };
     // Its header is enough (the reader would otherwise read ahead a MiB).
@@ -43,16 +47,17 @@ fn is_capture(path: &Path, buf: &mut Vec<u8>) -> bool {
     }
 }
 
-/// Whether each of `files` is a capture ([`is_capture`]): one after
-/// another if the first one's head is in the page cache (a warm directory:
-/// threads would cost more than they save), else by [`LOOKERS`] threads.
-fn captures(files: &[PathBuf], buf: &mut Vec<u8>) -> Vec<bool> {
-    let warm = files.first().is_some_and(|f| head_cached(f));
-    look(files, buf, if warm { 1 } else { LOOKERS })
+/// Whether each of `files` is a capture ([`is_capture`]), by up to
+/// `threads` threads: one (this one) if the first file's head is in the
+/// page cache (a warm directory: threads would cost more than they save).
+fn captures(files: &[PathBuf], buf: &mut Vec<u8>, threads: usize) -> Vec<bool> {
+    let warm = threads < 2 || files.first().is_some_and(|f| head_cached(f));
+    look(files, buf, if warm { 1 } else { threads })
 }
 
-/// [`captures`] by `threads` threads (one: this one), each on a share of
-/// the files in order, also asking for the head of each file's index.
+/// [`captures`] by `threads` threads (one: this one, nothing asked ahead),
+/// each on a share of the files in order, also asking for the head of each
+/// file and of its index.
 fn look(files: &[PathBuf], buf: &mut Vec<u8>, threads: usize) -> Vec<bool> {
     if threads < 2 || files.len() < 2 {
         return files.iter().map(|f| is_capture(f, buf)).collect();
@@ -61,20 +66,18 @@ fn look(files: &[PathBuf], buf: &mut Vec<u8>, threads: usize) -> Vec<bool> {
     thread::scope(|s| {
         let mut lookers = Vec::new();
         for part in files.chunks(share) {
-            let look = move || {
+            let looker = move || {
                 let mut buf = Vec::new();
-                let yes: Vec<bool> = part
-                    .iter()
+                part.iter()
                     .map(|f| {
                         heads_now(std::slice::from_ref(f));
                         is_capture(f, &mut buf)
                     })
-                    .collect();
-                yes
+                    .collect::<Vec<bool>>()
             };
             let spawned = thread::Builder::new()
                 .name("ringcap-looker".into())
-                .spawn_scoped(s, look);
+                .spawn_scoped(s, looker);
             // No thread: this share is looked at here, in its turn.
             lookers.push(spawned.map_err(|_| part));
         }
@@ -89,9 +92,27 @@ fn look(files: &[PathBuf], buf: &mut Vec<u8>, threads: usize) -> Vec<bool> {
 }
 
 /// The capture files of `dirs`, sorted by name within each directory;
-/// `skipped` hears of each visible regular file that is not one.
+/// `skipped` hears of each visible regular file that is not one. Looked at
+/// one after another on this thread.
 pub fn capture_files(
     dirs: &[PathBuf],
+    skipped: &mut dyn FnMut(&Path),
+) -> Result<Vec<PathBuf>, String> {
+    list(dirs, 1, skipped)
+}
+
+/// [`capture_files`] for a query that reads their indexes next: cold, by
+/// [`LOOKERS`] threads that also ask for the indexes' heads.
+pub fn capture_files_ahead(
+    dirs: &[PathBuf],
+    skipped: &mut dyn FnMut(&Path),
+) -> Result<Vec<PathBuf>, String> {
+    list(dirs, LOOKERS, skipped)
+}
+
+fn list(
+    dirs: &[PathBuf],
+    threads: usize,
     skipped: &mut dyn FnMut(&Path),
 ) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
@@ -115,7 +136,7 @@ pub fn capture_files(
             }
         }
         v.sort();
-        let known = captures(&v, &mut buf);
+        let known = captures(&v, &mut buf, threads);
         for (f, yes) in v.into_iter().zip(known) {
             if yes {
                 files.push(f);
@@ -153,10 +174,22 @@ mod tests {
                 1 => ([&header[..], &[0u8; 100][..]].concat(), true),
                 2 => (header[..10].to_vec(), false),
                 3 => (b"not a capture at all, but long enough".to_vec(), false),
+                // A symbolic link to a capture, and a FIFO: neither is read.
+                _ if i == 19 || i == 24 => (Vec::new(), false),
                 _ => (Vec::new(), false),
             };
-            if i != 11 {
-                std::fs::write(&path, bytes).unwrap();
+            match i {
+                11 => {}
+                19 => std::os::unix::fs::symlink(&files[0], &path).unwrap(),
+                24 => rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    &path,
+                    rustix::fs::FileType::Fifo,
+                    rustix::fs::Mode::from_raw_mode(0o600),
+                    0,
+                )
+                .unwrap(),
+                _ => std::fs::write(&path, bytes).unwrap(),
             }
             files.push(path);
             want.push(yes && i != 11);
@@ -165,6 +198,15 @@ mod tests {
             let mut buf = Vec::new();
             assert_eq!(look(&files, &mut buf, threads), want, "{threads} threads");
         }
-        assert_eq!(captures(&files, &mut Vec::new()), want);
+        assert_eq!(captures(&files, &mut Vec::new(), LOOKERS), want);
+        assert_eq!(
+            capture_files(&[d.path().to_path_buf()], &mut |_| {}).unwrap(),
+            files
+                .iter()
+                .zip(&want)
+                .filter(|(_, y)| **y)
+                .map(|(f, _)| f.clone())
+                .collect::<Vec<_>>()
+        );
     }
 }

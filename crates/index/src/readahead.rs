@@ -16,11 +16,12 @@
 
 use std::fs::File;
 use std::num::NonZeroU64;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, OnceLock};
 
-use rustix::fs::{fadvise, Advice};
+use rustix::fs::{fadvise, Advice, OFlags};
 
 use ringcap_format::sidecar::index_path;
 
@@ -61,8 +62,10 @@ impl Hint {
         match self {
             Hint::Heads(captures) => {
                 for c in captures {
-                    for (path, len) in [(index_path(&c), INDEX_HEAD), (c, CAPTURE_HEAD)] {
-                        if let Ok(f) = File::open(path) {
+                    // The capture's first: a query reads it first.
+                    let index = index_path(&c);
+                    for (path, len) in [(c, CAPTURE_HEAD), (index, INDEX_HEAD)] {
+                        if let Some(f) = open_regular(&path) {
                             will_need(&f, 0, len);
                         }
                     }
@@ -132,7 +135,19 @@ pub(crate) fn heads_now(captures: &[PathBuf]) {
 
 /// True if the first byte of the file at `path` is in the page cache.
 pub(crate) fn head_cached(path: &Path) -> bool {
-    File::open(path).is_ok_and(|f| cached(&f, 0))
+    open_regular(path).is_some_and(|f| cached(&f, 0))
+}
+
+/// The regular file at `path`, open to read; not a symbolic link followed
+/// nor a FIFO waited on (an entry of a directory may have become one since
+/// the directory was read).
+pub(crate) fn open_regular(path: &Path) -> Option<File> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32)
+        .open(path)
+        .ok()?;
+    f.metadata().is_ok_and(|m| m.is_file()).then_some(f)
 }
 
 /// Asks for the heads of the indexes of `captures` and their own first

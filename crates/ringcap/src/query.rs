@@ -211,7 +211,12 @@ pub fn query(args: &QueryArgs) -> Result<i32, Failure> {
                 "query: a filter both in --filter and as arguments",
             ));
         }
-        let mut files = ringcap_index::dir::capture_files(&args.dirs, &mut |f| {
+        let list = if args.no_index {
+            ringcap_index::dir::capture_files
+        } else {
+            ringcap_index::dir::capture_files_ahead
+        };
+        let mut files = list(&args.dirs, &mut |f| {
             eprintln!("ringcap: {}: not a capture file, skipped", f.display())
         })
         .map_err(Failure::usage)?;

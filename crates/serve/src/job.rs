@@ -166,7 +166,7 @@ pub struct Job {
 
 impl Job {
     fn files(&self) -> Result<Vec<PathBuf>, String> {
-        ringcap_index::dir::capture_files(&self.dirs, &mut |_| {})
+        ringcap_index::dir::capture_files_ahead(&self.dirs, &mut |_| {})
     }
 
     fn query(

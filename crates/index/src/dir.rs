@@ -24,7 +24,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::thread;
 
-use crate::readahead::{head_cached, heads_now, open_regular};
+use crate::readahead::{head_cached, head_now, open_regular};
 
 /// Threads that look at files at once when they are not in the page cache.
 const LOOKERS: usize = 8;
@@ -70,7 +70,7 @@ fn look(files: &[PathBuf], buf: &mut Vec<u8>, threads: usize) -> Vec<bool> {
                 let mut buf = Vec::new();
                 part.iter()
                     .map(|f| {
-                        heads_now(std::slice::from_ref(f));
+                        head_now(f);
                         is_capture(f, &mut buf)
                     })
                     .collect::<Vec<bool>>()
@@ -174,11 +174,11 @@ mod tests {
                 1 => ([&header[..], &[0u8; 100][..]].concat(), true),
                 2 => (header[..10].to_vec(), false),
                 3 => (b"not a capture at all, but long enough".to_vec(), false),
-                // A symbolic link to a capture, and a FIFO: neither is read.
-                _ if i == 19 || i == 24 => (Vec::new(), false),
                 _ => (Vec::new(), false),
             };
             match i {
+                // Missing; a symbolic link to a capture and a FIFO, neither
+                // of which is read.
                 11 => {}
                 19 => std::os::unix::fs::symlink(&files[0], &path).unwrap(),
                 24 => rustix::fs::mknodat(

@@ -60,17 +60,7 @@ enum Hint {
 impl Hint {
     fn give(self) {
         match self {
-            Hint::Heads(captures) => {
-                for c in captures {
-                    // The capture's first: a query reads it first.
-                    let index = index_path(&c);
-                    for (path, len) in [(c, CAPTURE_HEAD), (index, INDEX_HEAD)] {
-                        if let Some(f) = open_regular(&path) {
-                            will_need(&f, 0, len);
-                        }
-                    }
-                }
-            }
+            Hint::Heads(captures) => captures.iter().for_each(|c| head_now(c)),
             Hint::Ranges(f, ranges) => {
                 for (from, len) in ranges {
                     will_need(&f, from, len);
@@ -127,10 +117,18 @@ fn will_need(f: &File, from: u64, len: u64) {
     }
 }
 
-/// Asks for the heads of the indexes of `captures` and their own first
-/// bytes from this thread, now.
-pub(crate) fn heads_now(captures: &[PathBuf]) {
-    Hint::Heads(captures.to_vec()).give();
+/// Asks for the first bytes of `capture` and the head of its index from
+/// this thread, now.
+pub(crate) fn head_now(capture: &Path) {
+    // The capture's first: a query reads it first.
+    for (path, len) in [
+        (capture.to_path_buf(), CAPTURE_HEAD),
+        (index_path(capture), INDEX_HEAD),
+    ] {
+        if let Some(f) = open_regular(&path) {
+            will_need(&f, 0, len);
+        }
+    }
 }
 
 /// True if the first byte of the file at `path` is in the page cache.

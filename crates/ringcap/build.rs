@@ -17,8 +17,13 @@ fn main() {
         .unwrap_or_else(|_| "/usr/local/lib/ringcap-libpcap/lib".to_string());
     println!("cargo:rerun-if-env-changed=RINGCAP_LIBPCAP_DIR");
     let archive = std::path::Path::new(&dir).join("libpcap.a");
-    println!("cargo:rerun-if-changed={}", archive.display());
     if archive.is_file() {
+        println!("cargo:rerun-if-changed={}", archive.display());
         println!("cargo:rustc-link-search=native={dir}");
+    } else {
+        // Watching a file that is not there would make cargo rebuild this
+        // package every time. An archive built later is taken after
+        // `cargo clean -p ringcap` (scripts/setup builds it first).
+        println!("cargo:rerun-if-changed=build.rs");
     }
 }

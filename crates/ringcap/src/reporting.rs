@@ -60,8 +60,12 @@ impl Signals {
 }
 
 /// The counters now, for SIGUSR1: the final report's words, on stderr.
+///
+/// Written with one `write` so that a reader of the log (and a message of
+/// another thread) never finds half of it: `eprint!` wrote the heading and
+/// the report in separate writes.
 pub fn print_now(per: &[(String, Counters)], total: &Counters, seconds: f64, kept: bool) {
-    eprint!(
+    let mut text = format!(
         "ringcap: counters now (SIGUSR1):\n{}",
         report::final_report(per, total, seconds, kept)
     );
@@ -72,10 +76,12 @@ pub fn print_now(per: &[(String, Counters)], total: &Counters, seconds: f64, kep
         .packets_delivered
         .saturating_sub(total.packets_written + total.packets_dropped_writer);
     if on_the_way > 0 {
-        eprintln!(
-            "ringcap: {on_the_way} packets delivered are on their way to the writer (handed over within --flush-interval)"
-        );
+        text.push_str(&format!(
+            "ringcap: {on_the_way} packets delivered are on their way to the writer (handed over within --flush-interval)\n"
+        ));
     }
+    // Nothing to do if stderr is gone: the capture goes on.
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 /// Reporting while the capture runs.

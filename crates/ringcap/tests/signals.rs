@@ -34,28 +34,39 @@ fn usr1_prints_the_counters_and_usr2_does_no_harm() {
     tb.send_from_peer(&sent[..250], 0).expect("send");
     std::thread::sleep(SETTLE);
     run.child.signal(libc::SIGUSR1).expect("SIGUSR1");
-    assert!(
-        wait_for_count(&run, "counters now (SIGUSR1)", 1, Duration::from_secs(5)),
-        "no counters after SIGUSR1:\n{}",
-        run.log.text()
-    );
+    // The log is read line by line on another thread: the report is whole
+    // once its "written" line (and, when written lags, the line after it)
+    // has been read.
+    let value = |text: &str, label: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(label)?.trim().parse::<u64>().ok())
+    };
+    let t = Instant::now();
+    let (first, delivered, written) = loop {
+        let text = run.log.text();
+        if let Some((d, w)) = value(&text, "delivered").zip(value(&text, "written")) {
+            break (text, d, w);
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "no whole counters after SIGUSR1:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(first.contains("counters now (SIGUSR1)"), "{first}");
+    assert_eq!(delivered, 250, "{first}");
     // "written" may lag "delivered" by a batch not yet handed over: then
     // the report says how many are on their way.
-    let first = run.log.text();
-    let value = |label: &str| {
-        first
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(label)?.trim().parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("no {label} in:\n{first}"))
-    };
-    let (delivered, written) = (value("delivered"), value("written"));
-    assert_eq!(delivered, 250, "{first}");
     if written < delivered {
         let line = format!(
             "{} packets delivered are on their way to the writer",
             delivered - written
         );
-        assert!(first.contains(&line), "{line:?} missing:\n{first}");
+        assert!(
+            wait_for_count(&run, &line, 1, Duration::from_secs(5)),
+            "{line:?} missing:\n{}",
+            run.log.text()
+        );
     }
     run.child.signal(libc::SIGUSR2).expect("SIGUSR2");
     tb.send_from_peer(&sent[250..], 0).expect("send");

@@ -9,18 +9,15 @@ mod common;
 
 use common::*;
 use ringcap_testkit::{frames, skip_unless_netns, Testbed};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Waits up to `limit` for the capture's stderr to hold `needle` `times` times.
 fn wait_for_count(run: &Running, needle: &str, times: usize, limit: Duration) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < limit {
-        if run.log.text().matches(needle).count() >= times {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+    run.log
+        .wait_for(limit, |text| {
+            (text.matches(needle).count() >= times).then_some(())
+        })
+        .is_some()
 }
 
 #[test]
@@ -41,18 +38,13 @@ fn usr1_prints_the_counters_and_usr2_does_no_harm() {
         text.lines()
             .find_map(|l| l.trim().strip_prefix(label)?.trim().parse::<u64>().ok())
     };
-    let t = Instant::now();
-    let (first, delivered, written) = loop {
-        let text = run.log.text();
-        if let Some((d, w)) = value(&text, "delivered").zip(value(&text, "written")) {
-            break (text, d, w);
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "no whole counters after SIGUSR1:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (first, delivered, written) = run
+        .log
+        .wait_for(Duration::from_secs(5), |text| {
+            let (d, w) = value(text, "delivered").zip(value(text, "written"))?;
+            Some((text.to_string(), d, w))
+        })
+        .unwrap_or_else(|| panic!("no whole counters after SIGUSR1:\n{}", run.log.text()));
     assert!(first.contains("counters now (SIGUSR1)"), "{first}");
     assert_eq!(delivered, 250, "{first}");
     // "written" may lag "delivered" by a batch not yet handed over: then

@@ -29,6 +29,22 @@ impl StderrLog {
         self.text().contains(needle)
     }
 
+    /// Waits up to `limit` for `found` to find what it looks for in the
+    /// text read so far (lines arrive one by one from the background
+    /// thread, so a message of many lines may be half read for a moment).
+    pub fn wait_for<T>(&self, limit: Duration, found: impl Fn(&str) -> Option<T>) -> Option<T> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(v) = found(&self.text()) {
+                return Some(v);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits up to `limit` for stderr to reach end of file (normally after the child
     /// exited), then returns the whole text; returns what there is on timeout.
     pub fn wait_eof(&self, limit: Duration) -> String {
